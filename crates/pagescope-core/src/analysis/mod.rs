@@ -1,0 +1,121 @@
+//! Analyses: sinks that consume a snapshot stream and produce the figures
+//! of the reports. They never read the live system, so a report from a
+//! file and a live report are the same computation.
+
+pub mod processes;
+pub mod total;
+
+use crate::kpageflags::KPageFlags;
+use crate::model::{PageChunk, PageRecord, ProcessRecord, SnapshotSink, SystemInfo, Trailer, Vma};
+use crate::Result;
+
+/// Whether a present page counts as memory the process holds, by the same
+/// rule as the kernel's smaps (fs/proc/task_mmu.c): pages in `VM_PFNMAP`
+/// or `VM_IO` mappings (VmFlags `pf`, `io`) and the shared zero page are
+/// mapped but are not "normal" pages, so they are not in Rss.
+pub fn is_resident(vma: Option<&Vma>, page: &PageRecord) -> bool {
+    if !page.entry.is_present() {
+        return false;
+    }
+    if let Some(v) = vma {
+        if v.has_vm_flag("pf") || v.has_vm_flag("io") {
+            return false;
+        }
+    }
+    match page.phys {
+        Some(ph) => !ph.flags.contains(KPageFlags::ZERO_PAGE),
+        None => true,
+    }
+}
+
+/// Finds the VMA of each page of a process as its pages stream by; pages
+/// arrive in ascending address order, so a forward cursor suffices.
+#[derive(Debug, Default)]
+pub struct VmaCursor {
+    index: usize,
+}
+
+impl VmaCursor {
+    /// The VMA holding `vaddr`, if any.
+    pub fn find<'a>(&mut self, vmas: &'a [Vma], vaddr: u64) -> Option<&'a Vma> {
+        if self.index >= vmas.len() || vmas[self.index].start > vaddr {
+            // Out of order (never from pagescope's collector): search.
+            self.index = vmas.partition_point(|v| v.end <= vaddr);
+        }
+        while self.index < vmas.len() && vmas[self.index].end <= vaddr {
+            self.index += 1;
+        }
+        vmas.get(self.index).filter(|v| v.start <= vaddr)
+    }
+}
+
+/// Passes on only the processes whose pid is in the list (all if empty).
+#[derive(Debug)]
+pub struct PidFilter<'a, S: SnapshotSink> {
+    pids: &'a [u32],
+    inner: &'a mut S,
+    passing: bool,
+}
+
+impl<'a, S: SnapshotSink> PidFilter<'a, S> {
+    /// Wraps `inner`.
+    pub fn new(pids: &'a [u32], inner: &'a mut S) -> Self {
+        PidFilter {
+            pids,
+            inner,
+            passing: true,
+        }
+    }
+}
+
+impl<S: SnapshotSink> SnapshotSink for PidFilter<'_, S> {
+    fn system(&mut self, system: &SystemInfo) -> Result<()> {
+        self.inner.system(system)
+    }
+    fn process(&mut self, p: &ProcessRecord) -> Result<()> {
+        self.passing = self.pids.is_empty() || self.pids.contains(&p.task.pid);
+        if self.passing {
+            self.inner.process(p)?;
+        }
+        Ok(())
+    }
+    fn pages(&mut self, chunk: &PageChunk) -> Result<()> {
+        if self.passing {
+            self.inner.pages(chunk)?;
+        }
+        Ok(())
+    }
+    fn finish(&mut self, t: &Trailer) -> Result<()> {
+        self.inner.finish(t)
+    }
+}
+
+/// The lines every report prints about figures a snapshot lacks.
+pub fn missing_notes(system: &SystemInfo) -> Vec<String> {
+    system.missing.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vma(start: u64, end: u64) -> Vma {
+        Vma {
+            start,
+            end,
+            ..Vma::default()
+        }
+    }
+
+    #[test]
+    fn cursor_finds_vmas() {
+        let vmas = [vma(0x1000, 0x3000), vma(0x5000, 0x6000)];
+        let mut c = VmaCursor::default();
+        assert_eq!(c.find(&vmas, 0x1000).unwrap().start, 0x1000);
+        assert_eq!(c.find(&vmas, 0x2000).unwrap().start, 0x1000);
+        assert!(c.find(&vmas, 0x4000).is_none());
+        assert_eq!(c.find(&vmas, 0x5000).unwrap().start, 0x5000);
+        assert!(c.find(&vmas, 0x9000).is_none());
+        assert_eq!(c.find(&vmas, 0x1000).unwrap().start, 0x1000);
+    }
+}

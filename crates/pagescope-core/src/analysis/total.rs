@@ -1,0 +1,153 @@
+//! The whole machine in one set of numbers: user pages (distinct page
+//! frames mapped by user processes, the 2005 suite's "total"), and from
+//! the snapshot's meminfo the page cache, the kernel's own memory and the
+//! free pages.
+
+use super::{is_resident, VmaCursor};
+use crate::kpageflags::KPageFlags;
+use crate::model::{PageChunk, ProcessRecord, SnapshotSink, SystemInfo, Trailer, Vma};
+use crate::Result;
+
+/// The figures of the `total` view, in pages.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TotalFigures {
+    /// Distinct page frames mapped by the processes in the snapshot
+    /// (`None` when page frame numbers were hidden).
+    pub user_pages: Option<u64>,
+    /// Of those, anonymous frames (kpageflags ANON).
+    pub user_anon_pages: Option<u64>,
+    /// Of those, file-backed or shared-memory frames.
+    pub user_file_pages: Option<u64>,
+    /// The sum of every process's RSS (counts shared frames once per
+    /// process that maps them).
+    pub rss_sum_pages: u64,
+    /// Processes counted.
+    pub processes: u64,
+    /// meminfo MemTotal.
+    pub mem_total_pages: u64,
+    /// meminfo MemFree.
+    pub free_pages: u64,
+    /// meminfo Cached + Buffers: the page cache, including shmem/tmpfs.
+    pub page_cache_pages: u64,
+    /// meminfo Shmem (part of the page cache).
+    pub shmem_pages: u64,
+    /// meminfo AnonPages.
+    pub anon_pages_meminfo: u64,
+    /// meminfo Slab (SReclaimable + SUnreclaim).
+    pub slab_pages: u64,
+    /// meminfo PageTables (+ SecPageTables).
+    pub page_table_pages: u64,
+    /// meminfo KernelStack.
+    pub kernel_stack_pages: u64,
+}
+
+/// The `total` analysis.
+#[derive(Debug, Default)]
+pub struct Total {
+    /// The machine, once seen.
+    pub system: SystemInfo,
+    /// The figures (complete after the stream ends).
+    pub figures: TotalFigures,
+    /// Notes from the snapshot's end record.
+    pub notes: Vec<String>,
+    /// Whether the end record was seen.
+    pub complete: bool,
+    seen: Vec<u64>,
+    vmas: Vec<Vma>,
+    cursor: VmaCursor,
+    anon: u64,
+    distinct: u64,
+}
+
+impl Total {
+    /// A fresh analysis.
+    pub fn new() -> Total {
+        Total::default()
+    }
+
+    /// Marks a PFN seen; true the first time.
+    fn first_sight(&mut self, pfn: u64) -> bool {
+        let word = (pfn / 64) as usize;
+        if word >= self.seen.len() {
+            // A PFN beyond the RAM ranges (or none were known): grow.
+            self.seen.resize((word + 1).next_power_of_two(), 0);
+        }
+        let bit = 1u64 << (pfn % 64);
+        let fresh = self.seen[word] & bit == 0;
+        self.seen[word] |= bit;
+        fresh
+    }
+
+    /// Fills the meminfo-derived figures and closes the counts. Called by
+    /// [`SnapshotSink::finish`], and by readers of a file cut short.
+    pub fn close(&mut self) {
+        let s = &self.system;
+        let kpp = (s.page_size / 1024).max(1);
+        let kb = |k: &str| s.meminfo_kb(k).unwrap_or(0) / kpp;
+        let f = &mut self.figures;
+        f.mem_total_pages = kb("MemTotal");
+        f.free_pages = kb("MemFree");
+        f.page_cache_pages = kb("Cached") + kb("Buffers");
+        f.shmem_pages = kb("Shmem");
+        f.anon_pages_meminfo = kb("AnonPages");
+        f.slab_pages = kb("SReclaimable") + kb("SUnreclaim");
+        f.page_table_pages = kb("PageTables") + kb("SecPageTables");
+        f.kernel_stack_pages = kb("KernelStack");
+        if s.pfns_visible {
+            f.user_pages = Some(self.distinct);
+            f.user_anon_pages = Some(self.anon);
+            f.user_file_pages = Some(self.distinct - self.anon);
+        }
+    }
+}
+
+impl SnapshotSink for Total {
+    fn system(&mut self, system: &SystemInfo) -> Result<()> {
+        self.system = system.clone();
+        self.seen = vec![0; (system.max_pfn() / 64 + 1) as usize];
+        Ok(())
+    }
+
+    fn process(&mut self, p: &ProcessRecord) -> Result<()> {
+        self.vmas = p.vmas.clone();
+        self.cursor = VmaCursor::default();
+        if !p.task.kernel_thread {
+            self.figures.processes += 1;
+        }
+        if !self.system.pfns_visible {
+            let kpp = (self.system.page_size / 1024).max(1);
+            self.figures.rss_sum_pages += p.vmas.iter().map(|v| v.smaps.rss).sum::<u64>() / kpp;
+        }
+        Ok(())
+    }
+
+    fn pages(&mut self, chunk: &PageChunk) -> Result<()> {
+        if !self.system.pfns_visible {
+            return Ok(());
+        }
+        for page in &chunk.pages {
+            let vma = self.cursor.find(&self.vmas, page.vaddr);
+            if !is_resident(vma, page) {
+                continue;
+            }
+            self.figures.rss_sum_pages += 1;
+            let (Some(pfn), Some(ph)) = (page.entry.pfn(), page.phys) else {
+                continue;
+            };
+            if self.first_sight(pfn.0) {
+                self.distinct += 1;
+                if ph.flags.contains(KPageFlags::ANON) {
+                    self.anon += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, trailer: &Trailer) -> Result<()> {
+        self.notes = trailer.notes.clone();
+        self.complete = true;
+        self.close();
+        Ok(())
+    }
+}

@@ -1,0 +1,54 @@
+//! The recording format: a versioned stream of checksummed, compressed
+//! frames, shared by snapshots, records and traces.
+//!
+//! ```text
+//! file   = header frame* end-frame
+//! header = magic[8] "\x89PGS\r\n\x1a\n" | version u16 | kind u16 | reserved u32
+//! frame  = type u16 | flags u16 | stored_len u32 | raw_len u32 | crc32 u32 | payload
+//! ```
+//!
+//! All integers are little-endian. The payload is a postcard-encoded
+//! record, zstd-compressed when flag bit 0 is set; the CRC-32 covers the
+//! first 12 bytes of the frame header and the stored payload. Each frame
+//! is written with one `write` and compressed on its own, so a writer
+//! killed at any moment leaves every earlier frame readable; a reader that
+//! meets the end of the file before the end frame says the file was cut
+//! short and returns what it read. The full description, with the record
+//! layouts, is in `docs/format.md`.
+
+mod codec;
+mod frame;
+mod snapshot;
+
+pub use codec::{decode_pages, encode_pages};
+pub use frame::{Frame, FrameReader, FrameWriter, Kind, ReadOutcome};
+pub use snapshot::{read_snapshot, Completeness, SnapshotWriter};
+
+/// The 8 magic bytes that open every pagescope file. The high first byte
+/// and the CR LF / ^Z / LF sequence catch files mangled by text transfer,
+/// as PNG's signature does.
+pub const MAGIC: [u8; 8] = *b"\x89PGS\r\n\x1a\n";
+
+/// The format version this build writes. Readers accept this version and
+/// refuse newer ones with a message naming both.
+pub const VERSION: u16 = 1;
+
+/// Frame types. Readers skip types they do not know, so new record kinds
+/// can be added without breaking old readers.
+pub mod frame_type {
+    /// [`crate::model::SystemInfo`].
+    pub const SYSTEM: u16 = 1;
+    /// [`crate::model::ProcessRecord`].
+    pub const PROCESS: u16 = 2;
+    /// [`crate::model::PageChunk`], in the columnar encoding of
+    /// [`super::encode_pages`].
+    pub const PAGES: u16 = 3;
+    /// [`crate::model::Trailer`]: the last frame of a complete file.
+    pub const END: u16 = 15;
+}
+
+/// Largest stored payload a reader accepts, so that a corrupt length can't
+/// make it allocate without bound.
+pub const MAX_STORED: u32 = 256 << 20;
+/// Largest decompressed payload a reader accepts.
+pub const MAX_RAW: u32 = 1 << 30;

@@ -1,0 +1,166 @@
+//! Snapshots in the recording format: a [`SnapshotSink`] that writes the
+//! stream to a file, and a reader that replays a file into any sink.
+
+use super::frame::{FrameReader, FrameWriter, Kind, ReadOutcome};
+use super::{codec, frame_type};
+use crate::model::{PageChunk, ProcessRecord, SnapshotSink, SystemInfo, Trailer};
+use crate::{Error, Result};
+use serde::de::DeserializeOwned;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+/// Writes a snapshot stream as frames.
+#[derive(Debug)]
+pub struct SnapshotWriter<W: Write> {
+    frames: FrameWriter<W>,
+    path: PathBuf,
+    page_size: u64,
+}
+
+impl<W: Write> SnapshotWriter<W> {
+    /// Starts a snapshot file; `path` names it in errors.
+    pub fn new(out: W, path: &Path) -> Result<SnapshotWriter<W>> {
+        Ok(SnapshotWriter {
+            frames: FrameWriter::new(out, Kind::Snapshot).map_err(|e| Error::io(path, e))?,
+            path: path.to_path_buf(),
+            page_size: 4096,
+        })
+    }
+
+    /// Bytes written so far.
+    pub fn bytes(&self) -> u64 {
+        self.frames.bytes
+    }
+
+    fn put<T: serde::Serialize>(&mut self, frame_type: u16, value: &T) -> Result<()> {
+        let raw =
+            postcard::to_stdvec(value).map_err(|e| Error::corrupt(&self.path, e.to_string()))?;
+        self.frames
+            .write_frame(frame_type, &raw)
+            .map_err(|e| Error::io(&self.path, e))
+    }
+}
+
+impl<W: Write> SnapshotSink for SnapshotWriter<W> {
+    fn system(&mut self, system: &SystemInfo) -> Result<()> {
+        self.page_size = system.page_size.max(1);
+        self.put(frame_type::SYSTEM, system)
+    }
+
+    fn process(&mut self, process: &ProcessRecord) -> Result<()> {
+        self.put(frame_type::PROCESS, process)
+    }
+
+    fn pages(&mut self, chunk: &PageChunk) -> Result<()> {
+        let raw = codec::encode_pages(chunk, self.page_size);
+        self.frames
+            .write_frame(frame_type::PAGES, &raw)
+            .map_err(|e| Error::io(&self.path, e))
+    }
+
+    fn finish(&mut self, trailer: &Trailer) -> Result<()> {
+        self.put(frame_type::END, trailer)
+    }
+}
+
+/// How a replay ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Completeness {
+    /// The end frame was read.
+    Complete,
+    /// The file ends early; everything before `offset` was replayed.
+    CutShort {
+        /// Where the readable part ends.
+        offset: u64,
+    },
+}
+
+fn decode<T: DeserializeOwned>(path: &Path, offset: u64, what: &str, bytes: &[u8]) -> Result<T> {
+    postcard::from_bytes(bytes).map_err(|e| {
+        Error::corrupt(
+            path,
+            format!("frame at byte {offset}: bad {what} record: {e}"),
+        )
+    })
+}
+
+/// Replays a snapshot file into `sink`. Returns whether the file was
+/// complete; a file cut short is replayed up to its last complete frame.
+/// Errors name the file and what is wrong with it.
+pub fn read_snapshot<R: Read>(
+    input: R,
+    path: &Path,
+    sink: &mut dyn SnapshotSink,
+) -> Result<Completeness> {
+    let mut reader = FrameReader::new(input, path)?;
+    if reader.kind() != Kind::Snapshot {
+        return Err(Error::corrupt(
+            path,
+            format!("is a {} file, not a snapshot", reader.kind().name()),
+        ));
+    }
+    let mut seen_system = false;
+    let mut seen_process = false;
+    loop {
+        let frame = match reader.next_frame()? {
+            ReadOutcome::Frame(f) => f,
+            ReadOutcome::Eof => {
+                if !seen_system {
+                    return Err(Error::corrupt(path, "cut short before any data"));
+                }
+                return Ok(Completeness::CutShort { offset: u64::MAX });
+            }
+            ReadOutcome::CutShort { offset } => {
+                if !seen_system {
+                    return Err(Error::corrupt(path, "cut short before any data"));
+                }
+                return Ok(Completeness::CutShort { offset });
+            }
+        };
+        let at = frame.offset;
+        match frame.frame_type {
+            frame_type::SYSTEM => {
+                if seen_system {
+                    return Err(Error::corrupt(
+                        path,
+                        format!("frame at byte {at}: second system record"),
+                    ));
+                }
+                let s: SystemInfo = decode(path, at, "system", &frame.payload)?;
+                if s.page_size == 0 || !s.page_size.is_power_of_two() {
+                    return Err(Error::corrupt(
+                        path,
+                        format!("page size {} is impossible", s.page_size),
+                    ));
+                }
+                sink.system(&s)?;
+                seen_system = true;
+            }
+            _ if !seen_system => {
+                return Err(Error::corrupt(path, "does not start with a system record"));
+            }
+            frame_type::PROCESS => {
+                let p: ProcessRecord = decode(path, at, "process", &frame.payload)?;
+                sink.process(&p)?;
+                seen_process = true;
+            }
+            frame_type::PAGES => {
+                if !seen_process {
+                    return Err(Error::corrupt(
+                        path,
+                        format!("frame at byte {at}: pages before any process"),
+                    ));
+                }
+                let chunk = codec::decode_pages(&frame.payload)
+                    .map_err(|why| Error::corrupt(path, format!("frame at byte {at}: {why}")))?;
+                sink.pages(&chunk)?;
+            }
+            frame_type::END => {
+                let t: Trailer = decode(path, at, "end", &frame.payload)?;
+                sink.finish(&t)?;
+                return Ok(Completeness::Complete);
+            }
+            _ => {} // A newer frame type: skip it.
+        }
+    }
+}

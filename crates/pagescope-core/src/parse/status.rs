@@ -1,0 +1,76 @@
+//! `/proc/PID/status`: `Key:\tvalue` lines (man 5 proc).
+
+use super::{dec, ParseError};
+
+/// The fields of `/proc/PID/status` that pagescope keeps.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Status {
+    /// `Name`.
+    pub name: String,
+    /// `Tgid`.
+    pub tgid: u32,
+    /// Real uid (first of `Uid`).
+    pub uid: u32,
+    /// `Threads`.
+    pub threads: u32,
+    /// `VmRSS` in kB (absent for kernel threads).
+    pub vm_rss_kb: Option<u64>,
+}
+
+const WHAT: &str = "status";
+
+/// Parses `/proc/PID/status`.
+pub fn parse(text: &str) -> Result<Status, ParseError> {
+    let mut s = Status::default();
+    let mut have_tgid = false;
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        match key {
+            "Name" => s.name = value.to_string(),
+            "Tgid" => {
+                s.tgid = dec(WHAT, line, value)?;
+                have_tgid = true;
+            }
+            "Uid" => {
+                let real = value.split_whitespace().next().unwrap_or("");
+                s.uid = dec(WHAT, line, real)?;
+            }
+            "Threads" => s.threads = dec(WHAT, line, value)?,
+            "VmRSS" => s.vm_rss_kb = Some(dec(WHAT, line, value.trim_end_matches("kB").trim())?),
+            _ => {}
+        }
+    }
+    if !have_tgid {
+        return Err(ParseError::new(
+            WHAT,
+            text.lines().next().unwrap_or(""),
+            "no Tgid line",
+        ));
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_kernel_text() {
+        let text = "Name:\tcat\nUmask:\t0022\nState:\tR (running)\nTgid:\t812\nNgid:\t0\nPid:\t812\nPPid:\t700\nUid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\nVmRSS:\t    1024 kB\nThreads:\t1\n";
+        let s = parse(text).unwrap();
+        assert_eq!(s.name, "cat");
+        assert_eq!(s.tgid, 812);
+        assert_eq!(s.uid, 1000);
+        assert_eq!(s.threads, 1);
+        assert_eq!(s.vm_rss_kb, Some(1024));
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        assert!(parse("").is_err());
+        assert!(parse("Tgid:\tabc\n").is_err());
+    }
+}

@@ -1,0 +1,140 @@
+//! `/proc/kpageflags`, `/proc/kpagecount` and `/proc/kpagecgroup`: one u64
+//! per page frame, indexed by PFN (Documentation/admin-guide/mm/pagemap.rst).
+//!
+//! Lookups are batched: the PFNs wanted are sorted, runs of nearby PFNs
+//! (gaps up to [`GAP`] frames) are merged, and each run costs one `pread`
+//! per file into reused buffers. Reading one entry per syscall manages
+//! about 1.7 M pages/s; runs approach the speed of reading the whole file.
+
+use crate::errno;
+use pagescope_core::kpageflags::KPageFlags;
+use pagescope_core::{Error, Result};
+use rustix::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+/// Largest gap, in frames, that a run bridges rather than starting a new
+/// `pread` (64 frames = 512 bytes of each file).
+pub const GAP: u64 = 64;
+/// Longest run per `pread`, in frames.
+pub const MAX_RUN: usize = 32 * 1024;
+
+/// What the PFN-indexed files say about one frame.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FrameInfo {
+    /// kpageflags.
+    pub flags: KPageFlags,
+    /// kpagecount.
+    pub count: u64,
+    /// kpagecgroup (0 when the file is absent).
+    pub memcg: u64,
+}
+
+#[derive(Debug)]
+struct PfnFile {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+impl PfnFile {
+    fn open(path: PathBuf) -> Result<PfnFile> {
+        let f = std::fs::File::open(&path).map_err(|e| Error::io(&path, e))?;
+        Ok(PfnFile { fd: f.into(), path })
+    }
+
+    /// Reads entries `[pfn, pfn + out.len())`; entries past the end of
+    /// the file read as zero.
+    fn read(&self, pfn: u64, out: &mut [u64]) -> Result<()> {
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
+        let mut done = 0;
+        while done < bytes.len() {
+            let n = rustix::io::pread(&self.fd, &mut bytes[done..], pfn * 8 + done as u64)
+                .map_err(|e| errno(&self.path, e))?;
+            if n == 0 {
+                bytes[done..].fill(0);
+                break;
+            }
+            done += n;
+        }
+        for v in out.iter_mut() {
+            *v = u64::from_le(*v);
+        }
+        Ok(())
+    }
+}
+
+/// The three PFN-indexed files, open.
+#[derive(Debug)]
+pub struct KPageReader {
+    flags: PfnFile,
+    count: PfnFile,
+    cgroup: Option<PfnFile>,
+    bufs: [Vec<u64>; 3],
+    order: Vec<u32>,
+}
+
+impl KPageReader {
+    /// Opens the files under `proc_root`. kpageflags and kpagecount are
+    /// required (root only); kpagecgroup is optional (CONFIG_MEMCG).
+    pub fn open(proc_root: &Path) -> Result<KPageReader> {
+        let flags = PfnFile::open(proc_root.join("kpageflags"))?;
+        let count = PfnFile::open(proc_root.join("kpagecount"))?;
+        let cgroup = PfnFile::open(proc_root.join("kpagecgroup")).ok();
+        Ok(KPageReader {
+            flags,
+            count,
+            cgroup,
+            bufs: [Vec::new(), Vec::new(), Vec::new()],
+            order: Vec::new(),
+        })
+    }
+
+    /// Whether kpagecgroup is available.
+    pub fn has_cgroup(&self) -> bool {
+        self.cgroup.is_some()
+    }
+
+    /// Looks up every PFN of `pfns` (any order, repeats allowed) and
+    /// writes its info to the same index of `out`.
+    pub fn lookup(&mut self, pfns: &[u64], out: &mut Vec<FrameInfo>) -> Result<()> {
+        out.clear();
+        out.resize(pfns.len(), FrameInfo::default());
+        self.order.clear();
+        self.order.extend(0..pfns.len() as u32);
+        self.order.sort_unstable_by_key(|&i| pfns[i as usize]);
+        let mut i = 0;
+        while i < self.order.len() {
+            let first = pfns[self.order[i] as usize];
+            // Extend the run while the next PFN is near.
+            let mut j = i + 1;
+            let mut last = first;
+            while j < self.order.len() {
+                let p = pfns[self.order[j] as usize];
+                if p - last > GAP || (p - first) as usize >= MAX_RUN {
+                    break;
+                }
+                last = p;
+                j += 1;
+            }
+            let len = (last - first + 1) as usize;
+            for b in self.bufs.iter_mut() {
+                b.clear();
+                b.resize(len, 0);
+            }
+            self.flags.read(first, &mut self.bufs[0])?;
+            self.count.read(first, &mut self.bufs[1])?;
+            if let Some(cg) = &self.cgroup {
+                cg.read(first, &mut self.bufs[2])?;
+            }
+            for &k in &self.order[i..j] {
+                let off = (pfns[k as usize] - first) as usize;
+                out[k as usize] = FrameInfo {
+                    flags: KPageFlags::from_bits_retain(self.bufs[0][off]),
+                    count: self.bufs[1][off],
+                    memcg: self.bufs[2][off],
+                };
+            }
+            i = j;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,43 @@
+//! pagescope's Linux part: every system call and every read of `/proc`
+//! and sysfs.
+//!
+//! Readers are named after what they read ([`procfs`], [`pagemap`],
+//! [`kpage`], [`node`], [`system`]); [`snapshot`] drives them to produce a
+//! snapshot stream into any [`pagescope_core::model::SnapshotSink`]. All
+//! paths hang off a [`Root`], so tests can point the readers at a fixture
+//! tree. Reads are batched: one `pread` per run of pagemap entries or page
+//! frames, into reused buffers.
+
+#![deny(missing_docs)]
+
+pub mod kpage;
+pub mod node;
+pub mod pagemap;
+pub mod procfs;
+pub mod snapshot;
+pub mod system;
+
+use std::path::PathBuf;
+
+/// Where `/proc` and `/sys` are.
+#[derive(Clone, Debug)]
+pub struct Root {
+    /// The procfs mount, normally `/proc`.
+    pub proc: PathBuf,
+    /// The sysfs mount, normally `/sys`.
+    pub sys: PathBuf,
+}
+
+impl Default for Root {
+    fn default() -> Root {
+        Root {
+            proc: PathBuf::from("/proc"),
+            sys: PathBuf::from("/sys"),
+        }
+    }
+}
+
+/// Maps a rustix errno on `path` to pagescope's error type.
+pub(crate) fn errno(path: impl Into<PathBuf>, e: rustix::io::Errno) -> pagescope_core::Error {
+    pagescope_core::Error::io(path, std::io::Error::from(e))
+}

@@ -1,0 +1,112 @@
+//! Machine-wide facts: kernel, page size, meminfo, slabinfo, RAM ranges,
+//! NUMA layout, and whether page frame numbers are visible to this
+//! process.
+
+use crate::procfs::ProcDir;
+use crate::{kpage::KPageReader, node, pagemap::PagemapReader, Root};
+use pagescope_core::model::SystemInfo;
+use pagescope_core::parse;
+use pagescope_core::{Error, Result};
+
+/// The note printed when page frame numbers are hidden.
+pub const PFNS_HIDDEN: &str = "page frame numbers are hidden (needs CAP_SYS_ADMIN, e.g. run as root): no per-page flags, share counts, memcg or NUMA node; distinct user pages and USS/PSS from pages are missing, RSS/PSS/USS/swap come from smaps instead";
+
+/// The page size in bytes.
+pub fn page_size() -> u64 {
+    rustix::param::page_size() as u64
+}
+
+/// Whether this process sees PFNs: pagemap of one of our own resident
+/// pages shows a non-zero frame, and kpageflags opens.
+pub fn pfns_visible(root: &Root, page_size: u64) -> bool {
+    let probe = vec![1u8; 2 * page_size as usize];
+    let addr = (probe.as_ptr() as u64).div_ceil(page_size) * page_size;
+    std::hint::black_box(&probe);
+    let Ok(dir) = ProcDir::open(&root.proc, std::process::id()) else {
+        return false;
+    };
+    let Ok(file) = dir.open_file("pagemap") else {
+        return false;
+    };
+    let mut reader = PagemapReader::new(file, "pagemap".into(), page_size);
+    let mut pfn = 0;
+    let ok = reader
+        .for_each(addr, addr + page_size, |_, e| {
+            pfn = e.pfn().map_or(0, |p| p.0)
+        })
+        .is_ok();
+    ok && pfn != 0 && KPageReader::open(&root.proc).is_ok()
+}
+
+/// Collects the machine-wide facts. What can't be read goes into
+/// `missing` as a sentence; only an unreadable meminfo is an error.
+pub fn collect(root: &Root, selected_pids: &[u32]) -> Result<SystemInfo> {
+    let page_size = page_size();
+    let uname = rustix::system::uname();
+    let mut s = SystemInfo {
+        kernel_release: uname.release().to_string_lossy().into_owned(),
+        hostname: uname.nodename().to_string_lossy().into_owned(),
+        page_size,
+        time_unix_ns: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
+        clock_ticks: rustix::param::clock_ticks_per_second(),
+        selected_pids: selected_pids.to_vec(),
+        ..SystemInfo::default()
+    };
+
+    let meminfo_path = root.proc.join("meminfo");
+    let text = std::fs::read_to_string(&meminfo_path).map_err(|e| Error::io(&meminfo_path, e))?;
+    s.meminfo =
+        parse::meminfo::parse(&text).map_err(|e| Error::corrupt(&meminfo_path, e.to_string()))?;
+
+    let slab_path = root.proc.join("slabinfo");
+    match std::fs::read_to_string(&slab_path) {
+        Ok(text) => match parse::slabinfo::parse(&text) {
+            Ok(slabs) => s.slabs = slabs,
+            Err(e) => s.missing.push(format!("slab caches: {e}")),
+        },
+        Err(e) => s.missing.push(format!(
+            "slab caches: {} unreadable ({e}; needs root)",
+            slab_path.display()
+        )),
+    }
+
+    let iomem_path = root.proc.join("iomem");
+    match std::fs::read_to_string(&iomem_path)
+        .map_err(|e| e.to_string())
+        .and_then(|t| parse::iomem::system_ram(&t).map_err(|e| e.to_string()))
+    {
+        Ok(r) if r.is_empty() => s
+            .missing
+            .push("System RAM ranges: /proc/iomem hides addresses (needs root)".into()),
+        Ok(r) => s.ram_ranges = r,
+        Err(e) => s.missing.push(format!("System RAM ranges: {e}")),
+    }
+
+    match node::block_size(&root.sys) {
+        Ok(bs) => {
+            s.memory_block_size = bs;
+            match node::node_ranges(&root.sys, bs, page_size) {
+                Ok(n) => s.nodes = n,
+                Err(e) => s
+                    .missing
+                    .push(format!("NUMA node ranges: {e} (needs CONFIG_NUMA)")),
+            }
+        }
+        Err(e) => s.missing.push(format!(
+            "memory blocks: {e} (needs CONFIG_MEMORY_HOTPLUG sysfs)"
+        )),
+    }
+
+    s.pfns_visible = pfns_visible(root, page_size);
+    if !s.pfns_visible {
+        s.missing.push(PFNS_HIDDEN.into());
+    }
+    s.memcg_visible = s.pfns_visible && root.proc.join("kpagecgroup").exists();
+    if s.pfns_visible && !s.memcg_visible {
+        s.missing
+            .push("memory cgroup per page: /proc/kpagecgroup absent (needs CONFIG_MEMCG)".into());
+    }
+    Ok(s)
+}

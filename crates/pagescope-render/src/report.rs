@@ -1,0 +1,96 @@
+//! The format-neutral report document.
+
+/// One value of a field or cell.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    /// A count or address.
+    Int(u64),
+    /// A signed difference.
+    Signed(i64),
+    /// A fractional figure, shown with this many decimals in tables.
+    Float(f64, usize),
+    /// Text.
+    Text(String),
+    /// Yes or no.
+    Bool(bool),
+    /// A figure that could not be collected.
+    Missing,
+}
+
+impl Value {
+    /// The value as tables and CSV show it.
+    pub fn display(&self) -> String {
+        match self {
+            Value::Int(v) => v.to_string(),
+            Value::Signed(v) => v.to_string(),
+            Value::Float(v, d) => format!("{v:.d$}"),
+            Value::Text(s) => s.clone(),
+            Value::Bool(b) => if *b { "yes" } else { "no" }.to_string(),
+            Value::Missing => "n/a".to_string(),
+        }
+    }
+
+    /// Whether tables right-align it.
+    pub fn is_numeric(&self) -> bool {
+        matches!(self, Value::Int(_) | Value::Signed(_) | Value::Float(..))
+    }
+}
+
+impl From<u64> for Value {
+    fn from(v: u64) -> Value {
+        Value::Int(v)
+    }
+}
+
+impl From<Option<u64>> for Value {
+    fn from(v: Option<u64>) -> Value {
+        v.map_or(Value::Missing, Value::Int)
+    }
+}
+
+impl From<&str> for Value {
+    fn from(v: &str) -> Value {
+        Value::Text(v.to_string())
+    }
+}
+
+impl From<String> for Value {
+    fn from(v: String) -> Value {
+        Value::Text(v)
+    }
+}
+
+/// A column of a table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Column {
+    /// snake_case key (JSON key, CSV header).
+    pub key: &'static str,
+    /// Heading in tables.
+    pub title: &'static str,
+}
+
+/// A table of rows.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Table {
+    /// The JSON key holding the rows.
+    pub key: &'static str,
+    /// The columns.
+    pub columns: Vec<Column>,
+    /// The rows, one value per column.
+    pub rows: Vec<Vec<Value>>,
+}
+
+/// A view's output, before rendering.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Report {
+    /// The view's name.
+    pub view: &'static str,
+    /// Page size in bytes (all counts are in pages).
+    pub page_size: u64,
+    /// Lines about missing figures and incomplete input.
+    pub notes: Vec<String>,
+    /// Named figures, in order.
+    pub fields: Vec<(&'static str, &'static str, Value)>,
+    /// Tables.
+    pub tables: Vec<Table>,
+}

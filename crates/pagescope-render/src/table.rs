@@ -1,0 +1,97 @@
+//! Aligned text for terminals: fields as `title: value` lines, tables with
+//! right-aligned numbers; the widest text column is cut to fit the width.
+
+use crate::{Renderer, Report, Value};
+use std::io;
+
+/// Renders aligned text.
+#[derive(Debug)]
+pub struct TableRenderer {
+    /// Terminal width to fit, if known.
+    pub width: Option<usize>,
+}
+
+fn cut(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(width.saturating_sub(1)).collect();
+    out.push('~');
+    out
+}
+
+impl Renderer for TableRenderer {
+    fn render(&self, report: &Report, out: &mut dyn io::Write) -> io::Result<()> {
+        if !report.fields.is_empty() {
+            let w = report
+                .fields
+                .iter()
+                .map(|(_, t, _)| t.len())
+                .max()
+                .unwrap_or(0);
+            for (_, title, value) in &report.fields {
+                writeln!(out, "{title:<w$}  {}", value.display())?;
+            }
+        }
+        for (n, table) in report.tables.iter().enumerate() {
+            if n > 0 || !report.fields.is_empty() {
+                writeln!(out)?;
+            }
+            let cells: Vec<Vec<String>> = table
+                .rows
+                .iter()
+                .map(|r| r.iter().map(Value::display).collect())
+                .collect();
+            let mut widths: Vec<usize> = table.columns.iter().map(|c| c.title.len()).collect();
+            for row in &cells {
+                for (i, c) in row.iter().enumerate() {
+                    widths[i] = widths[i].max(c.chars().count());
+                }
+            }
+            let numeric: Vec<bool> = (0..table.columns.len())
+                .map(|i| table.rows.first().is_some_and(|r| r[i].is_numeric()))
+                .collect();
+            // Fit the width by cutting the widest text column.
+            if let Some(limit) = self.width {
+                let total: usize =
+                    widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
+                if total > limit {
+                    if let Some(i) = (0..widths.len())
+                        .filter(|&i| !numeric[i])
+                        .max_by_key(|&i| widths[i])
+                    {
+                        let excess = total - limit;
+                        widths[i] = widths[i]
+                            .saturating_sub(excess)
+                            .max(table.columns[i].title.len())
+                            .max(8);
+                    }
+                }
+            }
+            let line = |vals: &[String], out: &mut dyn io::Write| -> io::Result<()> {
+                let mut s = String::new();
+                for (i, v) in vals.iter().enumerate() {
+                    if i > 0 {
+                        s.push_str("  ");
+                    }
+                    let v = cut(v, widths[i]);
+                    let last = i + 1 == vals.len();
+                    if numeric[i] {
+                        s.push_str(&format!("{v:>w$}", w = widths[i]));
+                    } else if last {
+                        s.push_str(&v);
+                    } else {
+                        s.push_str(&format!("{v:<w$}", w = widths[i]));
+                    }
+                }
+                writeln!(out, "{}", s.trim_end())
+            };
+            let titles: Vec<String> = table.columns.iter().map(|c| c.title.to_string()).collect();
+            line(&titles, out)?;
+            for row in &cells {
+                line(row, out)?;
+            }
+        }
+        Ok(())
+    }
+}

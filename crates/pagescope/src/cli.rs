@@ -1,0 +1,84 @@
+//! The command line, as clap parses it. [`crate::config`] turns it into
+//! what a run needs.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+/// See how Linux programs use physical memory.
+#[derive(Debug, Parser)]
+#[command(name = "pagescope", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Collect a snapshot: every process's VMAs, pages and page frames.
+    Snapshot(SnapshotArgs),
+    /// Analyse a snapshot file, or the live system.
+    Report(ReportArgs),
+}
+
+/// `pagescope snapshot`.
+#[derive(Debug, Args)]
+pub struct SnapshotArgs {
+    /// Only this process (repeat for more); default every process.
+    #[arg(long = "pid", value_name = "PID")]
+    pub pids: Vec<u32>,
+    /// Output file ("-" for standard output).
+    #[arg(short, long, value_name = "FILE", default_value = "pagescope.snap")]
+    pub output: PathBuf,
+    /// No progress bar or summary.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// The report views.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum View {
+    /// Machine totals: user pages, page cache, kernel, free.
+    Total,
+    /// Per process RSS, PSS, USS and swap.
+    Processes,
+}
+
+/// Output formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// Aligned columns.
+    Table,
+    /// Comma-separated values.
+    Csv,
+    /// JSON (the stable machine interface).
+    Json,
+}
+
+/// `pagescope report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The view.
+    pub view: View,
+    /// A snapshot file; without it, the live system is read.
+    #[arg(short, long, value_name = "FILE")]
+    pub input: Option<PathBuf>,
+    /// Only this process (repeat for more).
+    #[arg(long = "pid", value_name = "PID")]
+    pub pids: Vec<u32>,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

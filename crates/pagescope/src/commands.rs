@@ -1,0 +1,173 @@
+//! The subcommands: each validates its arguments, runs the collector or
+//! reader from the libraries, and hands the result to a renderer.
+
+use crate::cli::{Cli, Command, OutputFormat, ReportArgs, SnapshotArgs, View};
+use crate::progress::Bar;
+use crate::BadInput;
+use anyhow::{Context, Result};
+use pagescope_core::analysis::processes::Processes;
+use pagescope_core::analysis::total::Total;
+use pagescope_core::analysis::PidFilter;
+use pagescope_core::format::{read_snapshot, Completeness, SnapshotWriter};
+use pagescope_core::model::SnapshotSink;
+use pagescope_linux::snapshot::{collect, Config};
+use pagescope_render::{renderer, views, Format, Report};
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Snapshot(a) => snapshot(a),
+        Command::Report(a) => report(a),
+    }
+}
+
+fn note(line: &str) {
+    eprintln!("note: {line}");
+}
+
+/// A `--pid` that names no process is an error before any work starts.
+fn check_pids_exist(pids: &[u32]) -> Result<()> {
+    let root = pagescope_linux::Root::default();
+    for pid in pids {
+        if !root.proc.join(pid.to_string()).exists() {
+            anyhow::bail!("no process with pid {pid}");
+        }
+    }
+    Ok(())
+}
+
+fn snapshot(args: SnapshotArgs) -> Result<()> {
+    check_pids_exist(&args.pids)?;
+    let config = Config {
+        pids: args.pids.clone(),
+        ..Config::default()
+    };
+    let to_stdout = args.output.as_os_str() == "-";
+    let out: Box<dyn Write> = if to_stdout {
+        Box::new(std::io::stdout().lock())
+    } else {
+        let f = std::fs::File::create(&args.output)
+            .with_context(|| format!("cannot create {}", args.output.display()))?;
+        Box::new(f)
+    };
+    let mut writer = SnapshotWriter::new(out, &args.output)?;
+    let bar = Bar::new(args.quiet);
+    let trailer = collect(&config, &mut writer, &mut |p| bar.update(p));
+    bar.finish();
+    let trailer = trailer.context("snapshot failed")?;
+    if !args.quiet {
+        let system = pagescope_linux::system::collect(&config.root, &[])?;
+        for m in &system.missing {
+            note(m);
+        }
+        for n in &trailer.notes {
+            note(n);
+        }
+        if !to_stdout {
+            eprintln!(
+                "wrote {}: {} processes, {} pages, {} bytes in {:.2}s",
+                args.output.display(),
+                trailer.processes,
+                trailer.pages,
+                writer.bytes(),
+                trailer.duration_ns as f64 / 1e9
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Feeds the snapshot (file or live) through `sink`; returns a note if a
+/// file was cut short.
+fn feed(args: &ReportArgs, sink: &mut impl SnapshotSink) -> Result<Option<String>> {
+    let mut filtered = PidFilter::new(&args.pids, sink);
+    match &args.input {
+        Some(path) => {
+            let file = std::fs::File::open(path)
+                .map_err(|e| pagescope_core::Error::io(path, e))
+                .context(BadInput)?;
+            let done = read_snapshot(std::io::BufReader::new(file), path, &mut filtered)
+                .context(BadInput)?;
+            Ok(match done {
+                Completeness::Complete => None,
+                Completeness::CutShort { .. } => Some(format!(
+                    "{} was cut short (the recorder stopped before finishing it): this report covers what was written",
+                    path.display()
+                )),
+            })
+        }
+        None => {
+            check_pids_exist(&args.pids)?;
+            let config = Config {
+                pids: args.pids.clone(),
+                ..Config::default()
+            };
+            let bar = Bar::new(false);
+            let r = collect(&config, &mut filtered, &mut |p| bar.update(p));
+            bar.finish();
+            r.context("reading the live system")?;
+            Ok(None)
+        }
+    }
+}
+
+fn report(args: ReportArgs) -> Result<()> {
+    let (mut report, cut): (Report, Option<String>) = match args.view {
+        View::Processes => {
+            let mut a = Processes::new();
+            let cut = feed(&args, &mut a)?;
+            (views::processes(&a), cut)
+        }
+        View::Total => {
+            let mut a = Total::new();
+            let cut = feed(&args, &mut a)?;
+            if cut.is_some() {
+                a.close();
+            }
+            (views::total(&a), cut)
+        }
+    };
+    if let Some(c) = cut {
+        report.notes.insert(0, c);
+    }
+    if !args.pids.is_empty() {
+        check_pids_present(&args, &report)?;
+    }
+    for n in &report.notes {
+        note(n);
+    }
+    let format = match args.format {
+        OutputFormat::Table => Format::Table,
+        OutputFormat::Csv => Format::Csv,
+        OutputFormat::Json => Format::Json,
+    };
+    let width = terminal_size::terminal_size().map(|(w, _)| w.0 as usize);
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    renderer(format, width).render(&report, &mut out)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// With `--pid` on a file, a pid that the snapshot does not hold is an
+/// error, as it is on the live system.
+fn check_pids_present(args: &ReportArgs, report: &Report) -> Result<()> {
+    let Some(input) = &args.input else {
+        return Ok(());
+    };
+    let Some(table) = report.tables.first() else {
+        return Ok(());
+    };
+    for pid in &args.pids {
+        let found = table
+            .rows
+            .iter()
+            .any(|r| r.first() == Some(&pagescope_render::Value::Int(*pid as u64)));
+        if !found {
+            anyhow::bail!("pid {pid} is not in {}", Path::new(input).display());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,55 @@
+//! The `pagescope` command: parses the command line, runs the command,
+//! and turns errors into one line and an exit code.
+//!
+//! Exit codes: 0 success; 1 the job failed (a missing process, an
+//! interface that could not be read); 2 bad usage or a bad input file
+//! (empty, foreign, corrupt, or cut short before any data).
+
+mod cli;
+mod commands;
+mod progress;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+/// An error whose exit code is 2: the input, not the system, is at fault.
+#[derive(Debug)]
+pub struct BadInput;
+
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("bad input")
+    }
+}
+
+impl std::error::Error for BadInput {}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    match commands::run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            let bad_input = e.downcast_ref::<BadInput>().is_some();
+            // The BadInput marker is the outermost context; print the rest.
+            let msg = if bad_input {
+                e.chain()
+                    .skip(1)
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join(": ")
+            } else {
+                format!("{e:#}")
+            };
+            eprintln!("error: {msg}");
+            ExitCode::from(if bad_input { 2 } else { 1 })
+        }
+    }
+}

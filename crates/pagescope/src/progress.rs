@@ -1,0 +1,44 @@
+//! The progress bar on stderr: drawn only when stderr is a terminal.
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use pagescope_linux::snapshot::Progress;
+use std::io::IsTerminal;
+
+/// A progress bar over processes, or nothing when quiet or not a terminal.
+pub struct Bar {
+    bar: Option<ProgressBar>,
+}
+
+impl Bar {
+    /// A bar, hidden unless stderr is a terminal and `quiet` is false.
+    pub fn new(quiet: bool) -> Bar {
+        let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
+            let b = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+            b.set_style(
+                ProgressStyle::with_template(
+                    "{spinner} [{bar:30}] {pos}/{len} processes, {msg} ({elapsed})",
+                )
+                .expect("static template")
+                .progress_chars("=> "),
+            );
+            b
+        });
+        Bar { bar }
+    }
+
+    /// Updates the bar.
+    pub fn update(&self, p: Progress) {
+        if let Some(b) = &self.bar {
+            b.set_length(p.total as u64);
+            b.set_position(p.done as u64);
+            b.set_message(format!("{} pages", p.pages));
+        }
+    }
+
+    /// Removes the bar.
+    pub fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,349 @@
+//! End-to-end tests of the `pagescope` binary on this machine's kernel,
+//! against the kernel's own accounting and pagetest's known buffer.
+
+mod util;
+
+use std::process::Command;
+use util::*;
+
+/// Skips (with the reason) unless page frame numbers are visible.
+macro_rules! require_pfns {
+    () => {
+        if !pfns_visible() {
+            eprintln!(
+                "skipped: needs CAP_SYS_ADMIN to see page frame numbers (run the tests as root)"
+            );
+            return;
+        }
+    };
+}
+
+/// Snapshots everything while pagetest holds its buffer, then checks the
+/// processes and total reports against smaps_rollup and the buffer size.
+fn snapshot_matches_kernel(mode: &str, size: &str) {
+    require_pfns!();
+    let dir = tempfile::tempdir().unwrap();
+    let dir_arg = dir.path().to_str().unwrap();
+    let pt = Pagetest::start(
+        &[],
+        &[
+            "--size", size, "--mode", mode, "--op", "write", "--hold", "--dir", dir_arg,
+        ],
+        "done",
+    );
+    let snap = temp_path(dir.path(), "s.snap");
+    run_ok(&["snapshot", "-q", "-o", &snap]);
+    let rollup = smaps_rollup(pt.pid());
+    let ps = pt.ready["page_size"].as_u64().unwrap() as f64;
+    let kb = ps / 1024.0;
+
+    let procs = report_json(&["report", "processes", "--input", &snap, "--format", "json"]);
+    assert_eq!(procs["page_size"].as_u64().unwrap() as f64, ps);
+    let row = process_row(&procs, pt.pid());
+    assert_eq!(row["comm"], "pagetest");
+    assert_close(
+        "rss_pages",
+        row["rss_pages"].as_f64().unwrap(),
+        rollup["Rss"] as f64 / kb,
+        1.0,
+    );
+    assert_close(
+        "pss_pages",
+        row["pss_pages"].as_f64().unwrap(),
+        rollup["Pss"] as f64 / kb,
+        1.0,
+    );
+    let uss = (rollup["Private_Clean"] + rollup["Private_Dirty"]) as f64 / kb;
+    assert_close("uss_pages", row["uss_pages"].as_f64().unwrap(), uss, 1.0);
+    assert_eq!(
+        row["swap_pages"].as_u64().unwrap(),
+        rollup["Swap"] / kb as u64
+    );
+    assert!(row["rss_pages"].as_u64().unwrap() >= pt.pages());
+
+    let total = report_json(&["report", "total", "--input", &snap, "--format", "json"]);
+    let user = total["user_pages"].as_u64().unwrap();
+    assert!(
+        user >= pt.pages(),
+        "user_pages {user} < buffer {}",
+        pt.pages()
+    );
+    let mem_total = total["mem_total_pages"].as_u64().unwrap();
+    assert!(user < mem_total);
+    // Every process's RSS counts its frames; the distinct frames are fewer.
+    assert!(total["rss_sum_pages"].as_u64().unwrap() >= user);
+}
+
+#[test]
+fn snapshot_anon_matches_smaps_rollup() {
+    snapshot_matches_kernel("anon", "256M");
+}
+
+#[test]
+fn snapshot_file_matches_smaps_rollup() {
+    snapshot_matches_kernel("file", "64M");
+}
+
+#[test]
+fn snapshot_shm_matches_smaps_rollup() {
+    snapshot_matches_kernel("shm", "64M");
+}
+
+#[test]
+fn snapshot_malloc_matches_smaps_rollup() {
+    snapshot_matches_kernel("malloc", "64M");
+}
+
+#[test]
+fn total_counts_anonymous_buffer_as_anonymous() {
+    require_pfns!();
+    let dir = tempfile::tempdir().unwrap();
+    let pt = Pagetest::start(&[], &["--size", "64M", "--mode", "anon", "--hold"], "done");
+    let snap = temp_path(dir.path(), "s.snap");
+    run_ok(&[
+        "snapshot",
+        "-q",
+        "--pid",
+        &pt.pid().to_string(),
+        "-o",
+        &snap,
+    ]);
+    let total = report_json(&["report", "total", "-i", &snap, "-f", "json"]);
+    let anon = total["user_anon_pages"].as_u64().unwrap();
+    // The buffer's 16384 pages are anonymous; the rest of the process
+    // (heap, stack) adds a little.
+    assert!(
+        anon >= pt.pages() && anon < pt.pages() + 1024,
+        "anon {anon}"
+    );
+    assert_eq!(total["processes"], 1);
+}
+
+#[test]
+fn live_report_matches_smaps_rollup() {
+    require_pfns!();
+    let pt = Pagetest::start(&[], &["--size", "32M", "--mode", "anon", "--hold"], "done");
+    let pid = pt.pid().to_string();
+    let report = report_json(&["report", "processes", "--pid", &pid, "--format", "json"]);
+    let rollup = smaps_rollup(pt.pid());
+    let rows = report["processes"].as_array().unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_close(
+        "rss_pages",
+        rows[0]["rss_pages"].as_f64().unwrap(),
+        rollup["Rss"] as f64 / 4.0,
+        1.0,
+    );
+    assert_close(
+        "pss_pages",
+        rows[0]["pss_pages"].as_f64().unwrap(),
+        rollup["Pss"] as f64 / 4.0,
+        1.0,
+    );
+}
+
+#[test]
+fn kernel_threads_are_listed_without_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = temp_path(dir.path(), "s.snap");
+    run_ok(&["snapshot", "-q", "--pid", "2", "-o", &snap]);
+    let report = report_json(&["report", "processes", "-i", &snap, "-f", "json"]);
+    let row = process_row(&report, 2);
+    assert_eq!(row["kernel_thread"], true);
+    assert_eq!(row["rss_pages"], 0);
+}
+
+#[test]
+fn csv_and_table_formats() {
+    let dir = tempfile::tempdir().unwrap();
+    let pt = Pagetest::start(&[], &["--size", "8M", "--hold"], "done");
+    let snap = temp_path(dir.path(), "s.snap");
+    let pid = pt.pid().to_string();
+    run_ok(&["snapshot", "-q", "--pid", &pid, "-o", &snap]);
+    let json = report_json(&["report", "processes", "-i", &snap, "-f", "json"]);
+    let rss = process_row(&json, pt.pid())["rss_pages"].as_u64().unwrap();
+
+    let csv = run_ok(&["report", "processes", "-i", &snap, "-f", "csv"]);
+    let text = String::from_utf8(csv.stdout).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let rss_col = header.iter().position(|h| *h == "rss_pages").unwrap();
+    let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert_eq!(row[0], pid);
+    assert_eq!(row[rss_col], rss.to_string());
+
+    let table = run_ok(&["report", "processes", "-i", &snap]);
+    let text = String::from_utf8(table.stdout).unwrap();
+    let line = text.lines().nth(1).unwrap();
+    let cells: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(cells[0], pid);
+    assert!(cells.contains(&rss.to_string().as_str()), "{line}");
+
+    let total_csv = run_ok(&["report", "total", "-i", &snap, "-f", "csv"]);
+    let text = String::from_utf8(total_csv.stdout).unwrap();
+    assert!(text.starts_with("key,value\npage_size,"), "{text}");
+}
+
+#[test]
+fn file_cut_in_half_still_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let pt = Pagetest::start(&[], &["--size", "64M", "--hold"], "done");
+    let snap = temp_path(dir.path(), "s.snap");
+    run_ok(&["snapshot", "-q", "-o", &snap]);
+    let bytes = std::fs::read(&snap).unwrap();
+    let half = temp_path(dir.path(), "half.snap");
+    std::fs::write(&half, &bytes[..bytes.len() / 2]).unwrap();
+    for view in ["processes", "total"] {
+        let out = run_ok(&["report", view, "-i", &half, "-f", "json"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("was cut short"), "{stderr}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(v["notes"][0].as_str().unwrap().contains("cut short"));
+    }
+    drop(pt);
+}
+
+/// Runs a report on a bad file: exit code 2, one line naming the file.
+fn assert_bad_input(path: &str, expect: &str) {
+    let out = run(&[], &["report", "total", "-i", path]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(stderr.contains(path), "{stderr}");
+    assert!(stderr.contains(expect), "{stderr}");
+}
+
+#[test]
+fn bad_files_get_one_clear_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = temp_path(dir.path(), "empty.snap");
+    std::fs::write(&empty, b"").unwrap();
+    assert_bad_input(&empty, "empty file");
+
+    let random = temp_path(dir.path(), "random.snap");
+    let noise: Vec<u8> = (0..100_000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    std::fs::write(&random, &noise).unwrap();
+    assert_bad_input(&random, "not a pagescope recording");
+
+    let foreign = temp_path(dir.path(), "foreign.snap");
+    std::fs::write(&foreign, b"%PDF-1.7\n").unwrap();
+    assert_bad_input(&foreign, "not a pagescope recording");
+
+    let missing = temp_path(dir.path(), "missing.snap");
+    assert_bad_input(&missing, "not found");
+
+    // A real snapshot with one byte flipped in the middle.
+    let snap = temp_path(dir.path(), "s.snap");
+    run_ok(&[
+        "snapshot",
+        "-q",
+        "--pid",
+        "1",
+        "--pid",
+        &std::process::id().to_string(),
+        "-o",
+        &snap,
+    ]);
+    let mut bytes = std::fs::read(&snap).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x55;
+    let corrupt = temp_path(dir.path(), "corrupt.snap");
+    std::fs::write(&corrupt, &bytes).unwrap();
+    assert_bad_input(&corrupt, "corrupt");
+}
+
+#[test]
+fn missing_pid_is_an_error() {
+    let out = run(
+        &[],
+        &["snapshot", "-q", "--pid", "99999999", "-o", "/dev/null"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no process with pid 99999999"), "{stderr}");
+    let out = run(&[], &["report", "processes", "--pid", "99999999"]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn without_cap_sys_admin_snapshot_says_what_is_missing() {
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipped: setpriv (util-linux) is not installed");
+        return;
+    }
+    let drop_caps = ["setpriv", "--inh-caps=-all", "--bounding-set=-all"];
+    let dir = tempfile::tempdir().unwrap();
+    let pt = Pagetest::start(&drop_caps, &["--size", "32M", "--hold"], "done");
+    let pid = pt.pid().to_string();
+    let snap = temp_path(dir.path(), "np.snap");
+    let out = run(&drop_caps, &["snapshot", "--pid", &pid, "-o", &snap]);
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("page frame numbers are hidden"), "{stderr}");
+    assert!(stderr.contains("CAP_SYS_ADMIN"), "{stderr}");
+
+    // The reports run (even as root, from the file) and say it too.
+    let out = run_ok(&["report", "processes", "-i", &snap, "-f", "json"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("page frame numbers are hidden"));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = process_row(&v, pt.pid());
+    assert_eq!(row["source"], "smaps");
+    let rollup = smaps_rollup(pt.pid());
+    assert_close(
+        "rss_pages from smaps",
+        row["rss_pages"].as_f64().unwrap(),
+        rollup["Rss"] as f64 / 4.0,
+        1.0,
+    );
+    let total = report_json(&["report", "total", "-i", &snap, "-f", "json"]);
+    assert!(total["user_pages"].is_null());
+    assert!(total["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n.as_str().unwrap().contains("CAP_SYS_ADMIN")));
+}
+
+#[test]
+fn pagetest_reports_its_ground_truth() {
+    let pt = Pagetest::start(
+        &[],
+        &[
+            "--size",
+            "1M",
+            "--mode",
+            "anon",
+            "--op",
+            "read",
+            "--iterations",
+            "3",
+            "--sleep",
+            "10ms",
+        ],
+        "done",
+    );
+    let ready = &pt.ready;
+    assert_eq!(ready["pages"], 256);
+    assert_eq!(
+        ready["end"].as_u64().unwrap() - ready["start"].as_u64().unwrap(),
+        256 * ready["page_size"].as_u64().unwrap()
+    );
+    let iters: Vec<_> = pt
+        .lines
+        .iter()
+        .filter(|l| l["event"] == "iteration")
+        .collect();
+    assert_eq!(iters.len(), 3);
+    for (i, it) in iters.iter().enumerate() {
+        assert_eq!(it["index"], i);
+        assert!(it["end_ns"].as_u64() >= it["start_ns"].as_u64());
+    }
+    let out = Command::new(pagetest_bin())
+        .args(["--size", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}

@@ -1,0 +1,170 @@
+//! Shared helpers of the integration tests: running the built binaries,
+//! starting `pagetest` workloads that are killed when dropped, and
+//! reading the kernel's own accounting to check figures against.
+
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+/// The built `pagescope` binary.
+pub fn pagescope_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_pagescope"))
+}
+
+/// The built `pagetest` binary (a sibling in the target directory).
+pub fn pagetest_bin() -> PathBuf {
+    let p = pagescope_bin().with_file_name("pagetest");
+    assert!(
+        p.exists(),
+        "{} missing: build the workspace first (cargo build --workspace, or cargo test --workspace)",
+        p.display()
+    );
+    p
+}
+
+/// Runs pagescope with `args`, optionally under a wrapper command.
+pub fn run(wrapper: &[&str], args: &[&str]) -> Output {
+    let bin = pagescope_bin();
+    let mut cmd = match wrapper.split_first() {
+        Some((w, rest)) => {
+            let mut c = Command::new(w);
+            c.args(rest).arg(&bin);
+            c
+        }
+        None => Command::new(&bin),
+    };
+    cmd.args(args).output().expect("pagescope runs")
+}
+
+/// Runs pagescope and insists on success.
+pub fn run_ok(args: &[&str]) -> Output {
+    let out = run(&[], args);
+    assert!(
+        out.status.success(),
+        "pagescope {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Runs a report and parses its JSON.
+pub fn report_json(args: &[&str]) -> Value {
+    let out = run_ok(args);
+    serde_json::from_slice(&out.stdout).expect("report prints JSON")
+}
+
+/// A running pagetest; killed and reaped when dropped.
+#[derive(Debug)]
+pub struct Pagetest {
+    pub child: Child,
+    pub ready: Value,
+    pub lines: Vec<Value>,
+}
+
+impl Pagetest {
+    /// Starts pagetest with `args` (optionally under a wrapper) and waits
+    /// for its `done` line (or `ready` if `until` says so).
+    pub fn start(wrapper: &[&str], args: &[&str], until: &str) -> Pagetest {
+        let bin = pagetest_bin();
+        let mut cmd = match wrapper.split_first() {
+            Some((w, rest)) => {
+                let mut c = Command::new(w);
+                c.args(rest).arg(&bin);
+                c
+            }
+            None => Command::new(&bin),
+        };
+        let mut child = cmd
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("pagetest starts");
+        let stdout = child.stdout.take().unwrap();
+        let mut reader = BufReader::new(stdout);
+        let mut lines = Vec::new();
+        loop {
+            let mut line = String::new();
+            let n = reader.read_line(&mut line).unwrap();
+            assert!(n > 0, "pagetest {args:?} ended early");
+            let v: Value = serde_json::from_str(&line).expect("pagetest prints JSON lines");
+            let event = v["event"].as_str().unwrap().to_string();
+            lines.push(v);
+            if event == until {
+                break;
+            }
+        }
+        let ready = lines[0].clone();
+        assert_eq!(ready["event"], "ready");
+        Pagetest {
+            child,
+            ready,
+            lines,
+        }
+    }
+
+    /// The pagetest process's pid (from its own ready line).
+    pub fn pid(&self) -> u32 {
+        self.ready["pid"].as_u64().unwrap() as u32
+    }
+
+    /// Pages in its buffer.
+    pub fn pages(&self) -> u64 {
+        self.ready["pages"].as_u64().unwrap()
+    }
+}
+
+impl Drop for Pagetest {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The kernel's smaps_rollup of a process, in kB by key.
+pub fn smaps_rollup(pid: u32) -> std::collections::HashMap<String, u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap();
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            Some((k.to_string(), v.split_whitespace().next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Asserts `a` is within `pct` percent of `b`.
+pub fn assert_close(what: &str, a: f64, b: f64, pct: f64) {
+    let tol = b.abs() * pct / 100.0;
+    assert!(
+        (a - b).abs() <= tol.max(1.0),
+        "{what}: pagescope says {a}, the kernel says {b} (more than {pct}% apart)"
+    );
+}
+
+/// The row of `pid` in a processes report.
+pub fn process_row(report: &Value, pid: u32) -> Value {
+    report["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["pid"] == pid)
+        .unwrap_or_else(|| panic!("pid {pid} not in the report"))
+        .clone()
+}
+
+/// Whether this process can see page frame numbers (root with
+/// CAP_SYS_ADMIN). Tests that need them say so and skip otherwise.
+pub fn pfns_visible() -> bool {
+    pagescope_linux::system::pfns_visible(
+        &pagescope_linux::Root::default(),
+        pagescope_linux::system::page_size(),
+    )
+}
+
+/// A path in a temporary directory.
+pub fn temp_path(dir: &Path, name: &str) -> String {
+    dir.join(name).to_str().unwrap().to_string()
+}

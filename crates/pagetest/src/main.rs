@@ -1,0 +1,232 @@
+//! `pagetest`: the verification workload of the memref paper (section 4).
+//!
+//! It maps a buffer, touches every page once per iteration (reading or
+//! writing one word per page), sleeps between iterations, and prints one
+//! JSON line per event on stdout, flushed at once, so that a test knows
+//! exactly which pages were referenced and when:
+//!
+//! ```text
+//! {"event":"ready","pid":P,"start":ADDR,"end":ADDR,"pages":N,"page_size":4096,"mode":"anon","op":"write"}
+//! {"event":"iteration","index":0,"start_ns":T0,"end_ns":T1}
+//! {"event":"done"}
+//! ```
+//!
+//! Times are CLOCK_MONOTONIC nanoseconds. In `read` mode the buffer is
+//! first filled (before `ready`), since reading never-written anonymous
+//! memory maps only the shared zero page. With `--hold` it keeps the
+//! memory after `done` until killed.
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, ValueEnum};
+use rustix::mm::{mmap, mmap_anonymous, MapFlags, ProtFlags};
+use serde_json::json;
+use std::io::Write;
+use std::time::Duration;
+
+/// Where the buffer lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Mode {
+    /// A `Vec` from the C library's malloc.
+    Malloc,
+    /// A private anonymous mmap.
+    Anon,
+    /// A shared mapping of a regular file (page cache), unlinked at once.
+    File,
+    /// A shared mapping of a memfd (shmem).
+    Shm,
+}
+
+/// What each touch does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Op {
+    /// Read one word per page.
+    Read,
+    /// Write one word per page.
+    Write,
+}
+
+/// Touch every page of a buffer once per iteration, and say when.
+#[derive(Debug, Parser)]
+#[command(name = "pagetest", version, about)]
+struct Args {
+    /// Buffer size (e.g. 256M, 1G).
+    #[arg(long, value_parser = parse_size)]
+    size: u64,
+    /// Where the buffer lives.
+    #[arg(long, value_enum, default_value_t = Mode::Anon)]
+    mode: Mode,
+    /// Read or write each page.
+    #[arg(long, value_enum, default_value_t = Op::Write)]
+    op: Op,
+    /// Passes over the buffer.
+    #[arg(long, default_value_t = 1)]
+    iterations: u64,
+    /// Pause after each iteration (e.g. 1s, 100ms).
+    #[arg(long, value_parser = parse_duration, default_value = "0")]
+    sleep: Duration,
+    /// Keep the memory after the last iteration until killed.
+    #[arg(long)]
+    hold: bool,
+    /// Directory for the file of `--mode file` (default: the current one).
+    #[arg(long, value_name = "DIR")]
+    dir: Option<std::path::PathBuf>,
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    match pagescope_core::units::parse_size(s)? {
+        0 => Err("size must be at least one page".into()),
+        n => Ok(n),
+    }
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    pagescope_core::units::parse_duration(s)
+}
+
+fn now_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+fn emit(v: serde_json::Value) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{v}")?;
+    out.flush()?;
+    Ok(())
+}
+
+/// The buffer: a base pointer and length, owned for the life of the
+/// program (the mapping or allocation is never freed before exit).
+struct Buffer {
+    base: *mut u8,
+    len: usize,
+    _keep: Option<Vec<u64>>,
+}
+
+fn map_buffer(args: &Args, len: usize) -> Result<Buffer> {
+    let rw = ProtFlags::READ | ProtFlags::WRITE;
+    match args.mode {
+        Mode::Malloc => {
+            let mut v: Vec<u64> = Vec::with_capacity(len / 8);
+            let base = v.as_mut_ptr() as *mut u8;
+            Ok(Buffer {
+                base,
+                len,
+                _keep: Some(v),
+            })
+        }
+        Mode::Anon => {
+            // SAFETY: a fresh private anonymous mapping at an address the
+            // kernel chooses; it overlaps nothing and lives until exit.
+            #[allow(unsafe_code)]
+            let p = unsafe { mmap_anonymous(std::ptr::null_mut(), len, rw, MapFlags::PRIVATE) }
+                .context("mmap of the anonymous buffer")?;
+            Ok(Buffer {
+                base: p as *mut u8,
+                len,
+                _keep: None,
+            })
+        }
+        Mode::File | Mode::Shm => {
+            let fd = if args.mode == Mode::Shm {
+                rustix::fs::memfd_create("pagetest", rustix::fs::MemfdFlags::CLOEXEC)
+                    .context("memfd_create")?
+            } else {
+                let dir = args.dir.clone().unwrap_or_else(|| ".".into());
+                let path = dir.join(format!("pagetest-{}.buf", std::process::id()));
+                let f = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .open(&path)
+                    .with_context(|| format!("cannot create {}", path.display()))?;
+                // Unlink at once: the mapping keeps the file alive, and a
+                // killed pagetest leaves nothing behind.
+                std::fs::remove_file(&path).ok();
+                f.into()
+            };
+            rustix::fs::ftruncate(&fd, len as u64).context("sizing the buffer file")?;
+            // SAFETY: a fresh shared mapping of a file only we hold, at an
+            // address the kernel chooses; it lives until exit.
+            #[allow(unsafe_code)]
+            let p = unsafe { mmap(std::ptr::null_mut(), len, rw, MapFlags::SHARED, &fd, 0) }
+                .context("mmap of the buffer file")?;
+            Ok(Buffer {
+                base: p as *mut u8,
+                len,
+                _keep: None,
+            })
+        }
+    }
+}
+
+fn touch(buf: &Buffer, page: usize, op: Op, value: u64) -> u64 {
+    let mut sum = 0;
+    let mut off = 0;
+    while off < buf.len {
+        // SAFETY: `off` is below `len`, 8-aligned (base is page- or
+        // malloc-aligned), and the buffer is mapped read-write for the
+        // whole run; volatile so each touch really happens.
+        #[allow(unsafe_code)]
+        unsafe {
+            let p = buf.base.add(off) as *mut u64;
+            match op {
+                Op::Write => std::ptr::write_volatile(p, value),
+                Op::Read => sum += std::ptr::read_volatile(p),
+            }
+        }
+        off += page;
+    }
+    sum
+}
+
+fn run(args: Args) -> Result<()> {
+    let page = rustix::param::page_size();
+    let len = usize::try_from(args.size.div_ceil(page as u64) * page as u64)
+        .context("size too large for this machine")?;
+    if len / page > usize::MAX / 2 {
+        bail!("size too large");
+    }
+    let buf = map_buffer(&args, len)?;
+    if args.op == Op::Read {
+        touch(&buf, page, Op::Write, 1);
+    }
+    let start = buf.base as u64;
+    emit(json!({
+        "event": "ready",
+        "pid": std::process::id(),
+        "start": start,
+        "end": start + len as u64,
+        "pages": len / page,
+        "page_size": page,
+        "mode": format!("{:?}", args.mode).to_lowercase(),
+        "op": format!("{:?}", args.op).to_lowercase(),
+    }))?;
+    let mut checksum = 0u64;
+    for i in 0..args.iterations {
+        let t0 = now_ns();
+        checksum = checksum.wrapping_add(touch(&buf, page, args.op, i + 2));
+        let t1 = now_ns();
+        emit(json!({"event": "iteration", "index": i, "start_ns": t0, "end_ns": t1}))?;
+        if !args.sleep.is_zero() {
+            std::thread::sleep(args.sleep);
+        }
+    }
+    emit(json!({"event": "done", "checksum": checksum}))?;
+    if args.hold {
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
+    Ok(())
+}
+
+fn main() -> std::process::ExitCode {
+    match run(Args::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pagetest: error: {e:#}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}
