@@ -117,8 +117,13 @@ pub struct NodeRange {
 pub struct ProcessRecord {
     /// The task.
     pub task: Task,
-    /// Its VMAs in address order (empty for kernel threads).
+    /// Its VMAs in address order (empty for kernel threads, and when only
+    /// the rollup was read).
     pub vmas: Vec<Vma>,
+    /// The kernel's `smaps_rollup` sums, when only those were read
+    /// (a quick collection for per-process figures); `None` in a full
+    /// snapshot, where the VMAs carry the counters.
+    pub rollup: Option<SmapsCounters>,
 }
 
 /// A process as `/proc/PID/{stat,status,cmdline,cgroup}` describe it.

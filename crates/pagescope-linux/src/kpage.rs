@@ -68,8 +68,8 @@ pub struct KPageReader {
     flags: PfnFile,
     count: PfnFile,
     cgroup: Option<PfnFile>,
+    /// Reused run buffers for the three files, [`MAX_RUN`] entries each.
     bufs: [Vec<u64>; 3],
-    order: Vec<u32>,
 }
 
 impl KPageReader {
@@ -83,8 +83,7 @@ impl KPageReader {
             flags,
             count,
             cgroup,
-            bufs: [Vec::new(), Vec::new(), Vec::new()],
-            order: Vec::new(),
+            bufs: [vec![0; MAX_RUN], vec![0; MAX_RUN], vec![0; MAX_RUN]],
         })
     }
 
@@ -94,21 +93,44 @@ impl KPageReader {
     }
 
     /// Looks up every PFN of `pfns` (any order, repeats allowed) and
-    /// writes its info to the same index of `out`.
-    pub fn lookup(&mut self, pfns: &[u64], out: &mut Vec<FrameInfo>) -> Result<()> {
+    /// writes its info to the same index of `out`. `keys` is scratch
+    /// space, reused between calls.
+    pub fn lookup(
+        &mut self,
+        pfns: &[u64],
+        keys: &mut Vec<u64>,
+        out: &mut Vec<FrameInfo>,
+    ) -> Result<()> {
         out.clear();
         out.resize(pfns.len(), FrameInfo::default());
-        self.order.clear();
-        self.order.extend(0..pfns.len() as u32);
-        self.order.sort_unstable_by_key(|&i| pfns[i as usize]);
+        // Sort (PFN, index) pairs packed in one u64: PFNs fit in 47 bits
+        // (512 TiB of 4 KiB pages) and indexes in 17 (chunks are smaller).
+        const INDEX_BITS: u32 = 17;
+        if pfns.len() >= 1 << INDEX_BITS {
+            for (part, o) in pfns.chunks(1 << (INDEX_BITS - 1)).zip(0..) {
+                let mut sub = Vec::new();
+                self.lookup(part, keys, &mut sub)?;
+                out[o << (INDEX_BITS - 1)..][..sub.len()].copy_from_slice(&sub);
+            }
+            return Ok(());
+        }
+        keys.clear();
+        keys.extend(
+            pfns.iter()
+                .enumerate()
+                .map(|(i, &p)| (p << INDEX_BITS) | i as u64),
+        );
+        keys.sort_unstable();
+        let index = |k: u64| (k & ((1 << INDEX_BITS) - 1)) as usize;
+        let pfn = |k: u64| k >> INDEX_BITS;
         let mut i = 0;
-        while i < self.order.len() {
-            let first = pfns[self.order[i] as usize];
+        while i < keys.len() {
+            let first = pfn(keys[i]);
             // Extend the run while the next PFN is near.
             let mut j = i + 1;
             let mut last = first;
-            while j < self.order.len() {
-                let p = pfns[self.order[j] as usize];
+            while j < keys.len() {
+                let p = pfn(keys[j]);
                 if p - last > GAP || (p - first) as usize >= MAX_RUN {
                     break;
                 }
@@ -116,18 +138,14 @@ impl KPageReader {
                 j += 1;
             }
             let len = (last - first + 1) as usize;
-            for b in self.bufs.iter_mut() {
-                b.clear();
-                b.resize(len, 0);
-            }
-            self.flags.read(first, &mut self.bufs[0])?;
-            self.count.read(first, &mut self.bufs[1])?;
+            self.flags.read(first, &mut self.bufs[0][..len])?;
+            self.count.read(first, &mut self.bufs[1][..len])?;
             if let Some(cg) = &self.cgroup {
-                cg.read(first, &mut self.bufs[2])?;
+                cg.read(first, &mut self.bufs[2][..len])?;
             }
-            for &k in &self.order[i..j] {
-                let off = (pfns[k as usize] - first) as usize;
-                out[k as usize] = FrameInfo {
+            for &k in &keys[i..j] {
+                let off = (pfn(k) - first) as usize;
+                out[index(k)] = FrameInfo {
                     flags: KPageFlags::from_bits_retain(self.bufs[0][off]),
                     count: self.bufs[1][off],
                     memcg: self.bufs[2][off],

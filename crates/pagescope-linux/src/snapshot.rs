@@ -2,11 +2,16 @@
 //! files, smaps and pagemap, looks up the physical side of each present
 //! page, and streams it all into a [`SnapshotSink`].
 //!
-//! Memory stays bounded: pages are emitted in chunks of at most
-//! [`Config::chunk_pages`], so a process with hundreds of GiB resident
-//! costs no more memory than a small one. A process that exits while it
-//! is being read is skipped with a note (or, if part of it was already
-//! written, kept and marked partial in a note).
+//! Work is spread over [`Config::jobs`] threads, one process at a time
+//! each; every thread has its own open files and buffers. A thread buffers
+//! a process's output (at most [`Config::buffer_pages`] pages) and hands it
+//! to the sink in one piece, so the stream keeps each process's pages
+//! right after its record; a larger process holds the sink while it
+//! streams the rest. Memory therefore stays bounded however much a
+//! process has resident.
+//!
+//! A process that exits while it is being read is skipped with a note
+//! (or, if part of it was already streamed, kept and marked partial).
 
 use crate::kpage::{FrameInfo, KPageReader};
 use crate::pagemap::PagemapReader;
@@ -16,7 +21,19 @@ use pagescope_core::model::{
     PageChunk, PageRecord, PhysInfo, ProcessRecord, SnapshotSink, SystemInfo, Task, Trailer, Vma,
 };
 use pagescope_core::{Error, Result};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
+
+/// How much to read of each process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Detail {
+    /// Task files, smaps and every page: a full snapshot.
+    Full,
+    /// Task files and smaps_rollup only: the kernel's per-process sums,
+    /// for views that need nothing more (much cheaper).
+    Rollup,
+}
 
 /// What to collect.
 #[derive(Clone, Debug)]
@@ -25,8 +42,14 @@ pub struct Config {
     pub root: Root,
     /// Processes to collect; empty for all.
     pub pids: Vec<u32>,
-    /// Pages per emitted chunk.
+    /// How much to read.
+    pub detail: Detail,
+    /// Pages per chunk handed to the sink.
     pub chunk_pages: usize,
+    /// Pages a thread buffers before it holds the sink and streams.
+    pub buffer_pages: usize,
+    /// Threads reading processes.
+    pub jobs: usize,
 }
 
 impl Default for Config {
@@ -34,7 +57,10 @@ impl Default for Config {
         Config {
             root: Root::default(),
             pids: Vec::new(),
+            detail: Detail::Full,
             chunk_pages: 64 * 1024,
+            buffer_pages: 256 * 1024,
+            jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
         }
     }
 }
@@ -50,46 +76,151 @@ pub struct Progress {
     pub pages: u64,
 }
 
-enum Outcome {
-    Recorded,
-    Gone,
+/// The sink as the threads share it.
+type SharedSink<'a> = Mutex<&'a mut (dyn SnapshotSink + Send)>;
+
+enum Msg {
+    Process(Box<ProcessRecord>),
+    Pages(PageChunk),
 }
 
-struct Collector<'a> {
-    root: &'a Root,
-    system: &'a SystemInfo,
-    chunk_pages: usize,
-    kpage: Option<KPageReader>,
-    text: Vec<u8>,
-    pfns: Vec<u64>,
-    infos: Vec<FrameInfo>,
-    pages_emitted: u64,
+/// One process's output on its way to the sink: buffered, or streamed
+/// while holding the sink once the buffer is full.
+struct Emitter<'a, 's> {
+    sink: &'a SharedSink<'s>,
+    held: Option<MutexGuard<'a, &'s mut (dyn SnapshotSink + Send)>>,
+    buffered: Vec<Msg>,
+    buffered_pages: usize,
+    limit: usize,
+    /// Emptied page vectors, reused for the next chunks.
+    spare: Vec<Vec<PageRecord>>,
+}
+
+impl<'a, 's> Emitter<'a, 's> {
+    fn lock(&mut self) -> Result<()> {
+        if self.held.is_none() {
+            // A poisoned lock means another thread panicked mid-write;
+            // the stream is still well-formed up to its last frame.
+            self.held = Some(self.sink.lock().unwrap_or_else(|e| e.into_inner()));
+            for msg in std::mem::take(&mut self.buffered) {
+                self.send(msg)?;
+            }
+            self.buffered_pages = 0;
+        }
+        Ok(())
+    }
+
+    fn send(&mut self, msg: Msg) -> Result<()> {
+        let sink = self
+            .held
+            .as_mut()
+            .expect("send only while holding the sink");
+        match msg {
+            Msg::Process(p) => sink.process(&p),
+            Msg::Pages(mut c) => {
+                sink.pages(&c)?;
+                c.pages.clear();
+                self.spare.push(c.pages);
+                Ok(())
+            }
+        }
+    }
+
+    fn emit(&mut self, msg: Msg) -> Result<()> {
+        if let Msg::Pages(c) = &msg {
+            self.buffered_pages += c.pages.len();
+        }
+        if self.held.is_some() {
+            return self.send(msg);
+        }
+        self.buffered.push(msg);
+        if self.buffered_pages > self.limit {
+            self.lock()?;
+        }
+        Ok(())
+    }
+
+    /// Whether any of the process already reached the sink.
+    fn streamed(&self) -> bool {
+        self.held.is_some()
+    }
+
+    /// Hands over what is buffered and lets go of the sink.
+    fn finish(&mut self) -> Result<()> {
+        self.lock()?;
+        self.held = None;
+        Ok(())
+    }
+
+    /// Drops the process's buffered output.
+    fn discard(&mut self) {
+        for msg in self.buffered.drain(..) {
+            if let Msg::Pages(mut c) = msg {
+                c.pages.clear();
+                self.spare.push(c.pages);
+            }
+        }
+        self.buffered_pages = 0;
+        self.held = None;
+    }
+
+    fn fresh_pages(&mut self) -> Vec<PageRecord> {
+        self.spare.pop().unwrap_or_default()
+    }
+}
+
+/// What one thread did.
+struct WorkerResult {
+    recorded: u64,
     notes: Vec<String>,
     denied: Vec<u32>,
 }
 
-/// One process's pending output: the record is held back until its first
-/// chunk of pages is ready, so a process that exits early is dropped whole.
-struct Pending {
-    record: Option<ProcessRecord>,
-    chunk: PageChunk,
+enum Outcome {
+    Recorded { pages: u64 },
+    Gone,
+}
+
+/// One thread's reader state.
+struct Collector<'c> {
+    config: &'c Config,
+    system: &'c SystemInfo,
+    kpage: Option<KPageReader>,
+    text: Vec<u8>,
+    keys: Vec<u64>,
+    pfns: Vec<u64>,
+    infos: Vec<FrameInfo>,
+    notes: Vec<String>,
+    denied: Vec<u32>,
 }
 
 impl Collector<'_> {
-    fn flush(&mut self, pending: &mut Pending, sink: &mut dyn SnapshotSink) -> Result<()> {
+    /// Fills the physical side of a chunk's present pages with one batched
+    /// lookup, then emits it.
+    fn emit_chunk(
+        &mut self,
+        em: &mut Emitter<'_, '_>,
+        pid: u32,
+        start_time: u64,
+        pages: Vec<PageRecord>,
+    ) -> Result<u64> {
+        let mut chunk = PageChunk {
+            pid,
+            start_time,
+            pages,
+        };
         if let Some(kp) = self.kpage.as_mut() {
             self.pfns.clear();
             self.pfns.extend(
-                pending
-                    .chunk
+                chunk
                     .pages
                     .iter()
                     .filter_map(|p| p.entry.pfn())
                     .map(|p| p.0),
             );
-            kp.lookup(&self.pfns, &mut self.infos)?;
+            kp.lookup(&self.pfns, &mut self.keys, &mut self.infos)?;
             let mut k = 0;
-            for page in pending.chunk.pages.iter_mut() {
+            for page in chunk.pages.iter_mut() {
                 if let Some(pfn) = page.entry.pfn() {
                     let info = self.infos[k];
                     k += 1;
@@ -102,41 +233,24 @@ impl Collector<'_> {
                 }
             }
         }
-        if let Some(rec) = pending.record.take() {
-            sink.process(&rec)?;
+        let n = chunk.pages.len() as u64;
+        if n > 0 {
+            em.emit(Msg::Pages(chunk))?;
         }
-        if !pending.chunk.pages.is_empty() {
-            sink.pages(&pending.chunk)?;
-            self.pages_emitted += pending.chunk.pages.len() as u64;
-            pending.chunk.pages.clear();
-        }
-        Ok(())
+        Ok(n)
     }
 
-    fn process(&mut self, pid: u32, sink: &mut dyn SnapshotSink) -> Result<Outcome> {
-        let dir = match ProcDir::open(&self.root.proc, pid) {
-            Ok(d) => d,
-            Err(e) if e.is_gone() => return Ok(Outcome::Gone),
-            Err(e) => return Err(e),
-        };
-        macro_rules! or_gone {
-            ($e:expr) => {
-                match $e {
-                    Ok(v) => v,
-                    Err(e) if e.is_gone() => return Ok(Outcome::Gone),
-                    Err(e) => return Err(e),
-                }
-            };
-        }
-        let stat = or_gone!(dir.stat(&mut self.text));
-        let status = or_gone!(dir.status(&mut self.text));
-        let cmdline = or_gone!(dir.cmdline(&mut self.text));
+    fn task(&mut self, dir: &ProcDir) -> Result<Task> {
+        let stat = dir.stat(&mut self.text)?;
+        let status = dir.status(&mut self.text)?;
+        let cmdline = dir.cmdline(&mut self.text)?;
         let cgroup = dir.cgroup(&mut self.text).unwrap_or_default();
-        let task = Task {
-            pid,
+        let kernel_thread = stat.is_kernel_thread();
+        Ok(Task {
+            pid: dir.pid,
             tgid: status.tgid,
             ppid: stat.ppid,
-            comm: stat.comm.clone(),
+            comm: stat.comm,
             cmdline,
             uid: status.uid,
             cgroup,
@@ -146,50 +260,76 @@ impl Collector<'_> {
             utime: stat.utime,
             stime: stat.stime,
             start_time: stat.start_time,
-            kernel_thread: stat.is_kernel_thread(),
+            kernel_thread,
+        })
+    }
+
+    fn vmas(&mut self, dir: &ProcDir) -> Result<Vec<Vma>> {
+        Ok(dir
+            .smaps(&mut self.text)?
+            .into_iter()
+            .map(|e| Vma {
+                start: e.map.start,
+                end: e.map.end,
+                perms: e.map.perms,
+                offset: e.map.offset,
+                dev_major: e.map.dev_major,
+                dev_minor: e.map.dev_minor,
+                inode: e.map.inode,
+                path: e.map.path,
+                vm_flags: e.vm_flags,
+                smaps: e.counters,
+            })
+            .collect())
+    }
+
+    /// Reads one process into the emitter.
+    fn process(&mut self, pid: u32, em: &mut Emitter<'_, '_>) -> Result<Outcome> {
+        let dir = match ProcDir::open(&self.config.root.proc, pid) {
+            Ok(d) => d,
+            Err(e) if e.is_gone() => return Ok(Outcome::Gone),
+            Err(e) => return Err(e),
         };
-        let label = format!("pid {pid} ({})", task.comm);
-        let mut pending = Pending {
-            record: None,
-            chunk: PageChunk {
-                pid,
-                start_time: task.start_time,
-                pages: Vec::new(),
-            },
+        let task = match self.task(&dir) {
+            Ok(t) => t,
+            Err(e) if e.is_gone() => return Ok(Outcome::Gone),
+            Err(e) => return Err(e),
         };
+        let start_time = task.start_time;
         if task.kernel_thread {
-            pending.record = Some(ProcessRecord {
+            em.emit(Msg::Process(Box::new(ProcessRecord {
+                task,
+                ..ProcessRecord::default()
+            })))?;
+            return Ok(Outcome::Recorded { pages: 0 });
+        }
+        if self.config.detail == Detail::Rollup {
+            let rollup = match dir.smaps_rollup(&mut self.text) {
+                Ok(r) => Some(r),
+                Err(e) if e.is_gone() => return Ok(Outcome::Gone),
+                Err(Error::PermissionDenied { .. }) => {
+                    self.denied.push(pid);
+                    None
+                }
+                Err(e) => return Err(e),
+            };
+            em.emit(Msg::Process(Box::new(ProcessRecord {
                 task,
                 vmas: Vec::new(),
-            });
-            self.flush(&mut pending, sink)?;
-            return Ok(Outcome::Recorded);
+                rollup,
+            })))?;
+            return Ok(Outcome::Recorded { pages: 0 });
         }
-        let vmas: Vec<Vma> = match dir.smaps(&mut self.text) {
-            Ok(entries) => entries
-                .into_iter()
-                .map(|e| Vma {
-                    start: e.map.start,
-                    end: e.map.end,
-                    perms: e.map.perms,
-                    offset: e.map.offset,
-                    dev_major: e.map.dev_major,
-                    dev_minor: e.map.dev_minor,
-                    inode: e.map.inode,
-                    path: e.map.path,
-                    vm_flags: e.vm_flags,
-                    smaps: e.counters,
-                })
-                .collect(),
+        let vmas = match self.vmas(&dir) {
+            Ok(v) => v,
             Err(e) if e.is_gone() => return Ok(Outcome::Gone),
             Err(Error::PermissionDenied { .. }) => {
                 self.denied.push(pid);
-                pending.record = Some(ProcessRecord {
+                em.emit(Msg::Process(Box::new(ProcessRecord {
                     task,
-                    vmas: Vec::new(),
-                });
-                self.flush(&mut pending, sink)?;
-                return Ok(Outcome::Recorded);
+                    ..ProcessRecord::default()
+                })))?;
+                return Ok(Outcome::Recorded { pages: 0 });
             }
             Err(e) => return Err(e),
         };
@@ -201,32 +341,33 @@ impl Collector<'_> {
             )),
             Err(e) if e.is_gone() => return Ok(Outcome::Gone),
             Err(Error::PermissionDenied { .. }) => {
-                self.notes
-                    .push(format!("{label}: pagemap unreadable: pages missing"));
+                self.denied.push(pid);
                 None
             }
             Err(e) => return Err(e),
         };
-        pending.record = Some(ProcessRecord {
+        let label = format!("pid {pid} ({})", task.comm);
+        em.emit(Msg::Process(Box::new(ProcessRecord {
             task,
-            vmas: vmas.clone(),
-        });
-        let page_size = self.system.page_size;
+            vmas,
+            rollup: None,
+        })))?;
+        let mut emitted = 0;
         if let Some(mut pagemap) = pagemap {
-            'vmas: for vma in &vmas {
-                // smaps says whether the VMA has any page in RAM or swap;
-                // a VMA with neither has only empty pagemap entries.
-                if vma.smaps.rss == 0 && vma.smaps.swap == 0 {
-                    continue;
-                }
-                let mut cursor = vma.start;
-                while cursor < vma.end {
-                    let room = (self.chunk_pages - pending.chunk.pages.len()) as u64;
-                    let stop = cursor.saturating_add(room * page_size).min(vma.end);
-                    let chunk = &mut pending.chunk;
+            // The VMAs live in the record just emitted (buffered, or already
+            // in the sink): take their ranges.
+            let ranges = self.ranges_to_read(em);
+            let page_size = self.system.page_size;
+            let limit = self.config.chunk_pages;
+            let mut pages = em.fresh_pages();
+            'ranges: for (start, end) in ranges {
+                let mut cursor = start;
+                while cursor < end {
+                    let room = (limit - pages.len()) as u64;
+                    let stop = cursor.saturating_add(room * page_size).min(end);
                     let read = pagemap.for_each(cursor, stop, |vaddr, entry| {
                         if !entry.is_empty() {
-                            chunk.pages.push(PageRecord {
+                            pages.push(PageRecord {
                                 vaddr,
                                 entry,
                                 phys: None,
@@ -236,30 +377,48 @@ impl Collector<'_> {
                     match read {
                         // A short read: the end of the user address space
                         // (e.g. [vsyscall]), or the process is gone.
-                        Ok(n) if n < (stop - cursor) / page_size => cursor = vma.end,
+                        Ok(n) if n < (stop - cursor) / page_size => cursor = end,
                         Ok(_) => cursor = stop,
-                        Err(e) if e.is_gone() => break 'vmas,
+                        Err(e) if e.is_gone() => break 'ranges,
                         Err(e) => return Err(e),
                     }
-                    if pending.chunk.pages.len() >= self.chunk_pages {
-                        self.flush(&mut pending, sink)?;
+                    if pages.len() >= limit {
+                        let full = std::mem::replace(&mut pages, em.fresh_pages());
+                        emitted += self.emit_chunk(em, pid, start_time, full)?;
                     }
                 }
             }
+            emitted += self.emit_chunk(em, pid, start_time, pages)?;
         }
         // Did the process exit while we read it? A zombie has no memory
         // left to read; a reaped process fails to stat.
         let alive = matches!(dir.stat(&mut self.text), Ok(s) if s.state != 'Z' && s.state != 'X');
         if !alive {
-            if pending.record.is_some() {
+            if !em.streamed() {
                 return Ok(Outcome::Gone);
             }
             self.notes.push(format!(
                 "{label}: exited during the scan; its pages are partial"
             ));
         }
-        self.flush(&mut pending, sink)?;
-        Ok(Outcome::Recorded)
+        Ok(Outcome::Recorded { pages: emitted })
+    }
+
+    /// The address ranges whose pagemap is worth reading: VMAs that smaps
+    /// says have a page in RAM or swap (the others hold only empty
+    /// entries).
+    fn ranges_to_read(&self, em: &Emitter<'_, '_>) -> Vec<(u64, u64)> {
+        let vmas = em.buffered.iter().rev().find_map(|m| match m {
+            Msg::Process(p) => Some(&p.vmas),
+            Msg::Pages(_) => None,
+        });
+        vmas.map(|v| {
+            v.iter()
+                .filter(|v| v.smaps.rss > 0 || v.smaps.swap > 0)
+                .map(|v| (v.start, v.end))
+                .collect()
+        })
+        .unwrap_or_default()
     }
 }
 
@@ -267,68 +426,119 @@ impl Collector<'_> {
 /// the trailer. `progress` is called after each process.
 pub fn collect(
     config: &Config,
-    sink: &mut dyn SnapshotSink,
-    progress: &mut dyn FnMut(Progress),
+    sink: &mut (dyn SnapshotSink + Send),
+    progress: &mut (dyn FnMut(Progress) + Send),
 ) -> Result<Trailer> {
     let started = Instant::now();
     let system = system::collect(&config.root, &config.pids)?;
     let pids = if config.pids.is_empty() {
         list_pids(&config.root.proc)?
     } else {
-        for &pid in &config.pids {
-            if !config.root.proc.join(pid.to_string()).exists() {
-                return Err(Error::NotFound {
-                    path: config.root.proc.join(pid.to_string()),
-                });
-            }
-        }
         config.pids.clone()
     };
     sink.system(&system)?;
-    let kpage = if system.pfns_visible {
-        Some(KPageReader::open(&config.root.proc)?)
-    } else {
-        None
-    };
-    let mut c = Collector {
-        root: &config.root,
-        system: &system,
-        chunk_pages: config.chunk_pages.max(1),
-        kpage,
-        text: Vec::with_capacity(64 * 1024),
-        pfns: Vec::new(),
-        infos: Vec::new(),
-        pages_emitted: 0,
-        notes: Vec::new(),
-        denied: Vec::new(),
-    };
+    let shared: SharedSink<'_> = Mutex::new(sink);
+    let progress = Mutex::new(progress);
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let pages_total = std::sync::atomic::AtomicU64::new(0);
+    let abort = AtomicBool::new(false);
+    let jobs = config.jobs.clamp(1, pids.len().max(1));
+
+    let results: Vec<Result<WorkerResult>> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..jobs)
+            .map(|_| {
+                s.spawn(|| -> Result<WorkerResult> {
+                    let kpage = if system.pfns_visible && config.detail == Detail::Full {
+                        Some(KPageReader::open(&config.root.proc)?)
+                    } else {
+                        None
+                    };
+                    let mut c = Collector {
+                        config,
+                        system: &system,
+                        kpage,
+                        text: Vec::with_capacity(64 * 1024),
+                        keys: Vec::new(),
+                        pfns: Vec::new(),
+                        infos: Vec::new(),
+                        notes: Vec::new(),
+                        denied: Vec::new(),
+                    };
+                    let mut em = Emitter {
+                        sink: &shared,
+                        held: None,
+                        buffered: Vec::new(),
+                        buffered_pages: 0,
+                        limit: config.buffer_pages,
+                        spare: Vec::new(),
+                    };
+                    let mut recorded = 0;
+                    while !abort.load(Ordering::Relaxed) {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(&pid) = pids.get(i) else { break };
+                        match c.process(pid, &mut em) {
+                            Ok(Outcome::Recorded { pages }) => {
+                                em.finish()?;
+                                recorded += 1;
+                                pages_total.fetch_add(pages, Ordering::Relaxed);
+                            }
+                            Ok(Outcome::Gone) => {
+                                em.discard();
+                                c.notes
+                                    .push(format!("pid {pid}: exited during the scan; skipped"));
+                            }
+                            Err(e) => {
+                                abort.store(true, Ordering::Relaxed);
+                                em.discard();
+                                return Err(e);
+                            }
+                        }
+                        let d = done.fetch_add(1, Ordering::Relaxed) + 1;
+                        let mut p = progress.lock().unwrap_or_else(|e| e.into_inner());
+                        p(Progress {
+                            done: d,
+                            total: pids.len(),
+                            pages: pages_total.load(Ordering::Relaxed),
+                        });
+                    }
+                    Ok(WorkerResult {
+                        recorded,
+                        notes: c.notes,
+                        denied: c.denied,
+                    })
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    let sink = shared.into_inner().unwrap_or_else(|e| e.into_inner());
     let mut recorded = 0;
-    for (i, &pid) in pids.iter().enumerate() {
-        match c.process(pid, sink)? {
-            Outcome::Recorded => recorded += 1,
-            Outcome::Gone => c
-                .notes
-                .push(format!("pid {pid}: exited during the scan; skipped")),
-        }
-        progress(Progress {
-            done: i + 1,
-            total: pids.len(),
-            pages: c.pages_emitted,
-        });
+    let mut notes = Vec::new();
+    let mut denied = Vec::new();
+    for r in results {
+        let mut r = r?;
+        recorded += r.recorded;
+        notes.append(&mut r.notes);
+        denied.append(&mut r.denied);
     }
-    if !c.denied.is_empty() {
-        let shown: Vec<String> = c.denied.iter().take(8).map(|p| p.to_string()).collect();
-        c.notes.push(format!(
-            "smaps and pagemap of {} processes unreadable (needs root, or to be the processes' user): their VMAs and pages are missing (pids {}{})",
-            c.denied.len(),
+    if !denied.is_empty() {
+        denied.sort_unstable();
+        let shown: Vec<String> = denied.iter().take(8).map(|p| p.to_string()).collect();
+        notes.push(format!(
+            "{} processes could not be read in full (permission denied: needs root with CAP_SYS_PTRACE, or the processes' own user): their memory is missing (pids {}{})",
+            denied.len(),
             shown.join(" "),
-            if c.denied.len() > 8 { " ..." } else { "" }
+            if denied.len() > 8 { " ..." } else { "" }
         ));
     }
     let trailer = Trailer {
         processes: recorded,
-        pages: c.pages_emitted,
-        notes: c.notes,
+        pages: pages_total.load(Ordering::Relaxed),
+        notes,
         duration_ns: started.elapsed().as_nanos() as u64,
     };
     sink.finish(&trailer)?;

@@ -34,6 +34,9 @@ pub struct SnapshotArgs {
     /// No progress bar or summary.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Threads reading processes (default: one per CPU).
+    #[arg(short, long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub jobs: Option<u16>,
 }
 
 /// The report views.

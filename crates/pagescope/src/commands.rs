@@ -10,7 +10,7 @@ use pagescope_core::analysis::total::Total;
 use pagescope_core::analysis::PidFilter;
 use pagescope_core::format::{read_snapshot, Completeness, SnapshotWriter};
 use pagescope_core::model::SnapshotSink;
-use pagescope_linux::snapshot::{collect, Config};
+use pagescope_linux::snapshot::{collect, Config, Detail};
 use pagescope_render::{renderer, views, Format, Report};
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -40,13 +40,16 @@ fn check_pids_exist(pids: &[u32]) -> Result<()> {
 
 fn snapshot(args: SnapshotArgs) -> Result<()> {
     check_pids_exist(&args.pids)?;
-    let config = Config {
+    let mut config = Config {
         pids: args.pids.clone(),
         ..Config::default()
     };
+    if let Some(jobs) = args.jobs {
+        config.jobs = jobs as usize;
+    }
     let to_stdout = args.output.as_os_str() == "-";
-    let out: Box<dyn Write> = if to_stdout {
-        Box::new(std::io::stdout().lock())
+    let out: Box<dyn Write + Send> = if to_stdout {
+        Box::new(std::io::stdout())
     } else {
         let f = std::fs::File::create(&args.output)
             .with_context(|| format!("cannot create {}", args.output.display()))?;
@@ -81,7 +84,11 @@ fn snapshot(args: SnapshotArgs) -> Result<()> {
 
 /// Feeds the snapshot (file or live) through `sink`; returns a note if a
 /// file was cut short.
-fn feed(args: &ReportArgs, sink: &mut impl SnapshotSink) -> Result<Option<String>> {
+fn feed(
+    args: &ReportArgs,
+    detail: Detail,
+    sink: &mut (impl SnapshotSink + Send),
+) -> Result<Option<String>> {
     let mut filtered = PidFilter::new(&args.pids, sink);
     match &args.input {
         Some(path) => {
@@ -102,6 +109,7 @@ fn feed(args: &ReportArgs, sink: &mut impl SnapshotSink) -> Result<Option<String
             check_pids_exist(&args.pids)?;
             let config = Config {
                 pids: args.pids.clone(),
+                detail,
                 ..Config::default()
             };
             let bar = Bar::new(false);
@@ -117,12 +125,14 @@ fn report(args: ReportArgs) -> Result<()> {
     let (mut report, cut): (Report, Option<String>) = match args.view {
         View::Processes => {
             let mut a = Processes::new();
-            let cut = feed(&args, &mut a)?;
+            // Live, the per-process figures need only the kernel's
+            // smaps_rollup sums: the cheapest read that gives them.
+            let cut = feed(&args, Detail::Rollup, &mut a)?;
             (views::processes(&a), cut)
         }
         View::Total => {
             let mut a = Total::new();
-            let cut = feed(&args, &mut a)?;
+            let cut = feed(&args, Detail::Full, &mut a)?;
             if cut.is_some() {
                 a.close();
             }

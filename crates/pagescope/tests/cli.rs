@@ -22,6 +22,7 @@ macro_rules! require_pfns {
 /// processes and total reports against smaps_rollup and the buffer size.
 fn snapshot_matches_kernel(mode: &str, size: &str) {
     require_pfns!();
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let dir_arg = dir.path().to_str().unwrap();
     let pt = Pagetest::start(
@@ -97,6 +98,7 @@ fn snapshot_malloc_matches_smaps_rollup() {
 #[test]
 fn total_counts_anonymous_buffer_as_anonymous() {
     require_pfns!();
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let pt = Pagetest::start(&[], &["--size", "64M", "--mode", "anon", "--hold"], "done");
     let snap = temp_path(dir.path(), "s.snap");
@@ -122,6 +124,7 @@ fn total_counts_anonymous_buffer_as_anonymous() {
 #[test]
 fn live_report_matches_smaps_rollup() {
     require_pfns!();
+    let _serial = serial();
     let pt = Pagetest::start(&[], &["--size", "32M", "--mode", "anon", "--hold"], "done");
     let pid = pt.pid().to_string();
     let report = report_json(&["report", "processes", "--pid", &pid, "--format", "json"]);
@@ -155,6 +158,7 @@ fn kernel_threads_are_listed_without_memory() {
 
 #[test]
 fn csv_and_table_formats() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let pt = Pagetest::start(&[], &["--size", "8M", "--hold"], "done");
     let snap = temp_path(dir.path(), "s.snap");
@@ -186,6 +190,7 @@ fn csv_and_table_formats() {
 
 #[test]
 fn file_cut_in_half_still_reports() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let pt = Pagetest::start(&[], &["--size", "64M", "--hold"], "done");
     let snap = temp_path(dir.path(), "s.snap");
@@ -270,6 +275,7 @@ fn missing_pid_is_an_error() {
 
 #[test]
 fn without_cap_sys_admin_snapshot_says_what_is_missing() {
+    let _serial = serial();
     if Command::new("setpriv").arg("--version").output().is_err() {
         eprintln!("skipped: setpriv (util-linux) is not installed");
         return;
@@ -309,6 +315,7 @@ fn without_cap_sys_admin_snapshot_says_what_is_missing() {
 
 #[test]
 fn pagetest_reports_its_ground_truth() {
+    let _serial = serial();
     let pt = Pagetest::start(
         &[],
         &[
@@ -346,4 +353,45 @@ fn pagetest_reports_its_ground_truth() {
         .output()
         .unwrap();
     assert!(!out.status.success());
+}
+
+/// A snapshot killed with SIGKILL mid-write leaves a file that reports up
+/// to its last complete frame. The writer goes through a FIFO shrunk to
+/// one page, so it is still writing when the test kills it.
+#[test]
+fn snapshot_killed_mid_write_leaves_a_readable_file() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = temp_path(dir.path(), "pipe");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let mut writer = Command::new(pagescope_bin())
+        .args(["snapshot", "-q", "--jobs", "1", "-o", &fifo])
+        .spawn()
+        .unwrap();
+    let mut pipe = std::fs::File::open(&fifo).unwrap();
+    rustix::pipe::fcntl_setpipe_size(&pipe, 4096).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while got.len() < 16 * 1024 {
+        let n = pipe.read(&mut buf).unwrap();
+        assert!(
+            n > 0,
+            "the snapshot ended before 16 KiB: too small a machine for this test"
+        );
+        got.extend_from_slice(&buf[..n]);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    writer.kill().unwrap();
+    writer.wait().unwrap();
+    pipe.read_to_end(&mut got).unwrap();
+    let file = temp_path(dir.path(), "killed.snap");
+    std::fs::write(&file, &got).unwrap();
+    let out = run_ok(&["report", "processes", "-i", &file, "-f", "json"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("was cut short"));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!v["processes"].as_array().unwrap().is_empty());
 }

@@ -5,7 +5,8 @@
 //! [`super::is_resident`]), PSS adds `1 / kpagecount` for each, USS counts
 //! the pages pagemap marks exclusively mapped, swap counts swapped entries. Without them
 //! (no CAP_SYS_ADMIN), sharing is invisible, and the figures are the
-//! kernel's own smaps sums, which the report says.
+//! kernel's own smaps sums, which the report says. A quick live collection
+//! that read only `smaps_rollup` gives the kernel's sums too.
 
 use super::{is_resident, VmaCursor};
 use crate::model::{
@@ -81,11 +82,14 @@ impl SnapshotSink for Processes {
 
     fn process(&mut self, p: &ProcessRecord) -> Result<()> {
         let kb_per_page = (self.system.page_size / 1024).max(1);
-        let mut smaps = SmapsCounters::default();
-        for v in &p.vmas {
-            smaps.add(&v.smaps);
-        }
-        let from_pages = self.system.pfns_visible;
+        let smaps = p.rollup.unwrap_or_else(|| {
+            let mut sum = SmapsCounters::default();
+            for v in &p.vmas {
+                sum.add(&v.smaps);
+            }
+            sum
+        });
+        let from_pages = self.system.pfns_visible && p.rollup.is_none();
         self.rows.push(ProcessRow {
             pid: p.task.pid,
             comm: p.task.comm.clone(),

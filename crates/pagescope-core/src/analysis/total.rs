@@ -41,6 +41,10 @@ pub struct TotalFigures {
     pub kernel_stack_pages: u64,
 }
 
+/// PFNs tracked in the bitmap: 2^31 frames (8 TiB of 4 KiB pages) in at
+/// most 256 MiB; higher PFNs go to a hash set.
+const BITMAP_PFNS: u64 = 1 << 31;
+
 /// The `total` analysis.
 #[derive(Debug, Default)]
 pub struct Total {
@@ -53,6 +57,9 @@ pub struct Total {
     /// Whether the end record was seen.
     pub complete: bool,
     seen: Vec<u64>,
+    /// PFNs beyond the bitmap (only from a machine larger than
+    /// [`BITMAP_PFNS`] pages, or a damaged file).
+    seen_far: std::collections::HashSet<u64>,
     vmas: Vec<Vma>,
     cursor: VmaCursor,
     anon: u64,
@@ -67,6 +74,9 @@ impl Total {
 
     /// Marks a PFN seen; true the first time.
     fn first_sight(&mut self, pfn: u64) -> bool {
+        if pfn >= BITMAP_PFNS {
+            return self.seen_far.insert(pfn);
+        }
         let word = (pfn / 64) as usize;
         if word >= self.seen.len() {
             // A PFN beyond the RAM ranges (or none were known): grow.
@@ -104,7 +114,7 @@ impl Total {
 impl SnapshotSink for Total {
     fn system(&mut self, system: &SystemInfo) -> Result<()> {
         self.system = system.clone();
-        self.seen = vec![0; (system.max_pfn() / 64 + 1) as usize];
+        self.seen = vec![0; (system.max_pfn().min(BITMAP_PFNS) / 64 + 1) as usize];
         Ok(())
     }
 

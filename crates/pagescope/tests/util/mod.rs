@@ -56,6 +56,15 @@ pub fn report_json(args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).expect("report prints JSON")
 }
 
+/// Serialises the tests that start workloads: a pagetest starting or
+/// exiting changes how many processes share the pagetest binary's pages,
+/// and so the PSS and USS of every other pagetest. Hold the guard for the
+/// whole test.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A running pagetest; killed and reaped when dropped.
 #[derive(Debug)]
 pub struct Pagetest {

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Snapshot benchmark: about 200 processes holding about 8 GiB in all.
+#
+# Times, in one run and on the same processes:
+#   (a) pagescope snapshot of everything
+#   (b) floor: only the pagemap and kpageflags/kpagecount reads (bench/floor)
+#   (c) smem's per-process table against pagescope report processes (live)
+# and reports a/b, smem/pagescope, pages per second, bytes per page in the
+# file, and pagescope's peak RSS. Needs root, hyperfine, smem.
+#
+#   bench/snapshot.sh [PROCESSES] [SIZE_PER_PROCESS]     (default 200 40M)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-200}
+SIZE=${2:-40M}
+RUNS=${RUNS:-10}
+for tool in hyperfine smem /usr/bin/time; do
+    command -v "$tool" >/dev/null || { echo "bench: $tool is missing (apt-get install hyperfine smem time)" >&2; exit 1; }
+done
+[ "$(id -u)" -eq 0 ] || { echo "bench: run as root (page frame numbers need CAP_SYS_ADMIN)" >&2; exit 1; }
+
+cargo build --release --workspace -q
+BIN=$PWD/target/release
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+echo "starting $N pagetest processes of $SIZE each" >&2
+for i in $(seq 1 "$N"); do
+    "$BIN/pagetest" --size "$SIZE" --mode anon --op write --hold > "$WORK/pt.$i" &
+    PIDS+=($!)
+done
+for i in $(seq 1 "$N"); do
+    until grep -q '"done"' "$WORK/pt.$i" 2>/dev/null; do sleep 0.05; done
+done
+
+SNAP=$WORK/bench.snap
+hyperfine --warmup 2 --runs "$RUNS" -N --export-json "$WORK/snap.json" \
+    -n snapshot "$BIN/pagescope snapshot -q -o $SNAP" \
+    -n snapshot-1-thread "$BIN/pagescope snapshot -q --jobs 1 -o $SNAP" \
+    -n floor "$BIN/floor" >&2
+hyperfine --warmup 1 --runs "$RUNS" --export-json "$WORK/table.json" \
+    -n pagescope "$BIN/pagescope report processes > /dev/null" \
+    -n smem "smem -c 'pid name rss pss uss swap' > /dev/null" >&2
+
+/usr/bin/time -f '%M' -o "$WORK/rss" "$BIN/pagescope" snapshot -q -o "$SNAP"
+TOTAL_JSON=$("$BIN/pagescope" report total --input "$SNAP" --format json 2>/dev/null)
+FLOOR_OUT=$("$BIN/floor")
+
+python3 - "$WORK" "$SNAP" "$TOTAL_JSON" "$FLOOR_OUT" "$N" "$SIZE" <<'PY'
+import json, os, sys
+work, snap, total, floor, n, size = sys.argv[1:]
+snapj = {r["command"]: r for r in json.load(open(f"{work}/snap.json"))["results"]}
+tabj = {r["command"]: r for r in json.load(open(f"{work}/table.json"))["results"]}
+a, b = snapj["snapshot"]["median"], snapj["floor"]["median"]
+a1 = snapj["snapshot-1-thread"]["median"]
+cpus = os.cpu_count()
+p, s = tabj["pagescope"]["median"], tabj["smem"]["median"]
+total = json.loads(total)
+pages = total["rss_sum_pages"]
+size_b = os.path.getsize(snap)
+peak_kb = int(open(f"{work}/rss").read().split()[-1])
+print(f"workload: {n} x pagetest --size {size} ({floor})")
+print(f"(a) pagescope snapshot     median {a*1000:8.1f} ms   ({pages} pages, {pages/a/1e6:.2f} M pages/s, {cpus} threads)")
+print(f"    same, --jobs 1         median {a1*1000:8.1f} ms")
+print(f"(b) floor (reads only)     median {b*1000:8.1f} ms   (one thread)")
+print(f"    a/b                    {a/b:.2f}   (goal <= 1.25); with --jobs 1: {a1/b:.2f}")
+print(f"(c) smem table             median {s*1000:8.1f} ms")
+print(f"    pagescope report processes (live) median {p*1000:8.1f} ms")
+print(f"    smem/pagescope         {s/p:.2f}   (goal >= 3)")
+print(f"file size                  {size_b} bytes, {size_b/pages:.3f} bytes per page")
+print(f"pagescope snapshot peak RSS {peak_kb/1024:.1f} MiB")
+PY

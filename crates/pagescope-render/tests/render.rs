@@ -1,0 +1,242 @@
+//! The views and renderers on a fixture snapshot whose figures are known
+//! by construction: every format is snapshot-tested with insta, and the
+//! figures are asserted against the hand count.
+
+use pagescope_core::analysis::processes::Processes;
+use pagescope_core::analysis::total::Total;
+use pagescope_core::kpageflags::KPageFlags;
+use pagescope_core::model::*;
+use pagescope_core::pagemap::PagemapEntry;
+use pagescope_render::{renderer, views, Format, Report};
+
+const PS: u64 = 4096;
+
+fn present(vaddr: u64, pfn: u64, count: u64, anon: bool, exclusive: bool) -> PageRecord {
+    let mut e = (1u64 << 63) | pfn;
+    if exclusive {
+        e |= 1 << 56;
+    }
+    if !anon {
+        e |= 1 << 61;
+    }
+    let flags = if anon {
+        KPageFlags::ANON | KPageFlags::MMAP | KPageFlags::LRU | KPageFlags::SWAPBACKED
+    } else {
+        KPageFlags::MMAP | KPageFlags::LRU | KPageFlags::UPTODATE
+    };
+    PageRecord {
+        vaddr,
+        entry: PagemapEntry(e),
+        phys: Some(PhysInfo {
+            flags,
+            count,
+            memcg: 1,
+            node: 0,
+        }),
+    }
+}
+
+fn vma(start: u64, pages: u64, perms: &str, path: &str) -> Vma {
+    Vma {
+        start,
+        end: start + pages * PS,
+        perms: perms.into(),
+        path: path.into(),
+        vm_flags: vec!["rd".into()],
+        ..Vma::default()
+    }
+}
+
+fn task(pid: u32, comm: &str) -> Task {
+    Task {
+        pid,
+        tgid: pid,
+        comm: comm.into(),
+        cmdline: vec![format!("/usr/bin/{comm}"), "--flag".into()],
+        threads: 1,
+        start_time: 100 + pid as u64,
+        ..Task::default()
+    }
+}
+
+/// Two processes sharing two library pages (PFNs 500, 501); each has
+/// private anonymous pages; one page is swapped; one maps the zero page.
+fn feed(sink: &mut dyn SnapshotSink) {
+    let system = SystemInfo {
+        kernel_release: "6.18.0-fixture".into(),
+        hostname: "fixture".into(),
+        page_size: PS,
+        pfns_visible: true,
+        memcg_visible: true,
+        meminfo: vec![
+            ("MemTotal".into(), 8 * 1024 * 1024),
+            ("MemFree".into(), 4 * 1024 * 1024),
+            ("Buffers".into(), 4096),
+            ("Cached".into(), 1024 * 1024),
+            ("Shmem".into(), 8192),
+            ("AnonPages".into(), 40),
+            ("SReclaimable".into(), 40960),
+            ("SUnreclaim".into(), 20480),
+            ("PageTables".into(), 400),
+            ("KernelStack".into(), 800),
+        ],
+        ram_ranges: vec![(0x1000, 0x1_ffff_ffff)],
+        ..SystemInfo::default()
+    };
+    sink.system(&system).unwrap();
+    let lib = 0x7f00_0000_0000;
+    let heap = 0x5500_0000_0000;
+    // Process 10: 2 shared lib pages, 3 private anon pages, 1 swapped.
+    sink.process(&ProcessRecord {
+        task: task(10, "alpha"),
+        vmas: vec![
+            vma(heap, 8, "rw-p", "[heap]"),
+            vma(lib, 4, "r-xp", "/usr/lib/libc.so.6"),
+        ],
+        rollup: None,
+    })
+    .unwrap();
+    let mut pages = vec![
+        present(heap, 1000, 1, true, true),
+        present(heap + PS, 1001, 1, true, true),
+        present(heap + 2 * PS, 1002, 1, true, true),
+        PageRecord {
+            vaddr: heap + 3 * PS,
+            entry: PagemapEntry((1 << 62) | (7 << 5) | 1),
+            phys: None,
+        },
+    ];
+    pages.push(present(lib, 500, 2, false, false));
+    pages.push(present(lib + PS, 501, 2, false, false));
+    sink.pages(&PageChunk {
+        pid: 10,
+        start_time: 110,
+        pages,
+    })
+    .unwrap();
+    // Process 20: the same 2 lib pages, 1 private anon page, 1 zero page.
+    sink.process(&ProcessRecord {
+        task: task(20, "beta"),
+        vmas: vec![
+            vma(heap, 4, "rw-p", "[heap]"),
+            vma(lib, 4, "r-xp", "/usr/lib/libc.so.6"),
+        ],
+        rollup: None,
+    })
+    .unwrap();
+    let mut zero = present(heap + PS, 77, 0, false, false);
+    zero.phys.as_mut().unwrap().flags = KPageFlags::ZERO_PAGE;
+    let pages = vec![
+        present(heap, 2000, 1, true, true),
+        zero,
+        present(lib, 500, 2, false, false),
+        present(lib + PS, 501, 2, false, false),
+    ];
+    sink.pages(&PageChunk {
+        pid: 20,
+        start_time: 120,
+        pages,
+    })
+    .unwrap();
+    // A kernel thread.
+    let mut k = task(2, "kthreadd");
+    k.kernel_thread = true;
+    sink.process(&ProcessRecord {
+        task: k,
+        ..ProcessRecord::default()
+    })
+    .unwrap();
+    sink.finish(&Trailer {
+        processes: 3,
+        pages: 10,
+        notes: vec![],
+        duration_ns: 1,
+    })
+    .unwrap();
+}
+
+fn render(report: &Report, format: Format) -> String {
+    let mut out = Vec::new();
+    renderer(format, Some(100))
+        .render(report, &mut out)
+        .unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+fn processes_report() -> Report {
+    let mut a = Processes::new();
+    feed(&mut a);
+    views::processes(&a)
+}
+
+fn total_report() -> Report {
+    let mut a = Total::new();
+    feed(&mut a);
+    views::total(&a)
+}
+
+#[test]
+fn processes_figures_match_the_hand_count() {
+    let json = pagescope_render::json::to_value(&processes_report());
+    let rows = json["processes"].as_array().unwrap();
+    let alpha = rows.iter().find(|r| r["pid"] == 10).unwrap();
+    // 3 anon + 2 shared lib pages resident; PSS 3 + 2 * 1/2; USS 3; 1 swapped.
+    assert_eq!(alpha["rss_pages"], 5);
+    assert_eq!(alpha["pss_pages"], 4.0);
+    assert_eq!(alpha["uss_pages"], 3);
+    assert_eq!(alpha["swap_pages"], 1);
+    let beta = rows.iter().find(|r| r["pid"] == 20).unwrap();
+    // The zero page is not resident memory (smaps' rule).
+    assert_eq!(beta["rss_pages"], 3);
+    assert_eq!(beta["pss_pages"], 2.0);
+    assert_eq!(beta["uss_pages"], 1);
+    assert_eq!(json["page_size"], 4096);
+    // Largest PSS first.
+    assert_eq!(rows[0]["pid"], 10);
+}
+
+#[test]
+fn total_figures_match_the_hand_count() {
+    let json = pagescope_render::json::to_value(&total_report());
+    // Distinct frames: 1000-1002, 2000 (anon), 500, 501 (file).
+    assert_eq!(json["user_pages"], 6);
+    assert_eq!(json["user_anon_pages"], 4);
+    assert_eq!(json["user_file_pages"], 2);
+    assert_eq!(json["rss_sum_pages"], 8);
+    assert_eq!(json["processes"], 2);
+    assert_eq!(json["free_pages"], 1024 * 1024);
+    assert_eq!(json["page_cache_pages"], 256 * 1024 + 1024);
+    assert_eq!(json["kernel_slab_pages"], 15360);
+}
+
+#[test]
+fn processes_in_every_format() {
+    let r = processes_report();
+    insta::assert_snapshot!("processes_table", render(&r, Format::Table));
+    insta::assert_snapshot!("processes_csv", render(&r, Format::Csv));
+    insta::assert_snapshot!("processes_json", render(&r, Format::Json));
+}
+
+#[test]
+fn total_in_every_format() {
+    let r = total_report();
+    insta::assert_snapshot!("total_table", render(&r, Format::Table));
+    insta::assert_snapshot!("total_csv", render(&r, Format::Csv));
+    insta::assert_snapshot!("total_json", render(&r, Format::Json));
+}
+
+#[test]
+fn table_fits_a_narrow_terminal() {
+    let r = processes_report();
+    let mut out = Vec::new();
+    renderer(Format::Table, Some(80))
+        .render(&r, &mut out)
+        .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    for line in text.lines() {
+        assert!(line.chars().count() <= 80, "{line:?} is wider than 80");
+    }
+    // The command column was cut, and says so.
+    assert!(text.lines().nth(1).unwrap().ends_with('~'), "{text}");
+    assert!(text.lines().nth(1).unwrap().trim_start().starts_with("10 "));
+}
