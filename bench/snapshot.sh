@@ -13,8 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-200}
 SIZE=${2:-40M}
-RUNS=${RUNS:-10}
-for tool in hyperfine smem /usr/bin/time; do
+RUNS=${RUNS:-15}
+for tool in hyperfine smem /usr/bin/time python3; do
     command -v "$tool" >/dev/null || { echo "bench: $tool is missing (apt-get install hyperfine smem time)" >&2; exit 1; }
 done
 [ "$(id -u)" -eq 0 ] || { echo "bench: run as root (page frame numbers need CAP_SYS_ADMIN)" >&2; exit 1; }
@@ -40,10 +40,10 @@ for i in $(seq 1 "$N"); do
 done
 
 SNAP=$WORK/bench.snap
-hyperfine --warmup 2 --runs "$RUNS" -N --export-json "$WORK/snap.json" \
-    -n snapshot "$BIN/pagescope snapshot -q -o $SNAP" \
-    -n snapshot-1-thread "$BIN/pagescope snapshot -q --jobs 1 -o $SNAP" \
-    -n floor "$BIN/floor" >&2
+# Snapshot against the floor, in alternation (A B A B ...), so that each
+# ratio compares runs made under the same conditions.
+bench/paired.py --runs "$RUNS" --json "$WORK/pair.json" "$BIN/pagescope snapshot -q -o $SNAP" "$BIN/floor"
+bench/paired.py --runs "$RUNS" --json "$WORK/pair1.json" "$BIN/pagescope snapshot -q --jobs 1 -o $SNAP" "$BIN/floor"
 hyperfine --warmup 1 --runs "$RUNS" --export-json "$WORK/table.json" \
     -n pagescope "$BIN/pagescope report processes > /dev/null" \
     -n smem "smem -c 'pid name rss pss uss swap' > /dev/null" >&2
@@ -55,10 +55,11 @@ FLOOR_OUT=$("$BIN/floor")
 python3 - "$WORK" "$SNAP" "$TOTAL_JSON" "$FLOOR_OUT" "$N" "$SIZE" <<'PY'
 import json, os, sys
 work, snap, total, floor, n, size = sys.argv[1:]
-snapj = {r["command"]: r for r in json.load(open(f"{work}/snap.json"))["results"]}
+pair = json.load(open(f"{work}/pair.json"))
+pair1 = json.load(open(f"{work}/pair1.json"))
 tabj = {r["command"]: r for r in json.load(open(f"{work}/table.json"))["results"]}
-a, b = snapj["snapshot"]["median"], snapj["floor"]["median"]
-a1 = snapj["snapshot-1-thread"]["median"]
+a, b, ab = pair["a_median"], pair["b_median"], pair["ratio_median"]
+a1, ab1 = pair1["a_median"], pair1["ratio_median"]
 cpus = os.cpu_count()
 p, s = tabj["pagescope"]["median"], tabj["smem"]["median"]
 total = json.loads(total)
@@ -69,7 +70,7 @@ print(f"workload: {n} x pagetest --size {size} ({floor})")
 print(f"(a) pagescope snapshot     median {a*1000:8.1f} ms   ({pages} pages, {pages/a/1e6:.2f} M pages/s, {cpus} threads)")
 print(f"    same, --jobs 1         median {a1*1000:8.1f} ms")
 print(f"(b) floor (reads only)     median {b*1000:8.1f} ms   (one thread)")
-print(f"    a/b                    {a/b:.2f}   (goal <= 1.25); with --jobs 1: {a1/b:.2f}")
+print(f"    a/b (median of paired) {ab:.2f}   (goal <= 1.25; pairs {pair['ratio_min']:.2f}-{pair['ratio_max']:.2f}); with --jobs 1: {ab1:.2f}")
 print(f"(c) smem table             median {s*1000:8.1f} ms")
 print(f"    pagescope report processes (live) median {p*1000:8.1f} ms")
 print(f"    smem/pagescope         {s/p:.2f}   (goal >= 3)")

@@ -13,8 +13,11 @@ use rustix::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 /// Largest gap, in frames, that a run bridges rather than starting a new
-/// `pread` (64 frames = 512 bytes of each file).
-pub const GAP: u64 = 64;
+/// `pread`. The kernel's cost is per frame read (it looks up each frame's
+/// folio), so bridging wide gaps reads frames nobody asked for: on the
+/// snapshot benchmark a gap of 64 read 1.5 frames per frame needed, a gap
+/// of 8 reads 1.01 with twice the `pread`s, and is faster.
+pub const GAP: u64 = 8;
 /// Longest run per `pread`, in frames.
 pub const MAX_RUN: usize = 32 * 1024;
 
@@ -120,7 +123,9 @@ impl KPageReader {
                 .enumerate()
                 .map(|(i, &p)| (p << INDEX_BITS) | i as u64),
         );
-        keys.sort_unstable();
+        if !keys.is_sorted() {
+            keys.sort_unstable();
+        }
         let index = |k: u64| (k & ((1 << INDEX_BITS) - 1)) as usize;
         let pfn = |k: u64| k >> INDEX_BITS;
         let mut i = 0;

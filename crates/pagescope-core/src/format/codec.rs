@@ -5,8 +5,9 @@
 //! consecutive pages), pagemap flag bits 55-63 on their own, frame bits
 //! (PFN or swap entry) as signed deltas (1 for physically contiguous
 //! pages), then the kpageflags, kpagecount, memcg and node columns for the
-//! pages that have a physical side. postcard writes every integer as a
-//! varint, so the common deltas take one byte before compression.
+//! pages that have a physical side. Each column is a byte string of
+//! LEB128 varints (signed deltas zigzag-encoded), so the common deltas
+//! take one byte before compression.
 
 use crate::kpageflags::KPageFlags;
 use crate::model::{PageChunk, PageRecord, PhysInfo};
@@ -14,98 +15,203 @@ use crate::pagemap::{PagemapEntry, FRAME_MASK};
 use serde::{Deserialize, Serialize};
 
 /// The stored form of a chunk.
-#[derive(Serialize, Deserialize, Default)]
+#[derive(Serialize, Deserialize, Default, Debug)]
 struct Columns {
     pid: u32,
     start_time: u64,
     page_size: u64,
-    vpn_delta: Vec<u64>,
-    entry_flags: Vec<u16>,
-    frame_delta: Vec<i64>,
+    pages: u32,
+    #[serde(with = "serde_bytes")]
+    vpn_delta: Vec<u8>,
+    #[serde(with = "serde_bytes")]
+    entry_flags: Vec<u8>,
+    #[serde(with = "serde_bytes")]
+    frame_delta: Vec<u8>,
     /// One bit per page, LSB first: the page has a physical side.
+    #[serde(with = "serde_bytes")]
     has_phys: Vec<u8>,
-    kflags: Vec<u64>,
-    kcount: Vec<u64>,
-    memcg: Vec<u64>,
-    node: Vec<u16>,
+    #[serde(with = "serde_bytes")]
+    kflags: Vec<u8>,
+    #[serde(with = "serde_bytes")]
+    kcount: Vec<u8>,
+    #[serde(with = "serde_bytes")]
+    memcg: Vec<u8>,
+    #[serde(with = "serde_bytes")]
+    node: Vec<u8>,
 }
 
-/// Encodes a chunk. `page_size` turns addresses into page numbers.
-pub fn encode_pages(chunk: &PageChunk, page_size: u64) -> Vec<u8> {
-    let n = chunk.pages.len();
-    let mut c = Columns {
-        pid: chunk.pid,
-        start_time: chunk.start_time,
-        page_size,
-        vpn_delta: Vec::with_capacity(n),
-        entry_flags: Vec::with_capacity(n),
-        frame_delta: Vec::with_capacity(n),
-        has_phys: vec![0; n.div_ceil(8)],
-        ..Columns::default()
-    };
-    let (mut prev_vpn, mut prev_frame) = (0u64, 0u64);
-    for (i, p) in chunk.pages.iter().enumerate() {
-        let vpn = p.vaddr / page_size;
-        c.vpn_delta.push(vpn.wrapping_sub(prev_vpn));
-        prev_vpn = vpn;
-        c.entry_flags.push((p.entry.0 >> 55) as u16);
-        let frame = p.entry.frame_bits();
-        c.frame_delta.push(frame.wrapping_sub(prev_frame) as i64);
-        prev_frame = frame;
-        if let Some(ph) = p.phys {
-            c.has_phys[i / 8] |= 1 << (i % 8);
-            c.kflags.push(ph.flags.bits());
-            c.kcount.push(ph.count);
-            c.memcg.push(ph.memcg);
-            c.node.push(ph.node);
+/// Appends `v` as an LEB128 varint.
+fn put(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Zigzag: small negative and positive numbers become small unsigned ones.
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> i64 {
+    (v >> 1) as i64 ^ -((v & 1) as i64)
+}
+
+/// Reads varints from one column, checking every bound.
+struct Column<'a> {
+    name: &'static str,
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Column<'a> {
+    fn new(name: &'static str, bytes: &'a [u8]) -> Column<'a> {
+        Column {
+            name,
+            bytes,
+            pos: 0,
         }
     }
-    postcard::to_stdvec(&c).expect("encoding into a Vec cannot fail")
+
+    fn next(&mut self) -> Result<u64, String> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let Some(&b) = self.bytes.get(self.pos) else {
+                return Err(format!("page chunk column {} is too short", self.name));
+            };
+            self.pos += 1;
+            if shift == 63 && b > 1 {
+                break;
+            }
+            v |= ((b & 0x7f) as u64) << shift;
+            if b < 0x80 {
+                return Ok(v);
+            }
+        }
+        Err(format!("page chunk column {} has a bad varint", self.name))
+    }
+
+    fn done(&self) -> Result<(), String> {
+        if self.pos == self.bytes.len() {
+            Ok(())
+        } else {
+            Err(format!("page chunk column {} is too long", self.name))
+        }
+    }
+}
+
+/// Encodes page chunks, reusing its column buffers between chunks.
+#[derive(Debug, Default)]
+pub struct PageEncoder {
+    c: Columns,
+}
+
+impl PageEncoder {
+    /// Encodes `chunk` into `out` (cleared first). `page_size` turns
+    /// addresses into page numbers.
+    pub fn encode(&mut self, chunk: &PageChunk, page_size: u64, out: &mut Vec<u8>) {
+        let c = &mut self.c;
+        let n = chunk.pages.len();
+        c.pid = chunk.pid;
+        c.start_time = chunk.start_time;
+        c.page_size = page_size;
+        c.pages = n as u32;
+        for col in [
+            &mut c.vpn_delta,
+            &mut c.entry_flags,
+            &mut c.frame_delta,
+            &mut c.kflags,
+            &mut c.kcount,
+            &mut c.memcg,
+            &mut c.node,
+        ] {
+            col.clear();
+        }
+        c.has_phys.clear();
+        c.has_phys.resize(n.div_ceil(8), 0);
+        let (mut prev_vpn, mut prev_frame) = (0u64, 0u64);
+        for (i, p) in chunk.pages.iter().enumerate() {
+            let vpn = p.vaddr / page_size;
+            put(&mut c.vpn_delta, vpn.wrapping_sub(prev_vpn));
+            prev_vpn = vpn;
+            put(&mut c.entry_flags, p.entry.0 >> 55);
+            let frame = p.entry.frame_bits();
+            put(
+                &mut c.frame_delta,
+                zigzag(frame.wrapping_sub(prev_frame) as i64),
+            );
+            prev_frame = frame;
+            if let Some(ph) = p.phys {
+                c.has_phys[i / 8] |= 1 << (i % 8);
+                put(&mut c.kflags, ph.flags.bits());
+                put(&mut c.kcount, ph.count);
+                put(&mut c.memcg, ph.memcg);
+                put(&mut c.node, ph.node as u64);
+            }
+        }
+        out.clear();
+        let buf = std::mem::take(out);
+        *out = postcard::to_extend(&*c, buf).expect("encoding into a Vec cannot fail");
+    }
+}
+
+/// Encodes a chunk into a new buffer.
+pub fn encode_pages(chunk: &PageChunk, page_size: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    PageEncoder::default().encode(chunk, page_size, &mut out);
+    out
 }
 
 /// Decodes a chunk, checking that the columns agree. The error is a
 /// sentence saying what is inconsistent.
 pub fn decode_pages(bytes: &[u8]) -> Result<PageChunk, String> {
     let c: Columns = postcard::from_bytes(bytes).map_err(|e| format!("bad page chunk: {e}"))?;
-    let n = c.vpn_delta.len();
-    if c.entry_flags.len() != n || c.frame_delta.len() != n || c.has_phys.len() != n.div_ceil(8) {
-        return Err("page chunk columns differ in length".into());
-    }
+    let n = c.pages as usize;
     if c.page_size == 0 || !c.page_size.is_power_of_two() {
         return Err(format!("page chunk has page size {}", c.page_size));
     }
-    let phys_count: usize = c.has_phys.iter().map(|b| b.count_ones() as usize).sum();
-    if [c.kflags.len(), c.kcount.len(), c.memcg.len(), c.node.len()]
-        .iter()
-        .any(|&l| l != phys_count)
-    {
-        return Err("page chunk physical columns differ in length".into());
+    if c.has_phys.len() != n.div_ceil(8) || c.vpn_delta.len() < n {
+        return Err("page chunk columns differ in length".into());
     }
+    let mut vpns = Column::new("vpn_delta", &c.vpn_delta);
+    let mut flags = Column::new("entry_flags", &c.entry_flags);
+    let mut frames = Column::new("frame_delta", &c.frame_delta);
+    let mut kflags = Column::new("kflags", &c.kflags);
+    let mut kcount = Column::new("kcount", &c.kcount);
+    let mut memcg = Column::new("memcg", &c.memcg);
+    let mut node = Column::new("node", &c.node);
     let mut pages = Vec::with_capacity(n);
-    let (mut vpn, mut frame, mut k) = (0u64, 0u64, 0usize);
+    let (mut vpn, mut frame) = (0u64, 0u64);
     for i in 0..n {
-        vpn = vpn.wrapping_add(c.vpn_delta[i]);
-        frame = frame.wrapping_add(c.frame_delta[i] as u64) & FRAME_MASK;
+        let delta = vpns.next()?;
+        if i > 0 && delta == 0 {
+            return Err("page chunk repeats an address".into());
+        }
+        vpn = vpn.wrapping_add(delta);
         let vaddr = vpn
             .checked_mul(c.page_size)
             .ok_or("page chunk address overflows")?;
-        if i > 0 && c.vpn_delta[i] == 0 {
-            return Err("page chunk repeats an address".into());
+        let high = flags.next()?;
+        if high >= 1 << 9 {
+            return Err("page chunk has pagemap flags beyond bit 63".into());
         }
-        let entry = PagemapEntry(((c.entry_flags[i] as u64) << 55) | frame);
+        frame = frame.wrapping_add(unzigzag(frames.next()?) as u64) & FRAME_MASK;
+        let entry = PagemapEntry((high << 55) | frame);
         let phys = if c.has_phys[i / 8] & (1 << (i % 8)) != 0 {
-            let ph = PhysInfo {
-                flags: KPageFlags::from_bits_retain(c.kflags[k]),
-                count: c.kcount[k],
-                memcg: c.memcg[k],
-                node: c.node[k],
-            };
-            k += 1;
-            Some(ph)
+            Some(PhysInfo {
+                flags: KPageFlags::from_bits_retain(kflags.next()?),
+                count: kcount.next()?,
+                memcg: memcg.next()?,
+                node: u16::try_from(node.next()?).map_err(|_| "page chunk node out of range")?,
+            })
         } else {
             None
         };
         pages.push(PageRecord { vaddr, entry, phys });
+    }
+    for col in [&vpns, &flags, &frames, &kflags, &kcount, &memcg, &node] {
+        col.done()?;
     }
     Ok(PageChunk {
         pid: c.pid,
@@ -146,6 +252,22 @@ mod tests {
         };
         let bytes = encode_pages(&chunk, 4096);
         assert_eq!(decode_pages(&bytes).unwrap(), chunk);
+    }
+
+    #[test]
+    fn varints() {
+        for v in [0, 1, 127, 128, 300, u32::MAX as u64, u64::MAX] {
+            let mut b = Vec::new();
+            put(&mut b, v);
+            let mut c = Column::new("t", &b);
+            assert_eq!(c.next().unwrap(), v);
+            c.done().unwrap();
+        }
+        for v in [0i64, 1, -1, 63, -64, i64::MAX, i64::MIN] {
+            assert_eq!(unzigzag(zigzag(v)), v);
+        }
+        assert!(Column::new("t", &[0xff; 11]).next().is_err());
+        assert!(Column::new("t", &[0x80]).next().is_err());
     }
 
     #[test]

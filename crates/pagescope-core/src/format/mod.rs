@@ -20,7 +20,7 @@ mod codec;
 mod frame;
 mod snapshot;
 
-pub use codec::{decode_pages, encode_pages};
+pub use codec::{decode_pages, encode_pages, PageEncoder};
 pub use frame::{Frame, FrameReader, FrameWriter, Kind, ReadOutcome};
 pub use snapshot::{read_snapshot, Completeness, SnapshotWriter};
 

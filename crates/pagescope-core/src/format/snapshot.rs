@@ -15,6 +15,9 @@ pub struct SnapshotWriter<W: Write> {
     frames: FrameWriter<W>,
     path: PathBuf,
     page_size: u64,
+    /// Reused encoder and buffer for page chunks.
+    encoder: codec::PageEncoder,
+    encoded: Vec<u8>,
 }
 
 impl<W: Write> SnapshotWriter<W> {
@@ -24,6 +27,8 @@ impl<W: Write> SnapshotWriter<W> {
             frames: FrameWriter::new(out, Kind::Snapshot).map_err(|e| Error::io(path, e))?,
             path: path.to_path_buf(),
             page_size: 4096,
+            encoder: codec::PageEncoder::default(),
+            encoded: Vec::new(),
         })
     }
 
@@ -52,9 +57,10 @@ impl<W: Write> SnapshotSink for SnapshotWriter<W> {
     }
 
     fn pages(&mut self, chunk: &PageChunk) -> Result<()> {
-        let raw = codec::encode_pages(chunk, self.page_size);
+        self.encoder
+            .encode(chunk, self.page_size, &mut self.encoded);
         self.frames
-            .write_frame(frame_type::PAGES, &raw)
+            .write_frame(frame_type::PAGES, &self.encoded)
             .map_err(|e| Error::io(&self.path, e))
     }
 
