@@ -158,6 +158,12 @@ pub struct Task {
     pub start_time: u64,
     /// A kernel thread (PF_KTHREAD): listed, with no memory.
     pub kernel_thread: bool,
+    /// The executable (`/proc/PID/exe`), empty if unreadable.
+    pub exe: String,
+    /// Stack pointers of the threads, where the kernel reported them
+    /// (`/proc/PID/task/TID/syscall`): the VMAs holding them are thread
+    /// stacks.
+    pub thread_sps: Vec<u64>,
 }
 
 /// The `/proc/PID/smaps` counters of one VMA, in kB as the kernel prints
@@ -268,6 +274,77 @@ impl Vma {
     }
 }
 
+/// Section kinds, by what the loader makes of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SectionKind {
+    /// Executable code (SHF_EXECINSTR): `.text`, `.plt`, `.init`, ...
+    #[default]
+    Text,
+    /// Read-only data: `.rodata`, `.eh_frame`, symbol tables, ...
+    Rodata,
+    /// Initialised writable data (PROGBITS, SHF_WRITE): `.data`, `.got`,
+    /// `.data.rel.ro`, ...
+    Data,
+    /// Zero-initialised writable data (NOBITS): `.bss`, `.tbss`.
+    Bss,
+}
+
+/// An allocated section of an ELF file, at its link-time address.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ElfSection {
+    /// Name (`.text`, ...).
+    pub name: String,
+    /// Link-time virtual address (`sh_addr`).
+    pub addr: u64,
+    /// Size in memory.
+    pub size: u64,
+    /// What it holds.
+    pub kind: SectionKind,
+}
+
+/// A loadable segment (PT_LOAD) of an ELF file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ElfSegment {
+    /// File offset (`p_offset`).
+    pub offset: u64,
+    /// Link-time virtual address (`p_vaddr`).
+    pub vaddr: u64,
+    /// Bytes in the file (`p_filesz`).
+    pub filesz: u64,
+    /// Bytes in memory (`p_memsz`; the rest is .bss).
+    pub memsz: u64,
+    /// `p_flags`: 1 execute, 2 write, 4 read.
+    pub flags: u32,
+}
+
+/// An ELF file mapped by some process, recorded once per snapshot so that
+/// analyses can tell its .text, .data and .bss pages apart with no access
+/// to the file.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ElfFile {
+    /// Path as the maps file shows it.
+    pub path: String,
+    /// Device major of the file.
+    pub dev_major: u32,
+    /// Device minor of the file.
+    pub dev_minor: u32,
+    /// Inode.
+    pub inode: u64,
+    /// `e_type`: 2 executable, 3 shared object or PIE.
+    pub elf_type: u16,
+    /// PT_LOAD segments.
+    pub segments: Vec<ElfSegment>,
+    /// Allocated sections (empty if the file has no section headers).
+    pub sections: Vec<ElfSection>,
+}
+
+impl ElfFile {
+    /// The key that matches it to VMAs.
+    pub fn key(&self) -> (u32, u32, u64) {
+        (self.dev_major, self.dev_minor, self.inode)
+    }
+}
+
 /// The physical side of a present page, from the PFN-indexed files.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PhysInfo {
@@ -330,4 +407,8 @@ pub trait SnapshotSink {
     fn pages(&mut self, chunk: &PageChunk) -> Result<()>;
     /// The end of the stream (not called when a file was cut short).
     fn finish(&mut self, trailer: &Trailer) -> Result<()>;
+    /// An ELF file, before the first process that maps it.
+    fn elf(&mut self, _elf: &ElfFile) -> Result<()> {
+        Ok(())
+    }
 }

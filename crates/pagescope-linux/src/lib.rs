@@ -10,6 +10,7 @@
 
 #![deny(missing_docs)]
 
+pub mod elf;
 pub mod kpage;
 pub mod node;
 pub mod pagemap;

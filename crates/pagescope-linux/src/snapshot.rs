@@ -182,8 +182,11 @@ enum Outcome {
 }
 
 /// One thread's reader state.
-struct Collector<'c> {
+struct Collector<'c, 's> {
     config: &'c Config,
+    /// Files whose ELF headers are recorded (or are not ELF).
+    elf_seen: &'c Mutex<std::collections::HashSet<(u32, u32, u64)>>,
+    sink: &'c SharedSink<'s>,
     system: &'c SystemInfo,
     kpage: Option<KPageReader>,
     text: Vec<u8>,
@@ -194,7 +197,7 @@ struct Collector<'c> {
     denied: Vec<u32>,
 }
 
-impl Collector<'_> {
+impl Collector<'_, '_> {
     /// Fills the physical side of a chunk's present pages with one batched
     /// lookup, then emits it.
     fn emit_chunk(
@@ -246,6 +249,18 @@ impl Collector<'_> {
         let cmdline = dir.cmdline(&mut self.text)?;
         let cgroup = dir.cgroup(&mut self.text).unwrap_or_default();
         let kernel_thread = stat.is_kernel_thread();
+        let exe = if kernel_thread {
+            String::new()
+        } else {
+            std::fs::read_link(dir.path().join("exe"))
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        };
+        let thread_sps = if stat.num_threads > 1 {
+            self.thread_sps(dir)
+        } else {
+            Vec::new()
+        };
         Ok(Task {
             pid: dir.pid,
             tgid: status.tgid,
@@ -261,7 +276,61 @@ impl Collector<'_> {
             stime: stat.stime,
             start_time: stat.start_time,
             kernel_thread,
+            exe,
+            thread_sps,
         })
+    }
+
+    /// The stack pointers of a process's threads from
+    /// `/proc/PID/task/TID/syscall` ("NR args... sp pc", or "-1 sp pc";
+    /// "running" gives none). Needs ptrace access; empty without it.
+    fn thread_sps(&mut self, dir: &ProcDir) -> Vec<u64> {
+        let Ok(tasks) = std::fs::read_dir(dir.path().join("task")) else {
+            return Vec::new();
+        };
+        let mut sps = Vec::new();
+        for t in tasks.flatten() {
+            let Ok(text) = std::fs::read_to_string(t.path().join("syscall")) else {
+                continue;
+            };
+            let fields: Vec<&str> = text.split_whitespace().collect();
+            if fields.len() >= 3 {
+                let sp = fields[fields.len() - 2].trim_start_matches("0x");
+                if let Ok(v) = u64::from_str_radix(sp, 16) {
+                    sps.push(v);
+                }
+            }
+        }
+        sps
+    }
+
+    /// Records the ELF headers of every file the VMAs map that no earlier
+    /// process mapped, straight into the sink, so that they precede every
+    /// process that maps them.
+    fn record_elf_files(&mut self, dir: &ProcDir, vmas: &[Vma]) -> Result<()> {
+        for v in vmas {
+            if v.inode == 0 || !v.path.starts_with('/') {
+                continue;
+            }
+            let key = (v.dev_major, v.dev_minor, v.inode);
+            let mut seen = self.elf_seen.lock().unwrap_or_else(|e| e.into_inner());
+            if !seen.insert(key) {
+                continue;
+            }
+            // map_files reaches deleted files and other mount namespaces;
+            // the path is the fallback.
+            let via = dir
+                .path()
+                .join(format!("map_files/{:x}-{:x}", v.start, v.end));
+            let elf = crate::elf::read(&via, key, &v.path)
+                .or_else(|| crate::elf::read(std::path::Path::new(&v.path), key, &v.path));
+            if let Some(elf) = elf {
+                let mut sink = self.sink.lock().unwrap_or_else(|e| e.into_inner());
+                sink.elf(&elf)?;
+            }
+            drop(seen);
+        }
+        Ok(())
     }
 
     fn vmas(&mut self, dir: &ProcDir) -> Result<Vec<Vma>> {
@@ -346,6 +415,7 @@ impl Collector<'_> {
             }
             Err(e) => return Err(e),
         };
+        self.record_elf_files(&dir, &vmas)?;
         let label = format!("pid {pid} ({})", task.comm);
         em.emit(Msg::Process(Box::new(ProcessRecord {
             task,
@@ -443,6 +513,7 @@ pub fn collect(
     let done = AtomicUsize::new(0);
     let pages_total = std::sync::atomic::AtomicU64::new(0);
     let abort = AtomicBool::new(false);
+    let elf_seen = Mutex::new(std::collections::HashSet::new());
     let jobs = config.jobs.clamp(1, pids.len().max(1));
 
     let results: Vec<Result<WorkerResult>> = std::thread::scope(|s| {
@@ -456,6 +527,8 @@ pub fn collect(
                     };
                     let mut c = Collector {
                         config,
+                        elf_seen: &elf_seen,
+                        sink: &shared,
                         system: &system,
                         kpage,
                         text: Vec::with_capacity(64 * 1024),

@@ -5,7 +5,7 @@
 //! `pagescope-core`). One [`Renderer`] per format then writes it to any
 //! `io::Write`: [`table`] aligns columns for a terminal, [`csv`] writes
 //! RFC 4180 rows for a spreadsheet, [`json`] writes the stable machine
-//! interface. Renderers never touch `/proc`.
+//! interface, [`svg`] draws the view's chart with plotters. Renderers never touch `/proc`.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -13,10 +13,11 @@
 pub mod csv;
 pub mod json;
 pub mod report;
+pub mod svg;
 pub mod table;
 pub mod views;
 
-pub use report::{Column, Report, Table, Value};
+pub use report::{Chart, Column, Report, Table, Value};
 
 use std::io;
 
@@ -35,6 +36,8 @@ pub enum Format {
     Csv,
     /// JSON.
     Json,
+    /// An SVG picture.
+    Svg,
 }
 
 /// The renderer for a format. `width` is the terminal width for tables.
@@ -43,5 +46,6 @@ pub fn renderer(format: Format, width: Option<usize>) -> Box<dyn Renderer> {
         Format::Table => Box::new(table::TableRenderer { width }),
         Format::Csv => Box::new(csv::CsvRenderer),
         Format::Json => Box::new(json::JsonRenderer),
+        Format::Svg => Box::new(svg::SvgRenderer),
     }
 }

@@ -67,6 +67,14 @@ pub struct Column {
     pub key: &'static str,
     /// Heading in tables.
     pub title: &'static str,
+    /// How long a too-narrow terminal keeps it: columns with the lowest
+    /// value go first; [`Column::ALWAYS`] never goes (text is cut instead).
+    pub keep: u8,
+}
+
+impl Column {
+    /// A column that a narrow terminal never drops.
+    pub const ALWAYS: u8 = u8::MAX;
 }
 
 /// A table of rows.
@@ -78,6 +86,19 @@ pub struct Table {
     pub columns: Vec<Column>,
     /// The rows, one value per column.
     pub rows: Vec<Vec<Value>>,
+}
+
+/// A bar chart: the picture of a view, drawn by the SVG renderer.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Chart {
+    /// Title.
+    pub title: String,
+    /// What the bars measure (y axis).
+    pub y_label: String,
+    /// Names of the stacked series, bottom first.
+    pub series: Vec<String>,
+    /// The bars, left to right: a label and one value per series.
+    pub bars: Vec<(String, Vec<f64>)>,
 }
 
 /// A view's output, before rendering.
@@ -93,4 +114,10 @@ pub struct Report {
     pub fields: Vec<(&'static str, &'static str, Value)>,
     /// Tables.
     pub tables: Vec<Table>,
+    /// The view's own text layout, which the table renderer prints
+    /// instead of the generic one (e.g. the page maps of `vmas`).
+    pub text: Option<String>,
+    /// The view's picture for SVG; views without one are drawn as bars
+    /// of their first numeric column.
+    pub chart: Option<Chart>,
 }

@@ -1,7 +1,8 @@
 //! Aligned text for terminals: fields as `title: value` lines, tables with
-//! right-aligned numbers; the widest text column is cut to fit the width.
+//! right-aligned numbers. On a narrow terminal the least important
+//! columns are dropped, then the widest text column is cut to fit.
 
-use crate::{Renderer, Report, Value};
+use crate::{Column, Renderer, Report, Value};
 use std::io;
 
 /// Renders aligned text.
@@ -22,6 +23,9 @@ fn cut(s: &str, width: usize) -> String {
 
 impl Renderer for TableRenderer {
     fn render(&self, report: &Report, out: &mut dyn io::Write) -> io::Result<()> {
+        if let Some(text) = &report.text {
+            return out.write_all(text.as_bytes());
+        }
         if !report.fields.is_empty() {
             let w = report
                 .fields
@@ -37,19 +41,48 @@ impl Renderer for TableRenderer {
             if n > 0 || !report.fields.is_empty() {
                 writeln!(out)?;
             }
-            let cells: Vec<Vec<String>> = table
+            let all_cells: Vec<Vec<String>> = table
                 .rows
                 .iter()
                 .map(|r| r.iter().map(Value::display).collect())
                 .collect();
-            let mut widths: Vec<usize> = table.columns.iter().map(|c| c.title.len()).collect();
-            for row in &cells {
+            let mut all_widths: Vec<usize> = table.columns.iter().map(|c| c.title.len()).collect();
+            for row in &all_cells {
                 for (i, c) in row.iter().enumerate() {
-                    widths[i] = widths[i].max(c.chars().count());
+                    all_widths[i] = all_widths[i].max(c.chars().count());
                 }
             }
-            let numeric: Vec<bool> = (0..table.columns.len())
-                .map(|i| table.rows.first().is_some_and(|r| r[i].is_numeric()))
+            // Drop columns, least kept first (rightmost first among
+            // equals), until the rest fit; text is cut after that.
+            let mut shown: Vec<usize> = (0..table.columns.len()).collect();
+            if let Some(limit) = self.width {
+                let span = |cols: &[usize]| {
+                    cols.iter().map(|&i| all_widths[i].min(24)).sum::<usize>()
+                        + 2 * cols.len().saturating_sub(1)
+                };
+                while span(&shown) > limit {
+                    let victim = shown
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, &i)| table.columns[i].keep != Column::ALWAYS)
+                        .min_by_key(|(pos, &i)| (table.columns[i].keep, usize::MAX - pos))
+                        .map(|(pos, _)| pos);
+                    match victim {
+                        Some(pos) => {
+                            shown.remove(pos);
+                        }
+                        None => break,
+                    }
+                }
+            }
+            let cells: Vec<Vec<String>> = all_cells
+                .iter()
+                .map(|r| shown.iter().map(|&i| r[i].clone()).collect())
+                .collect();
+            let mut widths: Vec<usize> = shown.iter().map(|&i| all_widths[i]).collect();
+            let numeric: Vec<bool> = shown
+                .iter()
+                .map(|&i| table.rows.first().is_some_and(|r| r[i].is_numeric()))
                 .collect();
             // Fit the width by cutting the widest text column.
             if let Some(limit) = self.width {
@@ -86,7 +119,10 @@ impl Renderer for TableRenderer {
                 }
                 writeln!(out, "{}", s.trim_end())
             };
-            let titles: Vec<String> = table.columns.iter().map(|c| c.title.to_string()).collect();
+            let titles: Vec<String> = shown
+                .iter()
+                .map(|&i| table.columns[i].title.to_string())
+                .collect();
             line(&titles, out)?;
             for row in &cells {
                 line(row, out)?;

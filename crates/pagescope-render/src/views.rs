@@ -1,9 +1,10 @@
 //! Builds each view's [`Report`] from the analyses of `pagescope-core`.
 
-use crate::report::{Column, Report, Table, Value};
-use pagescope_core::analysis::processes::{Processes, Source};
+use crate::report::{Chart, Column, Report, Table, Value};
 use pagescope_core::analysis::total::Total;
+use pagescope_core::analysis::usage::{map_char, ClassCounts, ProcessUsage, Usage};
 use pagescope_core::model::SystemInfo;
+use std::fmt::Write;
 
 /// The notes every report carries: what the snapshot could not see, then
 /// the collector's own notes.
@@ -14,57 +15,553 @@ fn notes(system: &SystemInfo, trailer_notes: &[String]) -> Vec<String> {
 }
 
 const fn col(key: &'static str, title: &'static str) -> Column {
-    Column { key, title }
+    Column {
+        key,
+        title,
+        keep: Column::ALWAYS,
+    }
 }
 
-/// The `processes` view: per process RSS, PSS, USS and swap, in pages,
-/// largest PSS first.
-pub fn processes(p: &Processes) -> Report {
-    let mut rows: Vec<_> = p.rows.iter().collect();
-    rows.sort_by(|a, b| b.pss_pages.total_cmp(&a.pss_pages).then(a.pid.cmp(&b.pid)));
-    let table = Table {
-        key: "processes",
-        columns: vec![
-            col("pid", "PID"),
-            col("comm", "COMM"),
-            col("threads", "THREADS"),
-            col("rss_pages", "RSS"),
-            col("pss_pages", "PSS"),
-            col("uss_pages", "USS"),
-            col("swap_pages", "SWAP"),
-            col("anon_pages", "ANON"),
-            col("kernel_thread", "KTHREAD"),
-            col("source", "FROM"),
-            col("cmdline", "COMMAND"),
-        ],
-        rows: rows
-            .iter()
-            .map(|r| {
-                vec![
-                    Value::Int(r.pid as u64),
-                    Value::from(r.comm.as_str()),
-                    Value::Int(r.threads as u64),
-                    Value::Int(r.rss_pages),
-                    Value::Float(r.pss_pages, 1),
-                    Value::Int(r.uss_pages),
-                    Value::Int(r.swap_pages),
-                    Value::Int(r.anon_pages),
-                    Value::Bool(r.kernel_thread),
-                    Value::from(match r.source {
-                        Source::Pages => "pages",
-                        Source::Smaps => "smaps",
-                    }),
-                    Value::from(r.cmdline.as_str()),
-                ]
-            })
-            .collect(),
-    };
+/// A column a narrow terminal may drop, lower `keep` first.
+const fn opt(key: &'static str, title: &'static str, keep: u8) -> Column {
+    Column { key, title, keep }
+}
+
+/// The class columns, in the paper's order.
+const CLASSES: [(&str, &str); 8] = [
+    ("stack", "STACK"),
+    ("data", "DATA"),
+    ("text", "TEXT"),
+    ("heap", "HEAP"),
+    ("lib_bss", "LIBBSS"),
+    ("lib_data", "LIBDATA"),
+    ("lib_text", "LIBTEXT"),
+    ("other", "OTHER"),
+];
+
+fn class_values(c: &ClassCounts) -> [u64; 8] {
+    [
+        c.stack, c.data, c.text, c.heap, c.lib_bss, c.lib_data, c.lib_text, c.other,
+    ]
+}
+
+/// Whether a row's class figures are known (not a rollup-only read).
+fn has_classes(p: &ProcessUsage) -> bool {
+    !p.rollup_only
+}
+
+fn by_pss(u: &Usage) -> Vec<&ProcessUsage> {
+    let mut rows: Vec<_> = u.processes.iter().collect();
+    rows.sort_by(|a, b| b.pss.total_cmp(&a.pss).then(a.pid.cmp(&b.pid)));
+    rows
+}
+
+/// The `processes` view: per process RSS, PSS, USS and swap, then the
+/// 2005 suite's basic information (rw and rx pages, pages by class,
+/// single- and multi-use pages), resident pages or, with `virtual_view`,
+/// mapped pages, then the kernel's own smaps sums read at the same moment
+/// (`smaps_*`), to compare. Largest PSS first.
+pub fn processes(u: &Usage, virtual_view: bool) -> Report {
+    let rows = by_pss(u);
+    let kpp = (u.system.page_size / 1024).max(1);
+    let mut columns = vec![
+        col("pid", "PID"),
+        col("comm", "COMM"),
+        col("rss_pages", "RSS"),
+        col("pss_pages", "PSS"),
+        col("uss_pages", "USS"),
+        opt("swap_pages", "SWAP", 60),
+        opt("rw_pages", "RW", 30),
+        opt("rx_pages", "RX", 30),
+        opt("total_pages", "TOTAL", 20),
+    ];
+    columns.extend(CLASSES.iter().map(|&(k, t)| opt(k, t, 50)));
+    columns.extend([
+        opt("single", "SINGLE", 40),
+        opt("multi", "MULTI", 40),
+        opt("anon_pages", "ANON", 10),
+        opt("threads", "THREADS", 5),
+        opt("kernel_thread", "KTHREAD", 5),
+        opt("source", "FROM", 8),
+        opt("heuristic", "HEUR", 6),
+        opt("smaps_rss_pages", "K-RSS", 1),
+        opt("smaps_pss_pages", "K-PSS", 1),
+        opt("smaps_uss_pages", "K-USS", 1),
+        opt("smaps_swap_pages", "K-SWAP", 1),
+        col("cmdline", "COMMAND"),
+    ]);
+    let table_rows = rows
+        .iter()
+        .map(|p| {
+            let known = has_classes(p);
+            let opt = |v: u64| if known { Value::Int(v) } else { Value::Missing };
+            let (rw, rx, classes) = if virtual_view {
+                (p.rw_virt, p.rx_virt, &p.virt)
+            } else {
+                (p.rw_phys, p.rx_phys, &p.phys)
+            };
+            let mut r = vec![
+                Value::Int(p.pid as u64),
+                Value::from(p.comm.as_str()),
+                Value::Int(p.rss),
+                Value::Float(p.pss, 1),
+                Value::Int(p.uss),
+                Value::Int(p.swap),
+                opt(rw),
+                opt(rx),
+                opt(rw + rx),
+            ];
+            r.extend(class_values(classes).iter().map(|&v| opt(v)));
+            let sharing_known = known && p.from_pages && !virtual_view;
+            r.extend([
+                if sharing_known {
+                    Value::Int(p.single)
+                } else {
+                    Value::Missing
+                },
+                if sharing_known {
+                    Value::Int(p.multi)
+                } else {
+                    Value::Missing
+                },
+                Value::Int(p.anon),
+                Value::Int(p.threads as u64),
+                Value::Bool(p.kernel_thread),
+                Value::from(if p.from_pages { "pages" } else { "smaps" }),
+                Value::Bool(p.heuristic),
+                Value::Int(p.smaps.rss / kpp),
+                Value::Float(p.smaps.pss as f64 / kpp as f64, 1),
+                Value::Int((p.smaps.private_clean + p.smaps.private_dirty) / kpp),
+                Value::Int(p.smaps.swap / kpp),
+                Value::from(p.cmdline.as_str()),
+            ]);
+            r
+        })
+        .collect();
+    let which = if virtual_view { "virtual" } else { "physical" };
+    let mut report_notes = notes(&u.system, &u.notes);
+    if u.processes.iter().any(|p| !has_classes(p)) {
+        report_notes.push(
+            "page classes need each process's VMAs and pages: they are missing for processes read from smaps_rollup only (take a snapshot, or run the live report with --classes)".into(),
+        );
+    }
     Report {
         view: "processes",
-        page_size: p.system.page_size,
-        notes: notes(&p.system, &p.notes),
+        page_size: u.system.page_size,
+        notes: report_notes,
+        fields: vec![("pages", "pages counted", Value::from(which))],
+        tables: vec![Table {
+            key: "processes",
+            columns,
+            rows: table_rows,
+        }],
+        text: None,
+        chart: Some(processes_chart(&rows)),
+    }
+}
+
+/// The paper's Figure 3: per process, stacked bars by class, the virtual
+/// size beside the physical one.
+fn processes_chart(rows: &[&ProcessUsage]) -> Chart {
+    let mut bars = Vec::new();
+    for p in rows
+        .iter()
+        .filter(|p| has_classes(p) && !p.kernel_thread)
+        .take(20)
+    {
+        let phys = class_values(&p.phys).iter().map(|&v| v as f64).collect();
+        let virt = class_values(&p.virt).iter().map(|&v| v as f64).collect();
+        bars.push((format!("{} {} physical", p.pid, p.comm), phys));
+        bars.push((format!("{} {} virtual", p.pid, p.comm), virt));
+    }
+    Chart {
+        title: "Pages per process by class (physical beside virtual)".into(),
+        y_label: "pages".into(),
+        series: CLASSES.iter().map(|(k, _)| k.to_string()).collect(),
+        bars,
+    }
+}
+
+fn map_string(map: &[u8]) -> String {
+    map.iter().map(|&c| map_char(c as u32)).collect()
+}
+
+/// The `vmas` view: each VMA of the processes asked for, its size,
+/// single and shared pages, flags and name, then its page map (64 pages a
+/// line), then the process's summary lines.
+pub fn vmas(u: &Usage, pids: &[u32]) -> Report {
+    let ps = u.system.page_size.max(1);
+    let mut rows = Vec::new();
+    let mut text = String::new();
+    for p in u
+        .processes
+        .iter()
+        .filter(|p| pids.is_empty() || pids.contains(&p.pid))
+    {
+        let _ = writeln!(text, "{} (pid {}):", p.comm, p.pid);
+        for v in &p.vmas {
+            let pages = v.vma.pages(ps);
+            let map = v.map.as_deref().map(map_string).unwrap_or_default();
+            let name = if v.vma.path.is_empty() {
+                "[anon]".to_string()
+            } else {
+                v.vma.path.clone()
+            };
+            rows.push(vec![
+                Value::Int(p.pid as u64),
+                Value::Int(v.vma.start),
+                Value::Int(v.vma.end),
+                Value::Int(pages),
+                Value::Int(v.resident),
+                Value::Int(v.single),
+                Value::Int(v.shared),
+                Value::from(v.flags.as_str()),
+                Value::from(v.vma.perms.as_str()),
+                Value::from(name.as_str()),
+                Value::Bool(v.heuristic),
+                Value::from(map.as_str()),
+            ]);
+            let _ = writeln!(
+                text,
+                "  vsize: {pages:6}, single: {:6}, shared: {:6}, flags: {}, {:#014x}, {:#014x}, name: {}{}",
+                v.single,
+                v.shared,
+                v.flags,
+                v.vma.start,
+                v.vma.end - 1,
+                name,
+                if v.heuristic { " (by permissions)" } else { "" }
+            );
+            if v.map.is_some() {
+                let mut line = String::new();
+                for (i, ch) in map.chars().enumerate() {
+                    line.push(ch);
+                    if i % 64 == 63 {
+                        let _ = writeln!(text, "  [{line}]");
+                        line.clear();
+                    }
+                }
+                if !line.is_empty() {
+                    let _ = writeln!(text, "  [{line:<64}]");
+                }
+            } else if v.resident > 0 {
+                let _ = writeln!(text, "  (map not kept: the VMA spans more than 2^20 pages)");
+            }
+        }
+        let c = &p.phys;
+        let _ = writeln!(
+            text,
+            "{} has {} rw and {} rx pages",
+            p.comm, p.rw_phys, p.rx_phys
+        );
+        let _ = writeln!(
+            text,
+            "  stack: {}, data: {}, text: {}, heap: {}",
+            c.stack, c.data, c.text, c.heap
+        );
+        let _ = writeln!(
+            text,
+            "  library bss: {}, data: {}, text: {}, other: {}",
+            c.lib_bss, c.lib_data, c.lib_text, c.other
+        );
+        let _ = writeln!(
+            text,
+            "  {} pages used only here, {} shared",
+            p.single, p.multi
+        );
+        text.push('\n');
+    }
+    Report {
+        view: "vmas",
+        page_size: ps,
+        notes: notes(&u.system, &u.notes),
         fields: Vec::new(),
-        tables: vec![table],
+        tables: vec![Table {
+            key: "vmas",
+            columns: vec![
+                col("pid", "PID"),
+                col("start", "START"),
+                col("end", "END"),
+                col("pages", "PAGES"),
+                col("resident", "RES"),
+                col("single", "SINGLE"),
+                col("shared", "SHARED"),
+                col("flags", "FLAGS"),
+                col("perms", "PERMS"),
+                col("name", "NAME"),
+                col("heuristic", "HEUR"),
+                col("map", "MAP"),
+            ],
+            rows: rows.clone(),
+        }],
+        text: Some(text),
+        chart: Some(Chart {
+            title: "Resident pages per VMA: used once or shared".into(),
+            y_label: "pages".into(),
+            series: vec!["single".into(), "shared".into()],
+            bars: rows
+                .iter()
+                .filter(|r| matches!(r[4], Value::Int(n) if n > 0))
+                .map(|r| {
+                    let n = |v: &Value| {
+                        if let Value::Int(i) = v {
+                            *i as f64
+                        } else {
+                            0.0
+                        }
+                    };
+                    (
+                        format!("{} {}", r[0].display(), r[9].display()),
+                        vec![n(&r[5]), n(&r[6])],
+                    )
+                })
+                .collect(),
+        }),
+    }
+}
+
+/// The `units` view: per segment of each executable unit, across all
+/// processes: how many map it, its pages, how many are resident anywhere,
+/// and a map where each digit is the number of processes with that page
+/// resident.
+pub fn units(u: &Usage) -> Report {
+    let mut rows = Vec::new();
+    let mut text = String::new();
+    let mut segs: Vec<_> = u.segments.values().collect();
+    segs.sort_by(|a, b| a.path.cmp(&b.path).then(a.start.cmp(&b.start)));
+    for s in &segs {
+        let resident = s.resident_by.iter().filter(|&&n| n > 0).count() as u64;
+        let map: String = s.resident_by.iter().map(|&n| map_char(n)).collect();
+        rows.push(vec![
+            Value::from(s.path.as_str()),
+            Value::Int(s.start),
+            Value::from(s.perms.as_str()),
+            Value::Int(s.processes as u64),
+            Value::Int(s.resident_by.len() as u64),
+            Value::Int(resident),
+            Value::Int(s.resident_by.iter().map(|&n| n as u64).sum()),
+            Value::Bool(s.heuristic),
+            Value::from(map.as_str()),
+        ]);
+        let _ = writeln!(
+            text,
+            "{} [{:#x} {}]: {} processes, vsize {}, resident {}{}",
+            s.path,
+            s.start,
+            s.perms,
+            s.processes,
+            s.resident_by.len(),
+            resident,
+            if s.heuristic { " (by permissions)" } else { "" }
+        );
+        for chunk in map.as_bytes().chunks(64) {
+            let _ = writeln!(text, "  [{:<64}]", String::from_utf8_lossy(chunk));
+        }
+    }
+    Report {
+        view: "units",
+        page_size: u.system.page_size,
+        notes: notes(&u.system, &u.notes),
+        fields: Vec::new(),
+        tables: vec![Table {
+            key: "units",
+            columns: vec![
+                col("unit", "UNIT"),
+                col("segment", "SEGMENT"),
+                col("perms", "PERMS"),
+                col("processes", "PROCS"),
+                col("virtual_pages", "VIRT"),
+                col("resident_pages", "RES"),
+                col("resident_sum", "RESSUM"),
+                col("heuristic", "HEUR"),
+                col("map", "MAP"),
+            ],
+            rows,
+        }],
+        text: Some(text),
+        chart: Some(Chart {
+            title: "Unit segments: resident pages".into(),
+            y_label: "pages".into(),
+            series: vec!["resident".into(), "not resident".into()],
+            bars: segs
+                .iter()
+                .map(|s| {
+                    let res = s.resident_by.iter().filter(|&&n| n > 0).count() as f64;
+                    (
+                        format!("{} {}", s.path.rsplit('/').next().unwrap_or(""), s.perms),
+                        vec![res, s.resident_by.len() as f64 - res],
+                    )
+                })
+                .collect(),
+        }),
+    }
+}
+
+/// The `unit-totals` view: per unit, .text, read-only data, .data and
+/// .bss pages, mapped and resident, summed over all processes. Largest
+/// resident first.
+pub fn unit_totals(u: &Usage) -> Report {
+    let mut units: Vec<_> = u.unit_totals.iter().collect();
+    let res = |t: &pagescope_core::analysis::usage::UnitTotals| {
+        t.text.1 + t.rodata.1 + t.data.1 + t.bss.1
+    };
+    units.sort_by(|a, b| res(b.1).cmp(&res(a.1)).then(a.0.cmp(b.0)));
+    let rows = units
+        .iter()
+        .map(|(path, t)| {
+            vec![
+                Value::from(path.as_str()),
+                Value::Int(t.processes as u64),
+                Value::Int(t.text.0),
+                Value::Int(t.text.1),
+                Value::Int(t.rodata.0),
+                Value::Int(t.rodata.1),
+                Value::Int(t.data.0),
+                Value::Int(t.data.1),
+                Value::Int(t.bss.0),
+                Value::Int(t.bss.1),
+            ]
+        })
+        .collect();
+    Report {
+        view: "unit-totals",
+        page_size: u.system.page_size,
+        notes: notes(&u.system, &u.notes),
+        fields: Vec::new(),
+        tables: vec![Table {
+            key: "units",
+            columns: vec![
+                col("unit", "UNIT"),
+                col("processes", "PROCS"),
+                col("text_virtual", "TEXT-V"),
+                col("text_physical", "TEXT-P"),
+                col("rodata_virtual", "RODATA-V"),
+                col("rodata_physical", "RODATA-P"),
+                col("data_virtual", "DATA-V"),
+                col("data_physical", "DATA-P"),
+                col("bss_virtual", "BSS-V"),
+                col("bss_physical", "BSS-P"),
+            ],
+            rows,
+        }],
+        text: None,
+        chart: Some(Chart {
+            title: "Resident pages per unit, summed over processes".into(),
+            y_label: "pages".into(),
+            series: vec!["text".into(), "rodata".into(), "data".into(), "bss".into()],
+            bars: units
+                .iter()
+                .take(40)
+                .map(|(p, t)| {
+                    (
+                        p.rsplit('/').next().unwrap_or(p).to_string(),
+                        vec![
+                            t.text.1 as f64,
+                            t.rodata.1 as f64,
+                            t.data.1 as f64,
+                            t.bss.1 as f64,
+                        ],
+                    )
+                })
+                .collect(),
+        }),
+    }
+}
+
+/// Why a VMA holds both single-use and shared pages, usually.
+fn alert_hint(v: &pagescope_core::analysis::usage::VmaUsage) -> &'static str {
+    let file = v.vma.inode != 0;
+    if !file {
+        "copy-on-write after fork: this process wrote to part of memory it shares with its parent or children"
+    } else if v.single_anon == 0 {
+        "file pages only this process has touched so far: the others share the rest"
+    } else if v.vma.is_exec() {
+        "private copies of code: text relocations from non-PIC code, or breakpoints"
+    } else {
+        "copy-on-write: this process wrote to library or file data that others share clean"
+    }
+}
+
+/// The `alerts` view: VMAs holding both single-use and shared pages,
+/// worst (most single-use pages) first.
+pub fn alerts(u: &Usage) -> Report {
+    let mut found = Vec::new();
+    for p in &u.processes {
+        for v in &p.vmas {
+            if v.single > 0 && v.shared > 0 {
+                found.push((p, v));
+            }
+        }
+    }
+    found.sort_by(|a, b| {
+        b.1.single
+            .cmp(&a.1.single)
+            .then(b.1.shared.cmp(&a.1.shared))
+    });
+    let mut text = String::new();
+    let rows = found
+        .iter()
+        .map(|(p, v)| {
+            let name = if v.vma.path.is_empty() { "[anon]" } else { v.vma.path.as_str() };
+            let short = name.rsplit('/').next().unwrap_or(name);
+            let hint = alert_hint(v);
+            let _ = writeln!(
+                text,
+                "Alert! VMA [{short}] in \"{}\" (pid {}) has {} single usage and {} shared usage, flags {}\n  hint: {hint}",
+                p.comm, p.pid, v.single, v.shared, v.vma.perms
+            );
+            vec![
+                Value::Int(p.pid as u64),
+                Value::from(p.comm.as_str()),
+                Value::Int(v.vma.start),
+                Value::Int(v.vma.end),
+                Value::from(name),
+                Value::from(v.vma.perms.as_str()),
+                Value::Int(v.single),
+                Value::Int(v.shared),
+                Value::from(hint),
+            ]
+        })
+        .collect();
+    if found.is_empty() {
+        text.push_str("no VMA holds both single-use and shared pages\n");
+    }
+    Report {
+        view: "alerts",
+        page_size: u.system.page_size,
+        notes: notes(&u.system, &u.notes),
+        fields: Vec::new(),
+        tables: vec![Table {
+            key: "alerts",
+            columns: vec![
+                col("pid", "PID"),
+                col("comm", "COMM"),
+                col("start", "START"),
+                col("end", "END"),
+                col("name", "NAME"),
+                col("perms", "PERMS"),
+                col("single", "SINGLE"),
+                col("shared", "SHARED"),
+                col("hint", "HINT"),
+            ],
+            rows,
+        }],
+        text: Some(text),
+        chart: Some(Chart {
+            title: "VMAs with both single-use and shared pages".into(),
+            y_label: "pages".into(),
+            series: vec!["single".into(), "shared".into()],
+            bars: found
+                .iter()
+                .take(40)
+                .map(|(p, v)| {
+                    (
+                        format!("{} {}", p.comm, v.vma.path.rsplit('/').next().unwrap_or("")),
+                        vec![v.single as f64, v.shared as f64],
+                    )
+                })
+                .collect(),
+        }),
     }
 }
 
@@ -126,5 +623,7 @@ pub fn total(t: &Total) -> Report {
             ),
         ],
         tables: Vec::new(),
+        text: None,
+        chart: None,
     }
 }

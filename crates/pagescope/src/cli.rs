@@ -44,8 +44,16 @@ pub struct SnapshotArgs {
 pub enum View {
     /// Machine totals: user pages, page cache, kernel, free.
     Total,
-    /// Per process RSS, PSS, USS and swap.
+    /// Per process RSS, PSS, USS, swap, and pages by class.
     Processes,
+    /// Each VMA of a process and its page map.
+    Vmas,
+    /// Each executable unit's segments across processes, with maps.
+    Units,
+    /// Per unit .text, .data and .bss pages summed over processes.
+    UnitTotals,
+    /// VMAs holding both single-use and shared pages.
+    Alerts,
 }
 
 /// Output formats.
@@ -57,6 +65,8 @@ pub enum OutputFormat {
     Csv,
     /// JSON (the stable machine interface).
     Json,
+    /// An SVG chart.
+    Svg,
 }
 
 /// `pagescope report`.
@@ -73,6 +83,13 @@ pub struct ReportArgs {
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = OutputFormat::Table)]
     pub format: OutputFormat,
+    /// `processes`: count mapped (virtual) pages instead of resident ones.
+    #[arg(long = "virtual")]
+    pub virtual_view: bool,
+    /// `processes` on the live system: read every page to count them by
+    /// class (by default only the kernel's smaps_rollup sums are read).
+    #[arg(long)]
+    pub classes: bool,
 }
 
 #[cfg(test)]

@@ -5,8 +5,8 @@ use crate::cli::{Cli, Command, OutputFormat, ReportArgs, SnapshotArgs, View};
 use crate::progress::Bar;
 use crate::BadInput;
 use anyhow::{Context, Result};
-use pagescope_core::analysis::processes::Processes;
 use pagescope_core::analysis::total::Total;
+use pagescope_core::analysis::usage::{Usage, UsageOptions};
 use pagescope_core::analysis::PidFilter;
 use pagescope_core::format::{read_snapshot, Completeness, SnapshotWriter};
 use pagescope_core::model::SnapshotSink;
@@ -122,14 +122,10 @@ fn feed(
 }
 
 fn report(args: ReportArgs) -> Result<()> {
+    if args.view == View::Vmas && args.pids.is_empty() {
+        anyhow::bail!("the vmas view needs --pid PID (the processes whose page maps to show)");
+    }
     let (mut report, cut): (Report, Option<String>) = match args.view {
-        View::Processes => {
-            let mut a = Processes::new();
-            // Live, the per-process figures need only the kernel's
-            // smaps_rollup sums: the cheapest read that gives them.
-            let cut = feed(&args, Detail::Rollup, &mut a)?;
-            (views::processes(&a), cut)
-        }
         View::Total => {
             let mut a = Total::new();
             let cut = feed(&args, Detail::Full, &mut a)?;
@@ -138,11 +134,38 @@ fn report(args: ReportArgs) -> Result<()> {
             }
             (views::total(&a), cut)
         }
+        view => {
+            let mut a = Usage::new(UsageOptions {
+                maps_for: if view == View::Vmas {
+                    args.pids.clone()
+                } else {
+                    Vec::new()
+                },
+                all_maps: false,
+            });
+            // Live, the per-process figures need only the kernel's
+            // smaps_rollup sums: the cheapest read that gives them.
+            let detail = if view == View::Processes && !args.classes {
+                Detail::Rollup
+            } else {
+                Detail::Full
+            };
+            let cut = feed(&args, detail, &mut a)?;
+            let report = match view {
+                View::Processes => views::processes(&a, args.virtual_view),
+                View::Vmas => views::vmas(&a, &args.pids),
+                View::Units => views::units(&a),
+                View::UnitTotals => views::unit_totals(&a),
+                View::Alerts => views::alerts(&a),
+                View::Total => unreachable!("handled above"),
+            };
+            (report, cut)
+        }
     };
     if let Some(c) = cut {
         report.notes.insert(0, c);
     }
-    if !args.pids.is_empty() {
+    if !args.pids.is_empty() && matches!(args.view, View::Processes | View::Vmas) {
         check_pids_present(&args, &report)?;
     }
     for n in &report.notes {
@@ -152,6 +175,7 @@ fn report(args: ReportArgs) -> Result<()> {
         OutputFormat::Table => Format::Table,
         OutputFormat::Csv => Format::Csv,
         OutputFormat::Json => Format::Json,
+        OutputFormat::Svg => Format::Svg,
     };
     let width = terminal_size::terminal_size().map(|(w, _)| w.0 as usize);
     let stdout = std::io::stdout();

@@ -178,7 +178,11 @@ fn csv_and_table_formats() {
 
     let table = run_ok(&["report", "processes", "-i", &snap]);
     let text = String::from_utf8(table.stdout).unwrap();
-    let line = text.lines().nth(1).unwrap();
+    let mut lines = text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("PID"));
+    assert!(lines.next().is_some(), "no table header: {text}");
+    let line = lines.next().unwrap();
     let cells: Vec<&str> = line.split_whitespace().collect();
     assert_eq!(cells[0], pid);
     assert!(cells.contains(&rss.to_string().as_str()), "{line}");

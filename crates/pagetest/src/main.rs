@@ -11,7 +11,11 @@
 //! {"event":"done"}
 //! ```
 //!
-//! Times are CLOCK_MONOTONIC nanoseconds. In `read` mode the buffer is
+//! Times are CLOCK_MONOTONIC nanoseconds. With `--fork N`, N children
+//! then share the buffer and read it (`{"event":"forked","pids":[...]}`,
+//! the first writing `--child-writes` pages); with `--grow SIZE --every
+//! DUR`, more anonymous memory is mapped and written at each step
+//! (`{"event":"grow","bytes":B,"total_bytes":T,...}`). In `read` mode the buffer is
 //! first filled (before `ready`), since reading never-written anonymous
 //! memory maps only the shared zero page. With `--hold` it keeps the
 //! memory after `done` until killed.
@@ -70,6 +74,22 @@ struct Args {
     /// Directory for the file of `--mode file` (default: the current one).
     #[arg(long, value_name = "DIR")]
     dir: Option<std::path::PathBuf>,
+    /// After the iterations, fork N children that share the buffer
+    /// (copy-on-write for private modes) and read every page of it; they
+    /// live as long as the parent.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    fork: u32,
+    /// The first child then writes this many pages of the buffer (from
+    /// its start), making private copies of them.
+    #[arg(long, value_name = "PAGES", default_value_t = 0, requires = "fork")]
+    child_writes: u64,
+    /// After the iterations, grow by mapping and writing this much more
+    /// anonymous memory every `--every` (needs --hold).
+    #[arg(long, value_parser = parse_size, requires_all = ["every", "hold"])]
+    grow: Option<u64>,
+    /// Interval of `--grow`.
+    #[arg(long, value_parser = parse_duration, requires = "grow")]
+    every: Option<Duration>,
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -212,13 +232,100 @@ fn run(args: Args) -> Result<()> {
             std::thread::sleep(args.sleep);
         }
     }
+    if args.fork > 0 {
+        let pids = fork_children(&args, &buf, page)?;
+        emit(json!({"event": "forked", "pids": pids}))?;
+    }
     emit(json!({"event": "done", "checksum": checksum}))?;
+    if let (Some(size), Some(every)) = (args.grow, args.every) {
+        grow(size, every, page)?;
+    }
     if args.hold {
-        loop {
-            std::thread::sleep(Duration::from_secs(3600));
-        }
+        hold();
     }
     Ok(())
+}
+
+fn hold() -> ! {
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+/// Maps and writes `size` more bytes every `every`, forever, saying so.
+fn grow(size: u64, every: Duration, page: usize) -> Result<()> {
+    let len = usize::try_from(size.div_ceil(page as u64) * page as u64)?;
+    let mut total = 0u64;
+    loop {
+        std::thread::sleep(every);
+        // SAFETY: a fresh private anonymous mapping at an address the
+        // kernel chooses; it is never unmapped.
+        #[allow(unsafe_code)]
+        let p = unsafe {
+            mmap_anonymous(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE,
+            )
+        }
+        .context("mmap of a growth step")?;
+        let step = Buffer {
+            base: p as *mut u8,
+            len,
+            _keep: None,
+        };
+        touch(&step, page, Op::Write, 1);
+        total += len as u64;
+        emit(
+            json!({"event": "grow", "start": p as u64, "bytes": len, "total_bytes": total, "time_ns": now_ns()}),
+        )?;
+    }
+}
+
+/// Forks the children of `--fork`; returns their pids once each has read
+/// the buffer (and the first has written its pages).
+fn fork_children(args: &Args, buf: &Buffer, page: usize) -> Result<Vec<i32>> {
+    let (rd, wr) = rustix::pipe::pipe().context("pipe")?;
+    let mut pids = Vec::new();
+    for i in 0..args.fork {
+        // SAFETY: pagetest is single-threaded here, so the child may run
+        // any code; it only touches the buffer, writes one byte to the
+        // pipe and sleeps.
+        #[allow(unsafe_code)]
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            bail!("fork failed: {}", std::io::Error::last_os_error());
+        }
+        if pid == 0 {
+            // The child: die with the parent, read everything, write
+            // what it was told to, report, and wait.
+            let _ = rustix::process::set_parent_process_death_signal(Some(
+                rustix::process::Signal::KILL,
+            ));
+            std::hint::black_box(touch(buf, page, Op::Read, 0));
+            if i == 0 && args.child_writes > 0 {
+                let n = (args.child_writes as usize).min(buf.len / page);
+                let part = Buffer {
+                    base: buf.base,
+                    len: n * page,
+                    _keep: None,
+                };
+                touch(&part, page, Op::Write, 0x55);
+            }
+            let _ = rustix::io::write(&wr, &[1]);
+            hold();
+        }
+        pids.push(pid);
+    }
+    drop(wr);
+    let mut byte = [0u8; 1];
+    for _ in 0..args.fork {
+        if rustix::io::read(&rd, &mut byte).context("waiting for the children")? == 0 {
+            bail!("a child died before reading the buffer");
+        }
+    }
+    Ok(pids)
 }
 
 fn main() -> std::process::ExitCode {

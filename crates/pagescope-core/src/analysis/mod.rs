@@ -2,8 +2,9 @@
 //! of the reports. They never read the live system, so a report from a
 //! file and a live report are the same computation.
 
-pub mod processes;
+pub mod classify;
 pub mod total;
+pub mod usage;
 
 use crate::kpageflags::KPageFlags;
 use crate::model::{PageChunk, PageRecord, ProcessRecord, SnapshotSink, SystemInfo, Trailer, Vma};
@@ -87,6 +88,9 @@ impl<S: SnapshotSink> SnapshotSink for PidFilter<'_, S> {
     }
     fn finish(&mut self, t: &Trailer) -> Result<()> {
         self.inner.finish(t)
+    }
+    fn elf(&mut self, e: &crate::model::ElfFile) -> Result<()> {
+        self.inner.elf(e)
     }
 }
 

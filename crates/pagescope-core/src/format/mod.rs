@@ -43,6 +43,8 @@ pub mod frame_type {
     /// [`crate::model::PageChunk`], in the columnar encoding of
     /// [`super::encode_pages`].
     pub const PAGES: u16 = 3;
+    /// [`crate::model::ElfFile`].
+    pub const ELF: u16 = 4;
     /// [`crate::model::Trailer`]: the last frame of a complete file.
     pub const END: u16 = 15;
 }

@@ -3,7 +3,7 @@
 
 use super::frame::{FrameReader, FrameWriter, Kind, ReadOutcome};
 use super::{codec, frame_type};
-use crate::model::{PageChunk, ProcessRecord, SnapshotSink, SystemInfo, Trailer};
+use crate::model::{ElfFile, PageChunk, ProcessRecord, SnapshotSink, SystemInfo, Trailer};
 use crate::{Error, Result};
 use serde::de::DeserializeOwned;
 use std::io::{Read, Write};
@@ -66,6 +66,10 @@ impl<W: Write> SnapshotSink for SnapshotWriter<W> {
 
     fn finish(&mut self, trailer: &Trailer) -> Result<()> {
         self.put(frame_type::END, trailer)
+    }
+
+    fn elf(&mut self, elf: &ElfFile) -> Result<()> {
+        self.put(frame_type::ELF, elf)
     }
 }
 
@@ -160,6 +164,10 @@ pub fn read_snapshot<R: Read>(
                 let chunk = codec::decode_pages(&frame.payload)
                     .map_err(|why| Error::corrupt(path, format!("frame at byte {at}: {why}")))?;
                 sink.pages(&chunk)?;
+            }
+            frame_type::ELF => {
+                let e: ElfFile = decode(path, at, "elf", &frame.payload)?;
+                sink.elf(&e)?;
             }
             frame_type::END => {
                 let t: Trailer = decode(path, at, "end", &frame.payload)?;

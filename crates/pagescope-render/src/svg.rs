@@ -1,0 +1,183 @@
+//! SVG pictures, drawn with plotters: the view's [`Chart`] as stacked
+//! bars, or, for a view without one, its first table's first numeric
+//! column as bars labelled by its first text column.
+
+use crate::report::{Chart, Report, Value};
+use crate::Renderer;
+use plotters::prelude::*;
+use std::io;
+
+/// Renders SVG.
+#[derive(Debug)]
+pub struct SvgRenderer;
+
+/// Bars at most, so that labels stay readable.
+const MAX_BARS: usize = 60;
+
+/// A palette that tells neighbouring series apart.
+const COLORS: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+/// The chart a view without its own gets: bars of the first numeric
+/// column of its first table, or of its numeric fields.
+fn fallback(report: &Report) -> Chart {
+    if let Some(t) = report.tables.first() {
+        let label = t
+            .rows
+            .first()
+            .and_then(|r| r.iter().position(|v| matches!(v, Value::Text(_))));
+        let value = t.rows.first().and_then(|r| {
+            r.iter()
+                .position(|v| matches!(v, Value::Int(_) | Value::Float(..) | Value::Signed(_)))
+                .map(|i| {
+                    // Prefer a column that is not an id.
+                    r.iter()
+                        .enumerate()
+                        .skip(i + 1)
+                        .find(|(_, v)| {
+                            matches!(v, Value::Int(_) | Value::Float(..) | Value::Signed(_))
+                        })
+                        .map_or(i, |(j, _)| j)
+                })
+        });
+        if let Some(vi) = value {
+            return Chart {
+                title: format!("{}: {}", report.view, t.columns[vi].title),
+                y_label: t.columns[vi].key.to_string(),
+                series: vec![t.columns[vi].key.to_string()],
+                bars: t
+                    .rows
+                    .iter()
+                    .map(|r| {
+                        let name = label.map(|l| r[l].display()).unwrap_or_default();
+                        (name, vec![number(&r[vi])])
+                    })
+                    .collect(),
+            };
+        }
+    }
+    Chart {
+        title: report.view.to_string(),
+        y_label: "pages".into(),
+        series: vec!["pages".into()],
+        bars: report
+            .fields
+            .iter()
+            .filter(|(_, _, v)| v.is_numeric())
+            .map(|(k, _, v)| (k.to_string(), vec![number(v)]))
+            .collect(),
+    }
+}
+
+fn number(v: &Value) -> f64 {
+    match v {
+        Value::Int(i) => *i as f64,
+        Value::Signed(i) => *i as f64,
+        Value::Float(f, _) => *f,
+        _ => 0.0,
+    }
+}
+
+fn shorten(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let tail: String = s
+            .chars()
+            .rev()
+            .take(n - 1)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        format!("~{tail}")
+    }
+}
+
+fn draw(chart: &Chart, svg: &mut String) -> Result<(), Box<dyn std::error::Error>> {
+    let bars = &chart.bars[..chart.bars.len().min(MAX_BARS)];
+    let width = (160 + 28 * bars.len() as u32).max(640);
+    let root = SVGBackend::with_string(svg, (width, 520)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (lo, hi) = bars.iter().fold((0f64, 0f64), |(lo, hi), (_, vals)| {
+        let pos: f64 = vals.iter().filter(|v| **v > 0.0).sum();
+        let neg: f64 = vals.iter().filter(|v| **v < 0.0).sum();
+        (lo.min(neg), hi.max(pos))
+    });
+    let hi = if hi <= lo { lo + 1.0 } else { hi * 1.05 };
+    let n = bars.len().max(1);
+    let labels: Vec<String> = bars.iter().map(|(l, _)| shorten(l, 24)).collect();
+    let mut ctx = ChartBuilder::on(&root)
+        .caption(&chart.title, ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(140)
+        .y_label_area_size(70)
+        .build_cartesian_2d((0..n).into_segmented(), lo..hi)?;
+    ctx.configure_mesh()
+        .disable_x_mesh()
+        .y_desc(&chart.y_label)
+        .x_labels(n)
+        .x_label_style(
+            ("sans-serif", 11)
+                .into_font()
+                .transform(FontTransform::Rotate90),
+        )
+        .x_label_formatter(&|x| match x {
+            SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
+            _ => String::new(),
+        })
+        .draw()?;
+    for (s, name) in chart.series.iter().enumerate() {
+        let color = COLORS[s % COLORS.len()];
+        let rects = bars.iter().enumerate().map(move |(i, (_, vals))| {
+            let below: f64 = vals[..s].iter().filter(|v| **v >= 0.0).sum();
+            let v = vals.get(s).copied().unwrap_or(0.0);
+            let (y0, y1) = if v >= 0.0 {
+                (below, below + v)
+            } else {
+                (v, 0.0)
+            };
+            Rectangle::new(
+                [
+                    (SegmentValue::Exact(i), y0),
+                    (SegmentValue::Exact(i + 1), y1),
+                ],
+                color.filled(),
+            )
+        });
+        ctx.draw_series(rects)?
+            .label(name.as_str())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
+    }
+    if chart.series.len() > 1 {
+        ctx.configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+impl Renderer for SvgRenderer {
+    fn render(&self, report: &Report, out: &mut dyn io::Write) -> io::Result<()> {
+        let chart = report.chart.clone().unwrap_or_else(|| fallback(report));
+        let mut svg = String::new();
+        draw(&chart, &mut svg).map_err(|e| io::Error::other(format!("drawing the SVG: {e}")))?;
+        out.write_all(svg.as_bytes())?;
+        if !svg.ends_with('\n') {
+            writeln!(out)?;
+        }
+        Ok(())
+    }
+}
