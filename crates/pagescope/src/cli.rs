@@ -20,6 +20,23 @@ pub enum Command {
     Snapshot(SnapshotArgs),
     /// Analyse a snapshot file, or the live system.
     Report(ReportArgs),
+    /// What grew and shrank between two snapshots.
+    Diff(DiffArgs),
+}
+
+/// `pagescope diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The earlier snapshot.
+    pub old: PathBuf,
+    /// The later snapshot.
+    pub new: PathBuf,
+    /// Only this process (repeat for more).
+    #[arg(long = "pid", value_name = "PID")]
+    pub pids: Vec<u32>,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
 }
 
 /// `pagescope snapshot`.

@@ -1,7 +1,7 @@
 //! The subcommands: each validates its arguments, runs the collector or
 //! reader from the libraries, and hands the result to a renderer.
 
-use crate::cli::{Cli, Command, OutputFormat, ReportArgs, SnapshotArgs, View};
+use crate::cli::{Cli, Command, DiffArgs, OutputFormat, ReportArgs, SnapshotArgs, View};
 use crate::progress::Bar;
 use crate::BadInput;
 use anyhow::{Context, Result};
@@ -20,7 +20,72 @@ pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Snapshot(a) => snapshot(a),
         Command::Report(a) => report(a),
+        Command::Diff(a) => diff(a),
     }
+}
+
+/// Reads a snapshot file into a sink; the note says if it was cut short.
+fn read_file(path: &Path, pids: &[u32], sink: &mut impl SnapshotSink) -> Result<Option<String>> {
+    let mut filtered = PidFilter::new(pids, sink);
+    let file = std::fs::File::open(path)
+        .map_err(|e| pagescope_core::Error::io(path, e))
+        .context(BadInput)?;
+    let done =
+        read_snapshot(std::io::BufReader::new(file), path, &mut filtered).context(BadInput)?;
+    Ok(match done {
+        Completeness::Complete => None,
+        Completeness::CutShort { .. } => Some(format!(
+            "{} was cut short (the recorder stopped before finishing it): this report covers what was written",
+            path.display()
+        )),
+    })
+}
+
+fn diff(args: DiffArgs) -> Result<()> {
+    let mut usage = Vec::new();
+    let mut totals = Vec::new();
+    let mut cut_notes = Vec::new();
+    for path in [&args.old, &args.new] {
+        let mut u = Usage::new(UsageOptions::default());
+        cut_notes.extend(read_file(path, &args.pids, &mut u)?);
+        let mut t = Total::new();
+        if read_file(path, &args.pids, &mut t)?.is_some() {
+            t.close();
+        }
+        usage.push(u);
+        totals.push(t);
+    }
+    let mut report = views::diff(&usage[0], &usage[1], &totals[0], &totals[1]);
+    for (i, n) in cut_notes.into_iter().enumerate() {
+        report.notes.insert(i, n);
+    }
+    if usage[1].system.time_unix_ns < usage[0].system.time_unix_ns {
+        report.notes.push(format!(
+            "{} was taken before {}: the deltas are negative growth",
+            args.new.display(),
+            args.old.display()
+        ));
+    }
+    emit(&report, args.format)
+}
+
+/// Prints the notes and renders the report to stdout.
+fn emit(report: &Report, format: OutputFormat) -> Result<()> {
+    for n in &report.notes {
+        note(n);
+    }
+    let format = match format {
+        OutputFormat::Table => Format::Table,
+        OutputFormat::Csv => Format::Csv,
+        OutputFormat::Json => Format::Json,
+        OutputFormat::Svg => Format::Svg,
+    };
+    let width = terminal_size::terminal_size().map(|(w, _)| w.0 as usize);
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    renderer(format, width).render(report, &mut out)?;
+    out.flush()?;
+    Ok(())
 }
 
 fn note(line: &str) {
@@ -168,21 +233,7 @@ fn report(args: ReportArgs) -> Result<()> {
     if !args.pids.is_empty() && matches!(args.view, View::Processes | View::Vmas) {
         check_pids_present(&args, &report)?;
     }
-    for n in &report.notes {
-        note(n);
-    }
-    let format = match args.format {
-        OutputFormat::Table => Format::Table,
-        OutputFormat::Csv => Format::Csv,
-        OutputFormat::Json => Format::Json,
-        OutputFormat::Svg => Format::Svg,
-    };
-    let width = terminal_size::terminal_size().map(|(w, _)| w.0 as usize);
-    let stdout = std::io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
-    renderer(format, width).render(&report, &mut out)?;
-    out.flush()?;
-    Ok(())
+    emit(&report, args.format)
 }
 
 /// With `--pid` on a file, a pid that the snapshot does not hold is an

@@ -429,6 +429,13 @@ fn every_view_renders_in_every_format() {
             }
         }
     }
+    for format in ["table", "csv", "json", "svg"] {
+        let out = run_ok(&["diff", &snap, &snap, "-f", format]);
+        assert!(!out.stdout.is_empty(), "diff {format} is empty");
+        if format == "svg" {
+            roxmltree::Document::parse(std::str::from_utf8(&out.stdout).unwrap()).unwrap();
+        }
+    }
     // The processes picture shows pagetest, and unit-totals libc.
     let svg = String::from_utf8(run_ok(&["report", "processes", "-i", &snap, "-f", "svg"]).stdout)
         .unwrap();
@@ -484,4 +491,60 @@ fn virtual_view_counts_mapped_pages() {
     );
     assert!(virt["heap"].as_u64().unwrap() >= pt.pages());
     assert!(virt["lib_text"].as_u64().unwrap() >= phys["lib_text"].as_u64().unwrap());
+}
+
+#[test]
+fn diff_reports_known_growth_as_a_leak() {
+    require_pfns!();
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let mut pt = Pagetest::start(
+        &[],
+        &["--size", "1M", "--grow", "4M", "--every", "1s", "--hold"],
+        "done",
+    );
+    let ps = pt.ready["page_size"].as_u64().unwrap();
+    let pid = pt.pid().to_string();
+    // Snapshot just after a growth step, and again two steps later.
+    let grown = |pt: &mut Pagetest| -> u64 {
+        let v = pt.next_line();
+        assert_eq!(v["event"], "grow");
+        v["total_bytes"].as_u64().unwrap()
+    };
+    let t0 = grown(&mut pt);
+    let old = temp_path(dir.path(), "old.snap");
+    run_ok(&["snapshot", "-q", "--pid", &pid, "-o", &old]);
+    let _ = grown(&mut pt);
+    let t2 = grown(&mut pt);
+    let new = temp_path(dir.path(), "new.snap");
+    run_ok(&["snapshot", "-q", "--pid", &pid, "-o", &new]);
+    let out = run_ok(&["diff", &old, &new, "--format", "json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let expected = (t2 - t0) / ps;
+    let row = v["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["pid"] == pt.pid())
+        .unwrap()
+        .clone();
+    let anon = row["anon_pages_delta"].as_i64().unwrap();
+    assert!(
+        (anon - expected as i64).abs() <= 2,
+        "anon grew {anon} pages, pagetest grew {expected} in 2 steps"
+    );
+    let rss = row["rss_pages_delta"].as_i64().unwrap();
+    assert!((rss - expected as i64).abs() <= 2, "rss grew {rss}");
+    assert_eq!(row["comm"], "pagetest");
+    let leak = v["leaks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["pid"] == pt.pid())
+        .unwrap();
+    assert_eq!(leak["bytes"].as_u64().unwrap(), anon as u64 * ps);
+    let rate = leak["bytes_per_second"].as_f64().unwrap();
+    let secs = v["interval_seconds"].as_f64().unwrap();
+    assert!(secs > 1.5 && secs < 4.0, "interval {secs}");
+    assert!((rate - anon as f64 * ps as f64 / secs).abs() < 1.0 + rate * 0.01);
 }

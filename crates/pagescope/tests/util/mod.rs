@@ -71,6 +71,7 @@ pub struct Pagetest {
     pub child: Child,
     pub ready: Value,
     pub lines: Vec<Value>,
+    reader: Option<BufReader<std::process::ChildStdout>>,
 }
 
 impl Pagetest {
@@ -111,7 +112,18 @@ impl Pagetest {
             child,
             ready,
             lines,
+            reader: Some(reader),
         }
+    }
+
+    /// Waits for pagetest's next JSON line.
+    pub fn next_line(&mut self) -> Value {
+        let reader = self.reader.as_mut().unwrap();
+        let mut line = String::new();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "pagetest ended");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        self.lines.push(v.clone());
+        v
     }
 
     /// The pagetest process's pid (from its own ready line).
