@@ -14,30 +14,9 @@ cd "$(dirname "$0")/.."
 N=${1:-200}
 SIZE=${2:-40M}
 RUNS=${RUNS:-15}
-for tool in hyperfine smem /usr/bin/time python3; do
-    command -v "$tool" >/dev/null || { echo "bench: $tool is missing (apt-get install hyperfine smem time)" >&2; exit 1; }
-done
-[ "$(id -u)" -eq 0 ] || { echo "bench: run as root (page frame numbers need CAP_SYS_ADMIN)" >&2; exit 1; }
-
-cargo build --release --workspace -q
-BIN=$PWD/target/release
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-echo "starting $N pagetest processes of $SIZE each" >&2
-for i in $(seq 1 "$N"); do
-    "$BIN/pagetest" --size "$SIZE" --mode anon --op write --hold > "$WORK/pt.$i" &
-    PIDS+=($!)
-done
-for i in $(seq 1 "$N"); do
-    until grep -q '"done"' "$WORK/pt.$i" 2>/dev/null; do sleep 0.05; done
-done
+. bench/common.sh
+need hyperfine smem /usr/bin/time python3
+start_pagetests "$N" "$SIZE"
 
 SNAP=$WORK/bench.snap
 # Snapshot against the floor, in alternation (A B A B ...), so that each

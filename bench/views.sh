@@ -9,29 +9,12 @@ cd "$(dirname "$0")/.."
 N=${1:-200}
 SIZE=${2:-40M}
 RUNS=${RUNS:-5}
-command -v hyperfine >/dev/null || { echo "bench: hyperfine is missing (apt-get install hyperfine)" >&2; exit 1; }
-[ "$(id -u)" -eq 0 ] || { echo "bench: run as root (page frame numbers need CAP_SYS_ADMIN)" >&2; exit 1; }
-cargo build --release --workspace -q
-BIN=$PWD/target/release
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-for i in $(seq 1 "$N"); do
-    "$BIN/pagetest" --size "$SIZE" --mode anon --op write --hold > "$WORK/pt.$i" &
-    PIDS+=($!)
-done
-for i in $(seq 1 "$N"); do
-    until grep -q '"done"' "$WORK/pt.$i" 2>/dev/null; do sleep 0.05; done
-done
+. bench/common.sh
+need hyperfine python3
+start_pagetests "$N" "$SIZE"
 SNAP=$WORK/views.snap
 "$BIN/pagescope" snapshot -q -o "$SNAP"
-for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-PIDS=()
+stop_pagetests
 PAGES=$("$BIN/pagescope" report total -i "$SNAP" -f json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["rss_sum_pages"])')
 FIRST=$(head -1 "$WORK/pt.1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])')
 echo "snapshot: $PAGES pages, $(stat -c %s "$SNAP") bytes" >&2

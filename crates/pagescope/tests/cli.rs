@@ -1,22 +1,11 @@
 //! End-to-end tests of the `pagescope` binary on this machine's kernel,
 //! against the kernel's own accounting and pagetest's known buffer.
 
+#[macro_use]
 mod util;
 
 use std::process::Command;
 use util::*;
-
-/// Skips (with the reason) unless page frame numbers are visible.
-macro_rules! require_pfns {
-    () => {
-        if !pfns_visible() {
-            eprintln!(
-                "skipped: needs CAP_SYS_ADMIN to see page frame numbers (run the tests as root)"
-            );
-            return;
-        }
-    };
-}
 
 /// Snapshots everything while pagetest holds its buffer, then checks the
 /// processes and total reports against smaps_rollup and the buffer size.

@@ -2,6 +2,7 @@
 //! known: pagetest's forked children, libc's .text counted independently,
 //! smaps_rollup and smem as peers, and every view in every format.
 
+#[macro_use]
 mod util;
 
 use object::{Object, ObjectSection, ObjectSegment, SectionFlags};
@@ -9,17 +10,6 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::process::Command;
 use util::*;
-
-macro_rules! require_pfns {
-    () => {
-        if !pfns_visible() {
-            eprintln!(
-                "skipped: needs CAP_SYS_ADMIN to see page frame numbers (run the tests as root)"
-            );
-            return;
-        }
-    };
-}
 
 /// The map string of the VMA holding `addr`, cut to `[addr, addr + len)`.
 fn map_of(vmas: &Value, addr: u64, pages: u64, page_size: u64) -> (Value, String) {

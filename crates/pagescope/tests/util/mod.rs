@@ -4,6 +4,18 @@
 
 #![allow(dead_code)]
 
+/// Skips (with the reason) unless page frame numbers are visible.
+macro_rules! require_pfns {
+    () => {
+        if !pfns_visible() {
+            eprintln!(
+                "skipped: needs CAP_SYS_ADMIN to see page frame numbers (run the tests as root)"
+            );
+            return;
+        }
+    };
+}
+
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
