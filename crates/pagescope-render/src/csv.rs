@@ -14,6 +14,7 @@ impl Renderer for CsvRenderer {
         let cell = |v: &Value| match v {
             Value::Missing => String::new(),
             Value::Float(f, _) => format!("{f:.4}"),
+            Value::Hex(v) => v.to_string(),
             other => other.display(),
         };
         match report.tables.first() {

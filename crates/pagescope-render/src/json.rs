@@ -11,10 +11,11 @@ use std::io;
 #[derive(Debug)]
 pub struct JsonRenderer;
 
-fn to_json(v: &Value) -> Json {
+pub(crate) fn to_json(v: &Value) -> Json {
     match v {
         Value::Int(i) => json!(i),
         Value::Signed(i) => json!(i),
+        Value::Hex(i) => json!(i),
         Value::Float(f, _) => json!((f * 1e4).round() / 1e4),
         Value::Text(s) => json!(s),
         Value::Bool(b) => json!(b),

@@ -13,6 +13,7 @@
 pub mod csv;
 pub mod json;
 pub mod report;
+pub mod stream;
 pub mod svg;
 pub mod table;
 pub mod views;

@@ -7,6 +7,9 @@ pub enum Value {
     Int(u64),
     /// A signed difference.
     Signed(i64),
+    /// An address or frame number: an integer in JSON and CSV, hex in
+    /// tables.
+    Hex(u64),
     /// A fractional figure, shown with this many decimals in tables.
     Float(f64, usize),
     /// Text.
@@ -23,6 +26,7 @@ impl Value {
         match self {
             Value::Int(v) => v.to_string(),
             Value::Signed(v) => v.to_string(),
+            Value::Hex(v) => format!("{v:#x}"),
             Value::Float(v, d) => format!("{v:.d$}"),
             Value::Text(s) => s.clone(),
             Value::Bool(b) => if *b { "yes" } else { "no" }.to_string(),
@@ -32,7 +36,10 @@ impl Value {
 
     /// Whether tables right-align it.
     pub fn is_numeric(&self) -> bool {
-        matches!(self, Value::Int(_) | Value::Signed(_) | Value::Float(..))
+        matches!(
+            self,
+            Value::Int(_) | Value::Signed(_) | Value::Float(..) | Value::Hex(_)
+        )
     }
 }
 

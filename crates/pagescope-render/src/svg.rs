@@ -83,6 +83,7 @@ fn number(v: &Value) -> f64 {
     match v {
         Value::Int(i) => *i as f64,
         Value::Signed(i) => *i as f64,
+        Value::Hex(i) => *i as f64,
         Value::Float(f, _) => *f,
         _ => 0.0,
     }

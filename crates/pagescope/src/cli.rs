@@ -71,6 +71,8 @@ pub enum View {
     UnitTotals,
     /// VMAs holding both single-use and shared pages.
     Alerts,
+    /// Every resident page: frame, flags, share count, owner.
+    Pages,
 }
 
 /// Output formats.
@@ -107,6 +109,10 @@ pub struct ReportArgs {
     /// class (by default only the kernel's smaps_rollup sums are read).
     #[arg(long)]
     pub classes: bool,
+    /// `pages`: only pages with these kpageflags (page-types names,
+    /// comma-separated, `~` for "not set"), e.g. `anonymous,~lru`.
+    #[arg(long, value_name = "FLAGS")]
+    pub flags: Option<String>,
 }
 
 #[cfg(test)]

@@ -5,13 +5,15 @@ use crate::cli::{Cli, Command, DiffArgs, OutputFormat, ReportArgs, SnapshotArgs,
 use crate::progress::Bar;
 use crate::BadInput;
 use anyhow::{Context, Result};
+use pagescope_core::analysis::pages::{FlagFilter, PageDump, PageRow};
 use pagescope_core::analysis::total::Total;
 use pagescope_core::analysis::usage::{Usage, UsageOptions};
 use pagescope_core::analysis::PidFilter;
 use pagescope_core::format::{read_snapshot, Completeness, SnapshotWriter};
 use pagescope_core::model::SnapshotSink;
 use pagescope_linux::snapshot::{collect, Config, Detail};
-use pagescope_render::{renderer, views, Format, Report};
+use pagescope_render::stream::{row_stream, StreamColumn};
+use pagescope_render::{renderer, views, Format, Report, Value};
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
@@ -74,12 +76,7 @@ fn emit(report: &Report, format: OutputFormat) -> Result<()> {
     for n in &report.notes {
         note(n);
     }
-    let format = match format {
-        OutputFormat::Table => Format::Table,
-        OutputFormat::Csv => Format::Csv,
-        OutputFormat::Json => Format::Json,
-        OutputFormat::Svg => Format::Svg,
-    };
+    let format = output_format(format);
     let width = terminal_size::terminal_size().map(|(w, _)| w.0 as usize);
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
@@ -186,7 +183,161 @@ fn feed(
     }
 }
 
+fn output_format(format: OutputFormat) -> Format {
+    match format {
+        OutputFormat::Table => Format::Table,
+        OutputFormat::Csv => Format::Csv,
+        OutputFormat::Json => Format::Json,
+        OutputFormat::Svg => Format::Svg,
+    }
+}
+
+/// The columns of the page dump.
+const PAGE_COLUMNS: [StreamColumn; 13] = [
+    StreamColumn {
+        key: "pid",
+        title: "PID",
+        width: 7,
+    },
+    StreamColumn {
+        key: "comm",
+        title: "COMM",
+        width: 15,
+    },
+    StreamColumn {
+        key: "vaddr",
+        title: "VADDR",
+        width: 14,
+    },
+    StreamColumn {
+        key: "pfn",
+        title: "PFN",
+        width: 9,
+    },
+    StreamColumn {
+        key: "phys_addr",
+        title: "PHYS",
+        width: 12,
+    },
+    StreamColumn {
+        key: "pagemap",
+        title: "PAGEMAP",
+        width: 7,
+    },
+    StreamColumn {
+        key: "perms",
+        title: "PERM",
+        width: 4,
+    },
+    StreamColumn {
+        key: "vma_flags",
+        title: "VMAFLG",
+        width: 6,
+    },
+    StreamColumn {
+        key: "class",
+        title: "CLASS",
+        width: 6,
+    },
+    StreamColumn {
+        key: "kpageflags",
+        title: "KPAGEFLAGS",
+        width: 27,
+    },
+    StreamColumn {
+        key: "count",
+        title: "COUNT",
+        width: 5,
+    },
+    StreamColumn {
+        key: "node",
+        title: "NODE",
+        width: 4,
+    },
+    StreamColumn {
+        key: "owner",
+        title: "OWNER",
+        width: 0,
+    },
+];
+
+/// `report pages`: streamed, since a machine has millions of pages.
+fn pages(args: &ReportArgs) -> Result<()> {
+    let filter = match &args.flags {
+        Some(f) => FlagFilter::parse(f)
+            .map_err(|e| anyhow::anyhow!("--flags: {e}"))
+            .context(BadInput)?,
+        None => FlagFilter::default(),
+    };
+    let mut out = BufWriter::new(std::io::stdout());
+    let mut stream = Some(row_stream(
+        output_format(args.format),
+        "pages",
+        "pages",
+        &PAGE_COLUMNS,
+        9,
+        &mut out,
+    )?);
+    let mut dump = PageDump::new(filter, |r: &PageRow<'_>| {
+        let ps = r.page_size;
+        let (pfn, phys) = match (r.entry.pfn(), r.phys) {
+            (Some(p), Some(ph)) => (Value::Hex(p.0), Some(ph)),
+            _ => (Value::Missing, None),
+        };
+        let values = [
+            Value::Int(r.pid as u64),
+            Value::from(r.comm),
+            Value::Hex(r.vaddr),
+            pfn.clone(),
+            match pfn {
+                Value::Hex(p) => Value::Hex(p * ps),
+                _ => Value::Missing,
+            },
+            Value::from(r.entry.symbols()),
+            Value::from(r.vma.map_or("----", |v| v.perms.as_str())),
+            Value::from(r.vma_flags.as_str()),
+            Value::from(r.class.name()),
+            phys.map_or(Value::Missing, |p| Value::from(p.flags.short_symbols())),
+            phys.map_or(Value::Missing, |p| Value::Int(p.count)),
+            phys.map_or(Value::Missing, |p| {
+                if p.node == u16::MAX {
+                    Value::Missing
+                } else {
+                    Value::Int(p.node as u64)
+                }
+            }),
+            Value::from(r.owner),
+        ];
+        stream
+            .as_mut()
+            .expect("open until the dump ends")
+            .row(&values)
+            .map_err(|e| pagescope_core::Error::io("standard output", e))
+    });
+    let cut = feed(args, Detail::Full, &mut dump)?;
+    let mut notes: Vec<String> = cut.into_iter().collect();
+    notes.extend(dump.system.missing.iter().cloned());
+    notes.extend(dump.notes.iter().cloned());
+    if !filter.is_empty() && !dump.system.pfns_visible {
+        notes.push("--flags needs page flags, which this snapshot lacks (taken without CAP_SYS_ADMIN): no page passes".into());
+    }
+    let ps = dump.system.page_size;
+    drop(dump);
+    for n in &notes {
+        note(n);
+    }
+    // Finishing flushes the output.
+    stream.take().expect("still open").finish(ps, &notes)?;
+    Ok(())
+}
+
 fn report(args: ReportArgs) -> Result<()> {
+    if args.view == View::Pages {
+        return pages(&args);
+    }
+    if args.flags.is_some() {
+        anyhow::bail!("--flags applies to the pages view only");
+    }
     if args.view == View::Vmas && args.pids.is_empty() {
         anyhow::bail!("the vmas view needs --pid PID (the processes whose page maps to show)");
     }
@@ -222,7 +373,7 @@ fn report(args: ReportArgs) -> Result<()> {
                 View::Units => views::units(&a),
                 View::UnitTotals => views::unit_totals(&a),
                 View::Alerts => views::alerts(&a),
-                View::Total => unreachable!("handled above"),
+                View::Total | View::Pages => unreachable!("handled above"),
             };
             (report, cut)
         }

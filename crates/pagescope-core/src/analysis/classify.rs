@@ -38,6 +38,23 @@ pub enum PageClass {
     Other,
 }
 
+impl PageClass {
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            PageClass::Stack => "stack",
+            PageClass::Heap => "heap",
+            PageClass::Text => "text",
+            PageClass::Rodata => "rodata",
+            PageClass::Data => "data",
+            PageClass::Bss => "bss",
+            PageClass::Shm => "shm",
+            PageClass::File => "file",
+            PageClass::Other => "other",
+        }
+    }
+}
+
 /// The executable unit a VMA belongs to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UnitRef {
@@ -353,6 +370,23 @@ impl VmaClass {
     /// Whether the VMA belongs to the application itself.
     pub fn is_app(&self) -> bool {
         self.unit.as_ref().is_some_and(|u| u.app)
+    }
+
+    /// The 2005 suite's VMA flags: `S` stack, `X` the application's own,
+    /// `r` `w` `x`, `B` .bss or heap; `.` where a flag is clear.
+    pub fn paper_flags(&self, v: &Vma) -> String {
+        let bss_or_heap = matches!(self.base, PageClass::Heap | PageClass::Bss)
+            || (self.unit.is_some() && !v.is_exec() && v.inode == 0);
+        [
+            if self.stack { 'S' } else { '.' },
+            if self.is_app() { 'X' } else { '.' },
+            if v.is_read() { 'r' } else { '.' },
+            if v.is_write() { 'w' } else { '.' },
+            if v.is_exec() { 'x' } else { '.' },
+            if bss_or_heap { 'B' } else { '.' },
+        ]
+        .iter()
+        .collect()
     }
 }
 

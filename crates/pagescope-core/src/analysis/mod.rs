@@ -3,6 +3,7 @@
 //! file and a live report are the same computation.
 
 pub mod classify;
+pub mod pages;
 pub mod total;
 pub mod usage;
 

@@ -280,21 +280,6 @@ fn segment_of(
     }
 }
 
-fn paper_flags(v: &Vma, c: &VmaClass) -> String {
-    let bss_or_heap = matches!(c.base, PageClass::Heap | PageClass::Bss)
-        || (c.unit.is_some() && !v.is_exec() && v.inode == 0);
-    [
-        if c.stack { 'S' } else { '.' },
-        if c.is_app() { 'X' } else { '.' },
-        if v.is_read() { 'r' } else { '.' },
-        if v.is_write() { 'w' } else { '.' },
-        if v.is_exec() { 'x' } else { '.' },
-        if bss_or_heap { 'B' } else { '.' },
-    ]
-    .iter()
-    .collect()
-}
-
 impl SnapshotSink for Usage {
     fn system(&mut self, system: &SystemInfo) -> Result<()> {
         self.system = system.clone();
@@ -394,7 +379,7 @@ impl SnapshotSink for Usage {
             }
             u.vmas.push(VmaUsage {
                 vma: v.clone(),
-                flags: paper_flags(v, c),
+                flags: c.paper_flags(v),
                 unit: c.unit_path().map(str::to_string),
                 heuristic: c.heuristic,
                 map: (keep_maps && pages <= MAX_MAP_PAGES).then(|| vec![0; pages as usize]),
