@@ -18,6 +18,7 @@ pub mod kpageflags;
 pub mod model;
 pub mod pagemap;
 pub mod parse;
+pub mod physclass;
 pub mod units;
 
 pub use error::{Error, Result};

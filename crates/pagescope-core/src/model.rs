@@ -411,4 +411,19 @@ pub trait SnapshotSink {
     fn elf(&mut self, _elf: &ElfFile) -> Result<()> {
         Ok(())
     }
+    /// A run of the physical map (only in snapshots taken with it).
+    fn physmap(&mut self, _chunk: &PhysChunk) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A run of page frames, each classed by its kpageflags and kpagecount
+/// (the whole-machine physical map).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhysChunk {
+    /// First PFN.
+    pub start_pfn: u64,
+    /// One [`crate::physclass::PhysClass`] code per frame.
+    #[serde(with = "serde_bytes")]
+    pub classes: Vec<u8>,
 }

@@ -32,21 +32,22 @@ pub struct FrameInfo {
     pub memcg: u64,
 }
 
+/// One PFN-indexed file, open.
 #[derive(Debug)]
-struct PfnFile {
+pub(crate) struct PfnFile {
     fd: OwnedFd,
     path: PathBuf,
 }
 
 impl PfnFile {
-    fn open(path: PathBuf) -> Result<PfnFile> {
+    pub(crate) fn open(path: PathBuf) -> Result<PfnFile> {
         let f = std::fs::File::open(&path).map_err(|e| Error::io(&path, e))?;
         Ok(PfnFile { fd: f.into(), path })
     }
 
     /// Reads entries `[pfn, pfn + out.len())`; entries past the end of
     /// the file read as zero.
-    fn read(&self, pfn: u64, out: &mut [u64]) -> Result<()> {
+    pub(crate) fn read(&self, pfn: u64, out: &mut [u64]) -> Result<()> {
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
         let mut done = 0;
         while done < bytes.len() {

@@ -14,6 +14,7 @@ pub mod elf;
 pub mod kpage;
 pub mod node;
 pub mod pagemap;
+pub mod physmap;
 pub mod procfs;
 pub mod snapshot;
 pub mod system;

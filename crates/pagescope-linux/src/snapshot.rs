@@ -50,6 +50,8 @@ pub struct Config {
     pub buffer_pages: usize,
     /// Threads reading processes.
     pub jobs: usize,
+    /// Also record the whole machine's physical map (every frame classed).
+    pub physmap: bool,
 }
 
 impl Default for Config {
@@ -61,6 +63,7 @@ impl Default for Config {
             chunk_pages: 64 * 1024,
             buffer_pages: 256 * 1024,
             jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            physmap: false,
         }
     }
 }
@@ -607,6 +610,9 @@ pub fn collect(
             shown.join(" "),
             if denied.len() > 8 { " ..." } else { "" }
         ));
+    }
+    if config.physmap {
+        crate::physmap::scan(&config.root, &system, sink)?;
     }
     let trailer = Trailer {
         processes: recorded,

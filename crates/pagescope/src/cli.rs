@@ -51,6 +51,10 @@ pub struct SnapshotArgs {
     /// No progress bar or summary.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Also record the physical map: every page frame of the machine
+    /// classed (free, anonymous, page cache, slab, ...), for `physmap`.
+    #[arg(long)]
+    pub physmap: bool,
     /// Threads reading processes (default: one per CPU).
     #[arg(short, long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub jobs: Option<u16>,
@@ -73,6 +77,8 @@ pub enum View {
     Alerts,
     /// Every resident page: frame, flags, share count, owner.
     Pages,
+    /// The whole machine by physical address: frames by class per block.
+    Physmap,
 }
 
 /// Output formats.
@@ -113,6 +119,20 @@ pub struct ReportArgs {
     /// comma-separated, `~` for "not set"), e.g. `anonymous,~lru`.
     #[arg(long, value_name = "FLAGS")]
     pub flags: Option<String>,
+    /// `physmap`: block size to sum frames over (default: the memory
+    /// block size), e.g. 64M.
+    #[arg(long, value_name = "SIZE", value_parser = parse_block)]
+    pub block: Option<u64>,
+}
+
+fn parse_block(s: &str) -> Result<u64, String> {
+    let n = pagescope_core::units::parse_size(s)?;
+    if n < 4096 || !n.is_power_of_two() {
+        return Err(format!(
+            "{s:?}: the block size must be a power of two of at least one page"
+        ));
+    }
+    Ok(n)
 }
 
 #[cfg(test)]

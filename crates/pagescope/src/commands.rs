@@ -6,6 +6,7 @@ use crate::progress::Bar;
 use crate::BadInput;
 use anyhow::{Context, Result};
 use pagescope_core::analysis::pages::{FlagFilter, PageDump, PageRow};
+use pagescope_core::analysis::physmap::Physmap;
 use pagescope_core::analysis::total::Total;
 use pagescope_core::analysis::usage::{Usage, UsageOptions};
 use pagescope_core::analysis::PidFilter;
@@ -109,6 +110,7 @@ fn snapshot(args: SnapshotArgs) -> Result<()> {
     if let Some(jobs) = args.jobs {
         config.jobs = jobs as usize;
     }
+    config.physmap = args.physmap;
     let to_stdout = args.output.as_os_str() == "-";
     let out: Box<dyn Write + Send> = if to_stdout {
         Box::new(std::io::stdout())
@@ -172,6 +174,7 @@ fn feed(
             let config = Config {
                 pids: args.pids.clone(),
                 detail,
+                physmap: args.view == View::Physmap,
                 ..Config::default()
             };
             let bar = Bar::new(false);
@@ -338,6 +341,25 @@ fn report(args: ReportArgs) -> Result<()> {
     if args.flags.is_some() {
         anyhow::bail!("--flags applies to the pages view only");
     }
+    if args.view == View::Physmap {
+        let mut a = Physmap::new(args.block.unwrap_or(0));
+        // Live, the process side is not needed: the quick rollup read.
+        let cut = feed(&args, Detail::Rollup, &mut a)?;
+        if a.frames == 0 {
+            match &args.input {
+                Some(path) => anyhow::bail!(
+                    "{} has no physical map: take the snapshot with `pagescope snapshot --physmap`",
+                    path.display()
+                ),
+                None => {
+                    anyhow::bail!("the physical map is empty: no System RAM ranges were readable")
+                }
+            }
+        }
+        let mut report = views::physmap(&a);
+        report.notes.splice(0..0, cut);
+        return emit(&report, args.format);
+    }
     if args.view == View::Vmas && args.pids.is_empty() {
         anyhow::bail!("the vmas view needs --pid PID (the processes whose page maps to show)");
     }
@@ -373,7 +395,7 @@ fn report(args: ReportArgs) -> Result<()> {
                 View::Units => views::units(&a),
                 View::UnitTotals => views::unit_totals(&a),
                 View::Alerts => views::alerts(&a),
-                View::Total | View::Pages => unreachable!("handled above"),
+                View::Total | View::Pages | View::Physmap => unreachable!("handled above"),
             };
             (report, cut)
         }

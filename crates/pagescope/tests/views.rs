@@ -623,3 +623,128 @@ fn pages_dump_matches_pagemap_and_filters_by_flags() {
     );
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// Free frames by the kernel's own count: the sum of the zones'
+/// `nr_free_pages` in /proc/zoneinfo (the frames in the buddy allocator).
+fn zone_free_pages() -> u64 {
+    std::fs::read_to_string("/proc/zoneinfo")
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("nr_free_pages "))
+        .map(|v| v.trim().parse::<u64>().unwrap())
+        .sum()
+}
+
+fn meminfo_kb(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(key)?
+                .strip_prefix(':')
+                .map(|v| v.trim().trim_end_matches(" kB").parse().unwrap())
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn physmap_agrees_with_the_kernels_counters() {
+    require_pfns!();
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let pt = Pagetest::start(&[], &["--size", "64M", "--hold"], "done");
+    let snap = temp_path(dir.path(), "phys.snap");
+    let free_before = zone_free_pages();
+    let slab_before = meminfo_kb("SReclaimable") + meminfo_kb("SUnreclaim");
+    run_ok(&[
+        "snapshot",
+        "-q",
+        "--physmap",
+        "--pid",
+        &pt.pid().to_string(),
+        "-o",
+        &snap,
+    ]);
+    let free_after = zone_free_pages();
+    let slab_after = meminfo_kb("SReclaimable") + meminfo_kb("SUnreclaim");
+    let v = report_json(&["report", "physmap", "-i", &snap, "-f", "json"]);
+    let kb = v["page_size"].as_u64().unwrap() / 1024;
+    let f = |k: &str| v[k].as_f64().unwrap();
+    // Every frame of every System RAM range, each in one class.
+    let ram: u64 = std::fs::read_to_string("/proc/iomem")
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with(' ') && l.ends_with(" : System RAM"))
+        .map(|l| {
+            let (a, b) = l.split(' ').next().unwrap().split_once('-').unwrap();
+            let (a, b) = (
+                u64::from_str_radix(a, 16).unwrap(),
+                u64::from_str_radix(b, 16).unwrap(),
+            );
+            (b + 1) / 4096 - a.div_ceil(4096)
+        })
+        .sum();
+    assert_eq!(v["frames"].as_u64().unwrap(), ram);
+    let classes = [
+        "free",
+        "anon",
+        "cache_mapped",
+        "cache_unmapped",
+        "slab",
+        "page_table",
+        "kernel_other",
+        "reserved",
+        "huge",
+        "thp",
+        "ksm",
+        "zero",
+    ];
+    let sum: f64 = classes.iter().map(|c| f(&format!("{c}_pages"))).sum();
+    assert_eq!(sum as u64, ram);
+    // The buddy allocator's free frames, as the zones count them.
+    let free = (free_before + free_after) as f64 / 2.0;
+    assert!(
+        (f("free_pages") - free).abs() <= free * 0.03,
+        "free: pagescope {}, zoneinfo {free}",
+        f("free_pages")
+    );
+    // Slab frames, as meminfo counts them.
+    let slab = (slab_before + slab_after) as f64 / 2.0 / kb as f64;
+    assert!(
+        (f("slab_pages") - slab).abs() <= slab * 0.05,
+        "slab: pagescope {}, meminfo {slab}",
+        f("slab_pages")
+    );
+    // pagetest's 16384 anonymous frames are among the anonymous ones.
+    assert!(f("anon_pages") + f("thp_pages") >= pt.pages() as f64);
+    // The block table covers the same frames.
+    let blocks: u64 = v["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            classes
+                .iter()
+                .map(|c| b[format!("{c}_pages")].as_u64().unwrap())
+                .sum::<u64>()
+        })
+        .sum();
+    assert_eq!(blocks, ram);
+
+    // A snapshot without the physical map says how to get one.
+    let plain = temp_path(dir.path(), "plain.snap");
+    run_ok(&[
+        "snapshot",
+        "-q",
+        "--pid",
+        &pt.pid().to_string(),
+        "-o",
+        &plain,
+    ]);
+    let out = run(&[], &["report", "physmap", "-i", &plain]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--physmap"));
+    // The picture renders.
+    let svg = run_ok(&["report", "physmap", "-i", &snap, "-f", "svg"]);
+    roxmltree::Document::parse(std::str::from_utf8(&svg.stdout).unwrap()).unwrap();
+}

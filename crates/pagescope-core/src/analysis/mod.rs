@@ -4,6 +4,7 @@
 
 pub mod classify;
 pub mod pages;
+pub mod physmap;
 pub mod total;
 pub mod usage;
 
@@ -92,6 +93,9 @@ impl<S: SnapshotSink> SnapshotSink for PidFilter<'_, S> {
     }
     fn elf(&mut self, e: &crate::model::ElfFile) -> Result<()> {
         self.inner.elf(e)
+    }
+    fn physmap(&mut self, c: &crate::model::PhysChunk) -> Result<()> {
+        self.inner.physmap(c)
     }
 }
 

@@ -45,6 +45,8 @@ pub mod frame_type {
     pub const PAGES: u16 = 3;
     /// [`crate::model::ElfFile`].
     pub const ELF: u16 = 4;
+    /// [`crate::model::PhysChunk`].
+    pub const PHYSMAP: u16 = 5;
     /// [`crate::model::Trailer`]: the last frame of a complete file.
     pub const END: u16 = 15;
 }

@@ -3,7 +3,9 @@
 
 use super::frame::{FrameReader, FrameWriter, Kind, ReadOutcome};
 use super::{codec, frame_type};
-use crate::model::{ElfFile, PageChunk, ProcessRecord, SnapshotSink, SystemInfo, Trailer};
+use crate::model::{
+    ElfFile, PageChunk, PhysChunk, ProcessRecord, SnapshotSink, SystemInfo, Trailer,
+};
 use crate::{Error, Result};
 use serde::de::DeserializeOwned;
 use std::io::{Read, Write};
@@ -70,6 +72,10 @@ impl<W: Write> SnapshotSink for SnapshotWriter<W> {
 
     fn elf(&mut self, elf: &ElfFile) -> Result<()> {
         self.put(frame_type::ELF, elf)
+    }
+
+    fn physmap(&mut self, chunk: &PhysChunk) -> Result<()> {
+        self.put(frame_type::PHYSMAP, chunk)
     }
 }
 
@@ -168,6 +174,10 @@ pub fn read_snapshot<R: Read>(
             frame_type::ELF => {
                 let e: ElfFile = decode(path, at, "elf", &frame.payload)?;
                 sink.elf(&e)?;
+            }
+            frame_type::PHYSMAP => {
+                let c: PhysChunk = decode(path, at, "physical map", &frame.payload)?;
+                sink.physmap(&c)?;
             }
             frame_type::END => {
                 let t: Trailer = decode(path, at, "end", &frame.payload)?;
