@@ -108,13 +108,21 @@ impl KPageFlags {
     /// trailing clear bits trimmed (e.g. `___U_lA____Ma_b` for an active
     /// anonymous page).
     pub fn short_symbols(self) -> String {
-        let mut s: String = SYMBOLS
-            .iter()
-            .map(|&(f, c, _)| if self.contains(f) { c } else { '_' })
-            .collect();
-        let trimmed = s.trim_end_matches('_').len();
-        s.truncate(trimmed);
+        let mut s = String::new();
+        self.write_short_symbols(&mut s);
         s
+    }
+
+    /// [`KPageFlags::short_symbols`] into a reused buffer (cleared first).
+    pub fn write_short_symbols(self, out: &mut String) {
+        out.clear();
+        out.extend(
+            SYMBOLS
+                .iter()
+                .map(|&(f, c, _)| if self.contains(f) { c } else { '_' }),
+        );
+        let trimmed = out.trim_end_matches('_').len();
+        out.truncate(trimmed);
     }
 
     /// Parses a flag by its long page-types name (`anonymous`, `lru`, ...)

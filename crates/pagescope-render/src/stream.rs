@@ -1,7 +1,7 @@
 //! Row-at-a-time output for views too large to hold in memory (the page
 //! dump): the same four formats, written as rows arrive.
 
-use crate::report::{Chart, Report, Value};
+use crate::report::{Chart, Report};
 use crate::{Format, Renderer};
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -17,10 +17,50 @@ pub struct StreamColumn {
     pub width: usize,
 }
 
+/// One value of a streamed row, borrowed so that a row costs no
+/// allocation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Cell<'a> {
+    /// A count.
+    Int(u64),
+    /// An address or frame: hex in tables, an integer elsewhere.
+    Hex(u64),
+    /// Text.
+    Text(&'a str),
+    /// Not known.
+    Missing,
+}
+
+impl Cell<'_> {
+    fn is_numeric(&self) -> bool {
+        matches!(self, Cell::Int(_) | Cell::Hex(_))
+    }
+
+    /// Writes the cell as tables show it (`hex` for addresses) or as
+    /// CSV and JSON want it.
+    fn write(&self, out: &mut String, table: bool) {
+        use std::fmt::Write as _;
+        match self {
+            Cell::Int(v) => {
+                let _ = write!(out, "{v}");
+            }
+            Cell::Hex(v) if table => {
+                let _ = write!(out, "{v:#x}");
+            }
+            Cell::Hex(v) => {
+                let _ = write!(out, "{v}");
+            }
+            Cell::Text(s) => out.push_str(s),
+            Cell::Missing if table => out.push_str("n/a"),
+            Cell::Missing => {}
+        }
+    }
+}
+
 /// A table being written row by row.
 pub trait RowStream {
     /// Writes one row, one value per column.
-    fn row(&mut self, values: &[Value]) -> io::Result<()>;
+    fn row(&mut self, values: &[Cell<'_>]) -> io::Result<()>;
     /// Ends the output; `page_size` and `notes` are known only at the end
     /// of a stream.
     fn finish(self: Box<Self>, page_size: u64, notes: &[String]) -> io::Result<()>;
@@ -30,26 +70,39 @@ struct TableStream<'a> {
     out: &'a mut (dyn Write + Send),
     columns: &'a [StreamColumn],
     line: String,
+    cell: String,
 }
 
 impl RowStream for TableStream<'_> {
-    fn row(&mut self, values: &[Value]) -> io::Result<()> {
+    fn row(&mut self, values: &[Cell<'_>]) -> io::Result<()> {
         self.line.clear();
         for (i, (c, v)) in self.columns.iter().zip(values).enumerate() {
             if i > 0 {
                 self.line.push_str("  ");
             }
-            let s = v.display();
+            self.cell.clear();
+            v.write(&mut self.cell, true);
+            let len = if self.cell.is_ascii() {
+                self.cell.len()
+            } else {
+                self.cell.chars().count()
+            };
+            let pad = c.width.saturating_sub(len);
             let last = i + 1 == self.columns.len();
             if v.is_numeric() {
-                self.line.push_str(&format!("{s:>w$}", w = c.width));
-            } else if last {
-                self.line.push_str(&s);
+                self.line.extend(std::iter::repeat_n(' ', pad));
+                self.line.push_str(&self.cell);
             } else {
-                self.line.push_str(&format!("{s:<w$}", w = c.width));
+                self.line.push_str(&self.cell);
+                if !last {
+                    self.line.extend(std::iter::repeat_n(' ', pad));
+                }
             }
         }
-        writeln!(self.out, "{}", self.line.trim_end())
+        let end = self.line.trim_end().len();
+        self.line.truncate(end);
+        self.line.push('\n');
+        self.out.write_all(self.line.as_bytes())
     }
 
     fn finish(self: Box<Self>, _: u64, _: &[String]) -> io::Result<()> {
@@ -59,15 +112,17 @@ impl RowStream for TableStream<'_> {
 
 struct CsvStream<'a> {
     w: csv::Writer<&'a mut (dyn Write + Send)>,
+    cell: String,
 }
 
 impl RowStream for CsvStream<'_> {
-    fn row(&mut self, values: &[Value]) -> io::Result<()> {
-        self.w.write_record(values.iter().map(|v| match v {
-            Value::Missing => String::new(),
-            Value::Hex(h) => h.to_string(),
-            other => other.display(),
-        }))?;
+    fn row(&mut self, values: &[Cell<'_>]) -> io::Result<()> {
+        for v in values {
+            self.cell.clear();
+            v.write(&mut self.cell, false);
+            self.w.write_field(&self.cell)?;
+        }
+        self.w.write_record(None::<&[u8]>)?;
         Ok(())
     }
 
@@ -80,19 +135,34 @@ struct JsonStream<'a> {
     out: &'a mut (dyn Write + Send),
     columns: &'a [StreamColumn],
     first: bool,
+    line: String,
 }
 
 impl RowStream for JsonStream<'_> {
-    fn row(&mut self, values: &[Value]) -> io::Result<()> {
-        let mut m = serde_json::Map::new();
-        for (c, v) in self.columns.iter().zip(values) {
-            m.insert(c.key.to_string(), crate::json::to_json(v));
-        }
-        self.out
-            .write_all(if self.first { b"\n    " } else { b",\n    " })?;
+    fn row(&mut self, values: &[Cell<'_>]) -> io::Result<()> {
+        use std::fmt::Write as _;
+        self.line.clear();
+        self.line
+            .push_str(if self.first { "\n    {" } else { ",\n    {" });
         self.first = false;
-        serde_json::to_writer(&mut *self.out, &m)?;
-        Ok(())
+        for (i, (c, v)) in self.columns.iter().zip(values).enumerate() {
+            if i > 0 {
+                self.line.push(',');
+            }
+            let _ = write!(self.line, "\"{}\":", c.key);
+            match v {
+                Cell::Int(n) | Cell::Hex(n) => {
+                    let _ = write!(self.line, "{n}");
+                }
+                Cell::Text(s) => {
+                    let quoted = serde_json::to_string(s)?;
+                    self.line.push_str(&quoted);
+                }
+                Cell::Missing => self.line.push_str("null"),
+            }
+        }
+        self.line.push('}');
+        self.out.write_all(self.line.as_bytes())
     }
 
     fn finish(self: Box<Self>, page_size: u64, notes: &[String]) -> io::Result<()> {
@@ -114,8 +184,10 @@ struct SvgStream<'a> {
 }
 
 impl RowStream for SvgStream<'_> {
-    fn row(&mut self, values: &[Value]) -> io::Result<()> {
-        *self.counts.entry(values[self.by].display()).or_default() += 1;
+    fn row(&mut self, values: &[Cell<'_>]) -> io::Result<()> {
+        let mut key = String::new();
+        values[self.by].write(&mut key, true);
+        *self.counts.entry(key).or_default() += 1;
         Ok(())
     }
 
@@ -156,18 +228,19 @@ pub fn row_stream<'a>(
                 out,
                 columns,
                 line: String::new(),
+                cell: String::new(),
             };
-            let titles: Vec<Value> = columns
-                .iter()
-                .map(|c| Value::Text(c.title.to_string()))
-                .collect();
+            let titles: Vec<Cell<'_>> = columns.iter().map(|c| Cell::Text(c.title)).collect();
             s.row(&titles)?;
             Box::new(s)
         }
         Format::Csv => {
             let mut w = csv::Writer::from_writer(out);
             w.write_record(columns.iter().map(|c| c.key))?;
-            Box::new(CsvStream { w })
+            Box::new(CsvStream {
+                w,
+                cell: String::new(),
+            })
         }
         Format::Json => {
             write!(
@@ -179,6 +252,7 @@ pub fn row_stream<'a>(
                 out,
                 columns,
                 first: true,
+                line: String::new(),
             })
         }
         Format::Svg => Box::new(SvgStream {

@@ -13,8 +13,8 @@ use pagescope_core::analysis::PidFilter;
 use pagescope_core::format::{read_snapshot, Completeness, SnapshotWriter};
 use pagescope_core::model::SnapshotSink;
 use pagescope_linux::snapshot::{collect, Config, Detail};
-use pagescope_render::stream::{row_stream, StreamColumn};
-use pagescope_render::{renderer, views, Format, Report, Value};
+use pagescope_render::stream::{row_stream, Cell, StreamColumn};
+use pagescope_render::{renderer, views, Format, Report};
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
@@ -281,40 +281,40 @@ fn pages(args: &ReportArgs) -> Result<()> {
         9,
         &mut out,
     )?);
+    let (mut pagemap_syms, mut kflags) = (String::new(), String::new());
     let mut dump = PageDump::new(filter, |r: &PageRow<'_>| {
-        let ps = r.page_size;
-        let (pfn, phys) = match (r.entry.pfn(), r.phys) {
-            (Some(p), Some(ph)) => (Value::Hex(p.0), Some(ph)),
-            _ => (Value::Missing, None),
-        };
-        let values = [
-            Value::Int(r.pid as u64),
-            Value::from(r.comm),
-            Value::Hex(r.vaddr),
-            pfn.clone(),
-            match pfn {
-                Value::Hex(p) => Value::Hex(p * ps),
-                _ => Value::Missing,
-            },
-            Value::from(r.entry.symbols()),
-            Value::from(r.vma.map_or("----", |v| v.perms.as_str())),
-            Value::from(r.vma_flags.as_str()),
-            Value::from(r.class.name()),
-            phys.map_or(Value::Missing, |p| Value::from(p.flags.short_symbols())),
-            phys.map_or(Value::Missing, |p| Value::Int(p.count)),
-            phys.map_or(Value::Missing, |p| {
+        let phys = r.phys.filter(|_| r.entry.pfn().is_some());
+        let pfn = r.entry.pfn().filter(|_| phys.is_some()).map(|p| p.0);
+        pagemap_syms.clear();
+        pagemap_syms.push_str(&r.entry.symbols());
+        if let Some(p) = phys {
+            p.flags.write_short_symbols(&mut kflags);
+        }
+        let cells = [
+            Cell::Int(r.pid as u64),
+            Cell::Text(r.comm),
+            Cell::Hex(r.vaddr),
+            pfn.map_or(Cell::Missing, Cell::Hex),
+            pfn.map_or(Cell::Missing, |p| Cell::Hex(p * r.page_size)),
+            Cell::Text(&pagemap_syms),
+            Cell::Text(r.vma.map_or("----", |v| v.perms.as_str())),
+            Cell::Text(r.vma_flags),
+            Cell::Text(r.class.name()),
+            phys.map_or(Cell::Missing, |_| Cell::Text(&kflags)),
+            phys.map_or(Cell::Missing, |p| Cell::Int(p.count)),
+            phys.map_or(Cell::Missing, |p| {
                 if p.node == u16::MAX {
-                    Value::Missing
+                    Cell::Missing
                 } else {
-                    Value::Int(p.node as u64)
+                    Cell::Int(p.node as u64)
                 }
             }),
-            Value::from(r.owner),
+            Cell::Text(r.owner),
         ];
         stream
             .as_mut()
             .expect("open until the dump ends")
-            .row(&values)
+            .row(&cells)
             .map_err(|e| pagescope_core::Error::io("standard output", e))
     });
     let cut = feed(args, Detail::Full, &mut dump)?;

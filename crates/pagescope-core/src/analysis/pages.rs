@@ -73,7 +73,7 @@ pub struct PageRow<'a> {
     /// The VMA.
     pub vma: Option<&'a Vma>,
     /// The VMA's flags in the 2005 suite's form (`S X r w x B`).
-    pub vma_flags: String,
+    pub vma_flags: &'a str,
     /// The page's class.
     pub class: PageClass,
     /// Page size in bytes.
@@ -100,6 +100,8 @@ pub struct PageDump<F: FnMut(&PageRow<'_>) -> Result<()>> {
     start_time: u64,
     vmas: Vec<Vma>,
     classes: Vec<VmaClass>,
+    /// Each VMA's flags, in the 2005 suite's form.
+    vma_flags: Vec<String>,
     emit: F,
 }
 
@@ -126,6 +128,7 @@ impl<F: FnMut(&PageRow<'_>) -> Result<()>> PageDump<F> {
             start_time: 0,
             vmas: Vec::new(),
             classes: Vec::new(),
+            vma_flags: Vec::new(),
             emit,
         }
     }
@@ -148,6 +151,12 @@ impl<F: FnMut(&PageRow<'_>) -> Result<()>> SnapshotSink for PageDump<F> {
         self.comm = p.task.comm.clone();
         self.vmas = p.vmas.clone();
         self.classes = classify_vmas(&p.task, &p.vmas, &self.elfs, self.system.page_size.max(1));
+        self.vma_flags = p
+            .vmas
+            .iter()
+            .zip(&self.classes)
+            .map(|(v, c)| c.paper_flags(v))
+            .collect();
         Ok(())
     }
 
@@ -176,10 +185,10 @@ impl<F: FnMut(&PageRow<'_>) -> Result<()>> SnapshotSink for PageDump<F> {
                     (
                         c.page_class(&self.elfs, page.vaddr, ps),
                         owner,
-                        c.paper_flags(v),
+                        self.vma_flags[i].as_str(),
                     )
                 }
-                None => (PageClass::Other, "?", "......".to_string()),
+                None => (PageClass::Other, "?", "......"),
             };
             let row = PageRow {
                 pid: self.pid,
