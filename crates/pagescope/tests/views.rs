@@ -259,7 +259,10 @@ fn every_process_agrees_with_smaps_rollup_and_smem() {
     }
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    let _pt = Pagetest::start(&[], &["--size", "32M", "--hold"], "done");
+    // Two workloads of our own, so that at least two processes hold
+    // still even on a machine with nothing else running.
+    let _a = Pagetest::start(&[], &["--size", "32M", "--hold"], "done");
+    let _b = Pagetest::start(&[], &["--size", "8M", "--mode", "shm", "--hold"], "done");
     // The kernel's figures before and after; only processes whose figures
     // did not move meanwhile are compared (shells and the test harness
     // fork and exit around us).
