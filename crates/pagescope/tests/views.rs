@@ -274,6 +274,10 @@ fn every_process_agrees_with_smaps_rollup_and_smem() {
         pids.iter().filter_map(|&p| Some((p, rollup(p)?))).collect();
     let snap = temp_path(dir.path(), "all.snap");
     run_ok(&["snapshot", "-q", "-o", &snap]);
+    // A second snapshot: a process whose figures differ between the two
+    // was changing (forking, allocating) while it was read.
+    let snap2 = temp_path(dir.path(), "all2.snap");
+    run_ok(&["snapshot", "-q", "-o", &snap2]);
     let smem = Command::new("smem")
         .args(["-c", "pid rss pss uss swap", "-H"])
         .output()
@@ -292,6 +296,24 @@ fn every_process_agrees_with_smaps_rollup_and_smem() {
         })
         .collect();
     let report = report_json(&["report", "processes", "-i", &snap, "-f", "json"]);
+    let second = report_json(&["report", "processes", "-i", &snap2, "-f", "json"]);
+    let figures = |r: &Value| {
+        [
+            "rss_pages",
+            "pss_pages",
+            "uss_pages",
+            "smaps_rss_pages",
+            "smaps_pss_pages",
+            "smaps_uss_pages",
+        ]
+        .map(|k| r[k].as_f64().unwrap_or(-1.0))
+    };
+    let steady: HashMap<u64, [f64; 6]> = second["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["pid"].as_u64().unwrap(), figures(r)))
+        .collect();
     let kb = report["page_size"].as_f64().unwrap() / 1024.0;
     // This test's ancestors (the harness, cargo, a shell) fork around us
     // and share pages with their children while they live: skip them.
