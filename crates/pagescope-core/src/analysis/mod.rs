@@ -41,14 +41,25 @@ pub struct VmaCursor {
 impl VmaCursor {
     /// The VMA holding `vaddr`, if any.
     pub fn find<'a>(&mut self, vmas: &'a [Vma], vaddr: u64) -> Option<&'a Vma> {
-        if self.index >= vmas.len() || vmas[self.index].start > vaddr {
+        self.index_by(vmas, vaddr, |v| v).map(|i| &vmas[i])
+    }
+
+    /// The index of the item whose VMA (`vma(item)`) holds `vaddr`, for
+    /// analyses that keep more than the VMA per entry.
+    pub fn index_by<T>(
+        &mut self,
+        items: &[T],
+        vaddr: u64,
+        vma: impl Fn(&T) -> &Vma,
+    ) -> Option<usize> {
+        if self.index >= items.len() || vma(&items[self.index]).start > vaddr {
             // Out of order (never from pagescope's collector): search.
-            self.index = vmas.partition_point(|v| v.end <= vaddr);
+            self.index = items.partition_point(|v| vma(v).end <= vaddr);
         }
-        while self.index < vmas.len() && vmas[self.index].end <= vaddr {
+        while self.index < items.len() && vma(&items[self.index]).end <= vaddr {
             self.index += 1;
         }
-        vmas.get(self.index).filter(|v| v.start <= vaddr)
+        (self.index < items.len() && vma(&items[self.index]).start <= vaddr).then_some(self.index)
     }
 }
 
@@ -97,11 +108,6 @@ impl<S: SnapshotSink> SnapshotSink for PidFilter<'_, S> {
     fn physmap(&mut self, c: &crate::model::PhysChunk) -> Result<()> {
         self.inner.physmap(c)
     }
-}
-
-/// The lines every report prints about figures a snapshot lacks.
-pub fn missing_notes(system: &SystemInfo) -> Vec<String> {
-    system.missing.clone()
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! as the kernel's page-types does.
 
 use super::classify::{classify_vmas, ElfTable, PageClass, VmaClass};
-use super::is_resident;
+use super::{is_resident, VmaCursor};
 use crate::kpageflags::KPageFlags;
 use crate::model::{
     ElfFile, PageChunk, PhysInfo, ProcessRecord, SnapshotSink, SystemInfo, Trailer, Vma,
@@ -102,6 +102,7 @@ pub struct PageDump<F: FnMut(&PageRow<'_>) -> Result<()>> {
     classes: Vec<VmaClass>,
     /// Each VMA's flags, in the 2005 suite's form.
     vma_flags: Vec<String>,
+    cursor: VmaCursor,
     emit: F,
 }
 
@@ -129,6 +130,7 @@ impl<F: FnMut(&PageRow<'_>) -> Result<()>> PageDump<F> {
             vmas: Vec::new(),
             classes: Vec::new(),
             vma_flags: Vec::new(),
+            cursor: VmaCursor::default(),
             emit,
         }
     }
@@ -151,6 +153,7 @@ impl<F: FnMut(&PageRow<'_>) -> Result<()>> SnapshotSink for PageDump<F> {
         self.comm = p.task.comm.clone();
         self.vmas = p.vmas.clone();
         self.classes = classify_vmas(&p.task, &p.vmas, &self.elfs, self.system.page_size.max(1));
+        self.cursor = VmaCursor::default();
         self.vma_flags = p
             .vmas
             .iter()
@@ -166,8 +169,7 @@ impl<F: FnMut(&PageRow<'_>) -> Result<()>> SnapshotSink for PageDump<F> {
         }
         let ps = self.system.page_size.max(1);
         for page in &chunk.pages {
-            let i = self.vmas.partition_point(|v| v.end <= page.vaddr);
-            let idx = (i < self.vmas.len() && self.vmas[i].start <= page.vaddr).then_some(i);
+            let idx = self.cursor.index_by(&self.vmas, page.vaddr, |v| v);
             let vma = idx.map(|i| &self.vmas[i]);
             if !is_resident(vma, page) {
                 continue;

@@ -9,7 +9,7 @@
 //! needs them (the VMAs of the processes asked for; the units' segments).
 
 use super::classify::{classify_vmas, ElfTable, PageClass, VmaClass};
-use super::is_resident;
+use super::{is_resident, VmaCursor};
 use crate::kpageflags::KPageFlags;
 use crate::model::{
     ElfFile, PageChunk, ProcessRecord, SmapsCounters, SnapshotSink, SystemInfo, Trailer, Vma,
@@ -145,8 +145,6 @@ pub struct ProcessUsage {
     pub smaps: SmapsCounters,
     /// The VMAs.
     pub vmas: Vec<VmaUsage>,
-    /// Time of the snapshot (ns since the epoch), for rates in diffs.
-    pub time_unix_ns: u64,
 }
 
 /// One segment of an executable unit, across processes.
@@ -210,6 +208,7 @@ pub struct Usage {
     pub complete: bool,
     options: UsageOptions,
     classes: Vec<VmaClass>,
+    cursor: VmaCursor,
     /// Per unit segment of the current process: pages seen resident.
     seen: BTreeMap<(String, u64), Vec<bool>>,
 }
@@ -304,6 +303,7 @@ impl SnapshotSink for Usage {
         let from_pages = self.system.pfns_visible && p.rollup.is_none();
         self.classes = classify_vmas(&p.task, &p.vmas, &self.elfs, ps);
         self.seen.clear();
+        self.cursor = VmaCursor::default();
         let keep_maps = self.options.all_maps || self.options.maps_for.contains(&p.task.pid);
         let mut u = ProcessUsage {
             pid: p.task.pid,
@@ -315,7 +315,6 @@ impl SnapshotSink for Usage {
             from_pages,
             rollup_only: p.rollup.is_some(),
             smaps,
-            time_unix_ns: self.system.time_unix_ns,
             ..ProcessUsage::default()
         };
         if !from_pages {
@@ -406,8 +405,7 @@ impl SnapshotSink for Usage {
                 }
                 continue;
             }
-            let i = u.vmas.partition_point(|v| v.vma.end <= page.vaddr);
-            let idx = (i < u.vmas.len() && u.vmas[i].vma.start <= page.vaddr).then_some(i);
+            let idx = self.cursor.index_by(&u.vmas, page.vaddr, |v| &v.vma);
             let vma = idx.map(|i| &u.vmas[i].vma);
             if !is_resident(vma, page) {
                 continue;
