@@ -18,6 +18,8 @@ pub mod physmap;
 pub mod procfs;
 pub mod snapshot;
 pub mod system;
+#[cfg(target_arch = "x86_64")]
+pub mod trace;
 
 use std::path::PathBuf;
 

@@ -106,6 +106,9 @@ pub struct Chart {
     pub series: Vec<String>,
     /// The bars, left to right: a label and one value per series.
     pub bars: Vec<(String, Vec<f64>)>,
+    /// Draw each series as a line through the points instead of stacked
+    /// bars (for curves, whose series must not add up).
+    pub lines: bool,
 }
 
 /// A view's output, before rendering.

@@ -203,6 +203,7 @@ impl RowStream for SvgStream<'_> {
                 y_label: "pages".into(),
                 series: vec!["pages".into()],
                 bars: bars.into_iter().map(|(k, n)| (k, vec![n as f64])).collect(),
+                lines: false,
             }),
             ..Report::default()
         };

@@ -63,6 +63,7 @@ fn fallback(report: &Report) -> Chart {
                         (name, vec![number(&r[vi])])
                     })
                     .collect(),
+                lines: false,
             };
         }
     }
@@ -76,6 +77,7 @@ fn fallback(report: &Report) -> Chart {
             .filter(|(_, _, v)| v.is_numeric())
             .map(|(k, _, v)| (k.to_string(), vec![number(v)]))
             .collect(),
+        lines: false,
     }
 }
 
@@ -111,6 +113,10 @@ fn draw(chart: &Chart, svg: &mut String) -> Result<(), Box<dyn std::error::Error
     let root = SVGBackend::with_string(svg, (width, 520)).into_drawing_area();
     root.fill(&WHITE)?;
     let (lo, hi) = bars.iter().fold((0f64, 0f64), |(lo, hi), (_, vals)| {
+        if chart.lines {
+            let top = vals.iter().copied().fold(0f64, f64::max);
+            return (lo, hi.max(top));
+        }
         let pos: f64 = vals.iter().filter(|v| **v > 0.0).sum();
         let neg: f64 = vals.iter().filter(|v| **v < 0.0).sum();
         (lo.min(neg), hi.max(pos))
@@ -140,6 +146,20 @@ fn draw(chart: &Chart, svg: &mut String) -> Result<(), Box<dyn std::error::Error
         .draw()?;
     for (s, name) in chart.series.iter().enumerate() {
         let color = COLORS[s % COLORS.len()];
+        if chart.lines {
+            let points = bars.iter().enumerate().map(|(i, (_, vals))| {
+                (
+                    SegmentValue::CenterOf(i),
+                    vals.get(s).copied().unwrap_or(0.0),
+                )
+            });
+            ctx.draw_series(LineSeries::new(points, color.stroke_width(2)))?
+                .label(name.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new([(x, y), (x + 12, y)], color.stroke_width(2))
+                });
+            continue;
+        }
         let rects = bars.iter().enumerate().map(move |(i, (_, vals))| {
             let below: f64 = vals[..s].iter().filter(|v| **v >= 0.0).sum();
             let v = vals.get(s).copied().unwrap_or(0.0);

@@ -22,6 +22,91 @@ pub enum Command {
     Report(ReportArgs),
     /// What grew and shrank between two snapshots.
     Diff(DiffArgs),
+    /// Trace every page reference of a program (userfaultfd; x86_64).
+    Trace(TraceArgs),
+    /// Analyse a trace file.
+    Analyze(AnalyzeArgs),
+}
+
+/// `pagescope trace`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  pagescope trace --pool 2M -o t.trace -- pagetest --size 64M --op write\n  pagescope trace --release 1234"
+)]
+pub struct TraceArgs {
+    /// Pages kept resident (a size, e.g. 2M); touches of every other page
+    /// are logged.
+    #[arg(long, value_name = "SIZE", default_value = "2M", value_parser = parse_pool)]
+    pub pool: u64,
+    /// Output file.
+    #[arg(short, long, value_name = "FILE", default_value = "pagescope.trace")]
+    pub output: PathBuf,
+    /// No progress line or summary.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Put back every page a killed tracer had evicted from PID, and let
+    /// it run on untraced.
+    #[arg(long, value_name = "PID", conflicts_with = "command")]
+    pub release: Option<u32>,
+    /// The command to trace, after `--`.
+    #[arg(
+        last = true,
+        value_name = "COMMAND",
+        required_unless_present = "release"
+    )]
+    pub command: Vec<String>,
+}
+
+fn parse_pool(s: &str) -> Result<u64, String> {
+    let n = pagescope_core::units::parse_size(s)?;
+    if n < 4096 {
+        return Err(format!("{s:?}: the pool must hold at least one page"));
+    }
+    Ok(n)
+}
+
+/// The analyses of a trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AnalyzeView {
+    /// References, reads, writes and distinct pages, per thread and mapping.
+    Refs,
+    /// Miss ratio by memory size: LRU (exact), FIFO and CLOCK.
+    Mrc,
+}
+
+/// `pagescope analyze`.
+#[derive(Debug, Args)]
+pub struct AnalyzeArgs {
+    /// The trace file.
+    pub file: PathBuf,
+    /// The analysis.
+    pub view: AnalyzeView,
+    /// Only references to virtual addresses in START-END (hex with 0x, or
+    /// decimal; END exclusive).
+    #[arg(long, value_name = "START-END", value_parser = parse_range)]
+    pub range: Option<(u64, u64)>,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
+}
+
+fn parse_range(s: &str) -> Result<(u64, u64), String> {
+    let num = |t: &str| {
+        let t = t.trim();
+        match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+            Some(h) => u64::from_str_radix(h, 16),
+            None => t.parse(),
+        }
+        .map_err(|_| format!("{t:?} is not an address"))
+    };
+    let (a, b) = s
+        .split_once('-')
+        .ok_or_else(|| format!("{s:?}: expected START-END"))?;
+    let (a, b) = (num(a)?, num(b)?);
+    if b <= a {
+        return Err(format!("{s:?}: END must be above START"));
+    }
+    Ok((a, b))
 }
 
 /// `pagescope diff`.

@@ -18,12 +18,14 @@ use pagescope_render::{renderer, views, Format, Report};
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-/// Runs a parsed command line.
-pub fn run(cli: Cli) -> Result<()> {
+/// Runs a parsed command line; returns the exit code.
+pub fn run(cli: Cli) -> Result<u8> {
     match cli.command {
-        Command::Snapshot(a) => snapshot(a),
-        Command::Report(a) => report(a),
-        Command::Diff(a) => diff(a),
+        Command::Snapshot(a) => snapshot(a).map(|()| 0),
+        Command::Report(a) => report(a).map(|()| 0),
+        Command::Diff(a) => diff(a).map(|()| 0),
+        Command::Trace(a) => crate::trace_cmd::trace(a),
+        Command::Analyze(a) => crate::trace_cmd::analyze(a),
     }
 }
 
@@ -73,7 +75,7 @@ fn diff(args: DiffArgs) -> Result<()> {
 }
 
 /// Prints the notes and renders the report to stdout.
-fn emit(report: &Report, format: OutputFormat) -> Result<()> {
+pub fn emit(report: &Report, format: OutputFormat) -> Result<()> {
     for n in &report.notes {
         note(n);
     }

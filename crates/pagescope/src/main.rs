@@ -8,6 +8,7 @@
 mod cli;
 mod commands;
 mod progress;
+mod trace_cmd;
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -34,7 +35,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     match commands::run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             let bad_input = e.downcast_ref::<BadInput>().is_some();

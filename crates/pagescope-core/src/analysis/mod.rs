@@ -3,8 +3,10 @@
 //! file and a live report are the same computation.
 
 pub mod classify;
+pub mod mrc;
 pub mod pages;
 pub mod physmap;
+pub mod refs;
 pub mod total;
 pub mod usage;
 

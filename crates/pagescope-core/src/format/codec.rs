@@ -41,7 +41,7 @@ struct Columns {
 }
 
 /// Appends `v` as an LEB128 varint.
-fn put(out: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn put(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push(v as u8 | 0x80);
         v >>= 7;
@@ -50,23 +50,23 @@ fn put(out: &mut Vec<u8>, mut v: u64) {
 }
 
 /// Zigzag: small negative and positive numbers become small unsigned ones.
-fn zigzag(v: i64) -> u64 {
+pub(crate) fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
 
-fn unzigzag(v: u64) -> i64 {
+pub(crate) fn unzigzag(v: u64) -> i64 {
     (v >> 1) as i64 ^ -((v & 1) as i64)
 }
 
 /// Reads varints from one column, checking every bound.
-struct Column<'a> {
+pub(crate) struct Column<'a> {
     name: &'static str,
     bytes: &'a [u8],
     pos: usize,
 }
 
 impl<'a> Column<'a> {
-    fn new(name: &'static str, bytes: &'a [u8]) -> Column<'a> {
+    pub(crate) fn new(name: &'static str, bytes: &'a [u8]) -> Column<'a> {
         Column {
             name,
             bytes,
@@ -74,11 +74,11 @@ impl<'a> Column<'a> {
         }
     }
 
-    fn next(&mut self) -> Result<u64, String> {
+    pub(crate) fn next(&mut self) -> Result<u64, String> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
             let Some(&b) = self.bytes.get(self.pos) else {
-                return Err(format!("page chunk column {} is too short", self.name));
+                return Err(format!("column {} is too short", self.name));
             };
             self.pos += 1;
             if shift == 63 && b > 1 {
@@ -89,14 +89,14 @@ impl<'a> Column<'a> {
                 return Ok(v);
             }
         }
-        Err(format!("page chunk column {} has a bad varint", self.name))
+        Err(format!("column {} has a bad varint", self.name))
     }
 
-    fn done(&self) -> Result<(), String> {
+    pub(crate) fn done(&self) -> Result<(), String> {
         if self.pos == self.bytes.len() {
             Ok(())
         } else {
-            Err(format!("page chunk column {} is too long", self.name))
+            Err(format!("column {} is too long", self.name))
         }
     }
 }

@@ -19,10 +19,12 @@
 mod codec;
 mod frame;
 mod snapshot;
+mod trace;
 
 pub use codec::{decode_pages, encode_pages, PageEncoder};
 pub use frame::{Frame, FrameReader, FrameWriter, Kind, ReadOutcome};
 pub use snapshot::{read_snapshot, Completeness, SnapshotWriter};
+pub use trace::{decode_refs, encode_refs, read_trace, TraceVisitor, TraceWriter};
 
 /// The 8 magic bytes that open every pagescope file. The high first byte
 /// and the CR LF / ^Z / LF sequence catch files mangled by text transfer,
@@ -47,7 +49,19 @@ pub mod frame_type {
     pub const ELF: u16 = 4;
     /// [`crate::model::PhysChunk`].
     pub const PHYSMAP: u16 = 5;
-    /// [`crate::model::Trailer`]: the last frame of a complete file.
+    /// [`crate::trace::TraceHeader`]: the first frame of a trace.
+    pub const TRACE_HEADER: u16 = 16;
+    /// [`crate::trace::Mapping`].
+    pub const MAPPING: u16 = 17;
+    /// [`crate::trace::ProcessEvent`].
+    pub const PROCESS_EVENT: u16 = 18;
+    /// A chunk of [`crate::trace::Ref`]s in the columnar encoding of
+    /// [`super::encode_refs`].
+    pub const REFS: u16 = 19;
+    /// [`crate::trace::Residency`].
+    pub const RESIDENCY: u16 = 20;
+    /// The last frame of a complete file: [`crate::model::Trailer`] in a
+    /// snapshot, [`crate::trace::TraceEnd`] in a trace.
     pub const END: u16 = 15;
 }
 

@@ -1,0 +1,217 @@
+//! `analyze FILE refs`: references of a trace, in total, per thread and
+//! per mapping.
+
+use crate::format::TraceVisitor;
+use crate::trace::{Mapping, MappingKind, ProcessEvent, Ref, TraceEnd, TraceHeader};
+use crate::Result;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// The identity of a page across processes: a private page belongs to its
+/// process; a shared-memory page to its inode and offset, so two
+/// processes touching one shared page touch one object.
+pub fn page_key(r: &Ref, mapping: Option<&Mapping>) -> (u64, u64) {
+    match mapping {
+        Some(m) if m.kind == MappingKind::Shared && m.inode != 0 => (
+            m.inode | 1 << 63,
+            r.addr.wrapping_sub(m.start).wrapping_add(m.offset),
+        ),
+        _ => (r.pid as u64, r.addr),
+    }
+}
+
+/// Counts over one selection of references.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RefCounts {
+    /// References.
+    pub references: u64,
+    /// Of which reads.
+    pub reads: u64,
+    /// Of which writes.
+    pub writes: u64,
+    /// Distinct pages referenced.
+    pub distinct_pages: u64,
+}
+
+#[derive(Debug, Default)]
+struct Acc {
+    counts: RefCounts,
+    pages: HashSet<(u64, u64)>,
+}
+
+impl Acc {
+    fn add(&mut self, r: &Ref, key: (u64, u64)) {
+        self.counts.references += 1;
+        if r.write {
+            self.counts.writes += 1;
+        } else {
+            self.counts.reads += 1;
+        }
+        if self.pages.insert(key) {
+            self.counts.distinct_pages += 1;
+        }
+    }
+}
+
+/// The `refs` analysis, fed by [`crate::format::read_trace`].
+#[derive(Debug, Default)]
+pub struct RefStats {
+    /// The trace header.
+    pub header: Option<TraceHeader>,
+    /// Mappings by id (last record wins).
+    pub mappings: BTreeMap<u32, Mapping>,
+    /// The end record, if the trace is complete.
+    pub end: Option<TraceEnd>,
+    /// Process events.
+    pub events: Vec<ProcessEvent>,
+    range: Option<(u64, u64)>,
+    total: Acc,
+    threads: BTreeMap<(u32, u32), Acc>,
+    per_mapping: BTreeMap<u32, Acc>,
+    commands: HashMap<u32, String>,
+}
+
+impl RefStats {
+    /// Counts references whose address is in `[start, end)` if a range is
+    /// given, else all.
+    pub fn new(range: Option<(u64, u64)>) -> RefStats {
+        RefStats {
+            range,
+            ..RefStats::default()
+        }
+    }
+
+    /// The whole selection.
+    pub fn total(&self) -> &RefCounts {
+        &self.total.counts
+    }
+
+    /// Per (pid, tid), in order.
+    pub fn threads(&self) -> impl Iterator<Item = ((u32, u32), &RefCounts)> {
+        self.threads.iter().map(|(&k, a)| (k, &a.counts))
+    }
+
+    /// Per mapping id, in order.
+    pub fn per_mapping(&self) -> impl Iterator<Item = (u32, &RefCounts)> {
+        self.per_mapping.iter().map(|(&k, a)| (k, &a.counts))
+    }
+
+    /// The command a process ran last (from its start or exec event).
+    pub fn command(&self, pid: u32) -> &str {
+        self.commands.get(&pid).map_or("", String::as_str)
+    }
+}
+
+impl TraceVisitor for RefStats {
+    fn header(&mut self, header: &TraceHeader) -> Result<()> {
+        self.header = Some(header.clone());
+        Ok(())
+    }
+
+    fn mapping(&mut self, m: &Mapping) -> Result<()> {
+        self.mappings.insert(m.id, m.clone());
+        Ok(())
+    }
+
+    fn event(&mut self, e: &ProcessEvent) -> Result<()> {
+        use crate::trace::ProcessEventKind as K;
+        match &e.kind {
+            K::Start { command } | K::Exec { command } => {
+                self.commands.insert(e.pid, command.join(" "));
+            }
+            K::Fork { parent } => {
+                let c = self.command(*parent).to_string();
+                self.commands.insert(e.pid, c);
+            }
+            K::Exit { .. } => {}
+        }
+        self.events.push(e.clone());
+        Ok(())
+    }
+
+    fn refs(&mut self, refs: &[Ref]) -> Result<()> {
+        for r in refs {
+            if let Some((s, e)) = self.range {
+                if r.addr < s || r.addr >= e {
+                    continue;
+                }
+            }
+            let key = page_key(r, self.mappings.get(&r.mapping));
+            self.total.add(r, key);
+            self.threads.entry((r.pid, r.tid)).or_default().add(r, key);
+            self.per_mapping.entry(r.mapping).or_default().add(r, key);
+        }
+        Ok(())
+    }
+
+    fn end(&mut self, e: &TraceEnd) -> Result<()> {
+        self.end = Some(e.clone());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(addr: u64, write: bool, tid: u32, mapping: u32) -> Ref {
+        Ref {
+            time_ns: 0,
+            pid: 7,
+            tid,
+            addr,
+            write,
+            mapping,
+        }
+    }
+
+    #[test]
+    fn counts_and_range() {
+        let refs = [
+            r(0x1000, true, 7, 0),
+            r(0x2000, false, 7, 0),
+            r(0x1000, false, 8, 0),
+            r(0x9000, true, 8, 1),
+        ];
+        let mut s = RefStats::new(None);
+        s.refs(&refs).unwrap();
+        assert_eq!(
+            *s.total(),
+            RefCounts {
+                references: 4,
+                reads: 2,
+                writes: 2,
+                distinct_pages: 3
+            }
+        );
+        assert_eq!(s.threads().count(), 2);
+        let mut s = RefStats::new(Some((0x1000, 0x3000)));
+        s.refs(&refs).unwrap();
+        assert_eq!(s.total().references, 3);
+        assert_eq!(s.total().distinct_pages, 2);
+    }
+
+    #[test]
+    fn shared_pages_are_one_object() {
+        let m = |id, pid, start| Mapping {
+            id,
+            pid,
+            start,
+            end: start + 0x10000,
+            perms: "rw-s".into(),
+            offset: 0,
+            path: "/memfd:x".into(),
+            inode: 42,
+            kind: MappingKind::Shared,
+            traced: true,
+        };
+        let mut s = RefStats::new(None);
+        s.mapping(&m(0, 1, 0x10000)).unwrap();
+        s.mapping(&m(1, 2, 0x50000)).unwrap();
+        let mut a = r(0x11000, false, 1, 0);
+        a.pid = 1;
+        let mut b = r(0x51000, false, 2, 1);
+        b.pid = 2;
+        s.refs(&[a, b]).unwrap();
+        assert_eq!(s.total().distinct_pages, 1);
+    }
+}

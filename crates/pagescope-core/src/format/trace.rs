@@ -1,0 +1,388 @@
+//! Traces in the recording format: the writer used by `pagescope trace`
+//! and the reader behind `pagescope analyze`.
+//!
+//! References are stored in chunks, column by column: time deltas,
+//! page-number deltas (zigzag), thread, process and mapping changes, and a
+//! bit per reference for writes. A program that walks memory page by page
+//! gives a page delta of 1 every time, which zstd stores in almost nothing,
+//! so the time column dominates (see docs/format.md for measured sizes).
+
+use super::codec::{put, unzigzag, zigzag, Column};
+use super::frame::{FrameReader, FrameWriter, Kind, ReadOutcome};
+use super::frame_type;
+use super::snapshot::Completeness;
+use crate::trace::{Mapping, ProcessEvent, Ref, Residency, TraceEnd, TraceHeader};
+use crate::{Error, Result};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+/// The stored form of a chunk of references.
+#[derive(Serialize, Deserialize, Default, Debug)]
+struct RefColumns {
+    count: u32,
+    page_shift: u8,
+    first_time: u64,
+    #[serde(with = "serde_bytes")]
+    time_delta: Vec<u8>,
+    #[serde(with = "serde_bytes")]
+    page_delta: Vec<u8>,
+    /// Per reference: tid delta, zigzag.
+    #[serde(with = "serde_bytes")]
+    tid_delta: Vec<u8>,
+    /// Per reference: pid delta, zigzag.
+    #[serde(with = "serde_bytes")]
+    pid_delta: Vec<u8>,
+    /// Per reference: mapping id delta, zigzag.
+    #[serde(with = "serde_bytes")]
+    mapping_delta: Vec<u8>,
+    /// One bit per reference, LSB first.
+    #[serde(with = "serde_bytes")]
+    write: Vec<u8>,
+}
+
+/// Encodes references into the columnar form.
+pub fn encode_refs(refs: &[Ref], page_size: u64, out: &mut Vec<u8>) {
+    let shift = page_size.max(1).trailing_zeros() as u8;
+    let mut c = RefColumns {
+        count: refs.len() as u32,
+        page_shift: shift,
+        first_time: refs.first().map_or(0, |r| r.time_ns),
+        write: vec![0; refs.len().div_ceil(8)],
+        ..RefColumns::default()
+    };
+    let (mut t, mut page, mut tid, mut pid, mut map) = (c.first_time, 0u64, 0u32, 0u32, 0u32);
+    for (i, r) in refs.iter().enumerate() {
+        put(&mut c.time_delta, r.time_ns.wrapping_sub(t));
+        t = r.time_ns;
+        let p = r.addr >> shift;
+        put(&mut c.page_delta, zigzag(p.wrapping_sub(page) as i64));
+        page = p;
+        put(&mut c.tid_delta, zigzag(r.tid as i64 - tid as i64));
+        tid = r.tid;
+        put(&mut c.pid_delta, zigzag(r.pid as i64 - pid as i64));
+        pid = r.pid;
+        put(&mut c.mapping_delta, zigzag(r.mapping as i64 - map as i64));
+        map = r.mapping;
+        if r.write {
+            c.write[i / 8] |= 1 << (i % 8);
+        }
+    }
+    out.clear();
+    *out = postcard::to_extend(&c, std::mem::take(out)).expect("a Vec takes any bytes");
+}
+
+fn to_u32(v: i64, what: &str) -> std::result::Result<u32, String> {
+    u32::try_from(v).map_err(|_| format!("reference chunk: {what} {v} out of range"))
+}
+
+/// Decodes a chunk written by [`encode_refs`], checking every bound.
+pub fn decode_refs(bytes: &[u8]) -> std::result::Result<Vec<Ref>, String> {
+    let c: RefColumns =
+        postcard::from_bytes(bytes).map_err(|e| format!("bad reference chunk: {e}"))?;
+    let n = c.count as usize;
+    if c.page_shift >= 40 || c.write.len() != n.div_ceil(8) || n > c.time_delta.len() {
+        return Err("reference chunk header does not match its columns".into());
+    }
+    let mut time = Column::new("time", &c.time_delta);
+    let mut pages = Column::new("page", &c.page_delta);
+    let mut tids = Column::new("tid", &c.tid_delta);
+    let mut pids = Column::new("pid", &c.pid_delta);
+    let mut maps = Column::new("mapping", &c.mapping_delta);
+    let mut out = Vec::with_capacity(n);
+    let (mut t, mut page, mut tid, mut pid, mut map) = (c.first_time, 0u64, 0i64, 0i64, 0i64);
+    for i in 0..n {
+        t = t.wrapping_add(time.next()?);
+        page = page.wrapping_add(unzigzag(pages.next()?) as u64);
+        tid += unzigzag(tids.next()?);
+        pid += unzigzag(pids.next()?);
+        map += unzigzag(maps.next()?);
+        out.push(Ref {
+            time_ns: t,
+            pid: to_u32(pid, "pid")?,
+            tid: to_u32(tid, "tid")?,
+            addr: page.checked_shl(c.page_shift as u32).unwrap_or(0),
+            write: c.write[i / 8] & (1 << (i % 8)) != 0,
+            mapping: to_u32(map, "mapping")?,
+        });
+    }
+    for col in [&time, &pages, &tids, &pids, &maps] {
+        col.done()?;
+    }
+    Ok(out)
+}
+
+/// Writes a trace stream as frames; every frame is on disk (in the page
+/// cache) when its call returns, so a killed tracer leaves a readable file.
+#[derive(Debug)]
+pub struct TraceWriter<W: Write> {
+    frames: FrameWriter<W>,
+    path: PathBuf,
+    page_size: u64,
+    encoded: Vec<u8>,
+}
+
+impl<W: Write> TraceWriter<W> {
+    /// Starts a trace file with its header.
+    pub fn new(out: W, path: &Path, header: &TraceHeader) -> Result<TraceWriter<W>> {
+        let mut w = TraceWriter {
+            frames: FrameWriter::new(out, Kind::Trace).map_err(|e| Error::io(path, e))?,
+            path: path.to_path_buf(),
+            page_size: header.page_size,
+            encoded: Vec::new(),
+        };
+        w.put(frame_type::TRACE_HEADER, header)?;
+        Ok(w)
+    }
+
+    /// Bytes written so far.
+    pub fn bytes(&self) -> u64 {
+        self.frames.bytes
+    }
+
+    fn put<T: Serialize>(&mut self, frame_type: u16, value: &T) -> Result<()> {
+        let raw =
+            postcard::to_stdvec(value).map_err(|e| Error::corrupt(&self.path, e.to_string()))?;
+        self.frames
+            .write_frame(frame_type, &raw)
+            .map_err(|e| Error::io(&self.path, e))
+    }
+
+    /// A mapping (new, or moved).
+    pub fn mapping(&mut self, m: &Mapping) -> Result<()> {
+        self.put(frame_type::MAPPING, m)
+    }
+
+    /// A process event.
+    pub fn event(&mut self, e: &ProcessEvent) -> Result<()> {
+        self.put(frame_type::PROCESS_EVENT, e)
+    }
+
+    /// Residency of an untraced mapping.
+    pub fn residency(&mut self, r: &Residency) -> Result<()> {
+        self.put(frame_type::RESIDENCY, r)
+    }
+
+    /// A chunk of references.
+    pub fn refs(&mut self, refs: &[Ref]) -> Result<()> {
+        if refs.is_empty() {
+            return Ok(());
+        }
+        encode_refs(refs, self.page_size, &mut self.encoded);
+        self.frames
+            .write_frame(frame_type::REFS, &self.encoded)
+            .map_err(|e| Error::io(&self.path, e))
+    }
+
+    /// The end record.
+    pub fn finish(&mut self, end: &TraceEnd) -> Result<()> {
+        self.put(frame_type::END, end)
+    }
+}
+
+/// Receives a trace as it is read.
+pub trait TraceVisitor {
+    /// The header, first.
+    fn header(&mut self, header: &TraceHeader) -> Result<()>;
+    /// A mapping record.
+    fn mapping(&mut self, _m: &Mapping) -> Result<()> {
+        Ok(())
+    }
+    /// A process event.
+    fn event(&mut self, _e: &ProcessEvent) -> Result<()> {
+        Ok(())
+    }
+    /// A chunk of references, in trace order.
+    fn refs(&mut self, refs: &[Ref]) -> Result<()>;
+    /// Residency of an untraced mapping.
+    fn residency(&mut self, _r: &Residency) -> Result<()> {
+        Ok(())
+    }
+    /// The end record of a complete trace.
+    fn end(&mut self, _e: &TraceEnd) -> Result<()> {
+        Ok(())
+    }
+}
+
+fn decode<T: DeserializeOwned>(path: &Path, offset: u64, what: &str, bytes: &[u8]) -> Result<T> {
+    postcard::from_bytes(bytes).map_err(|e| {
+        Error::corrupt(
+            path,
+            format!("frame at byte {offset}: bad {what} record: {e}"),
+        )
+    })
+}
+
+/// Replays a trace file into `visitor`. A file cut short (a killed
+/// tracer) is replayed up to its last complete frame.
+pub fn read_trace<R: Read>(
+    input: R,
+    path: &Path,
+    visitor: &mut dyn TraceVisitor,
+) -> Result<Completeness> {
+    let mut reader = FrameReader::new(input, path)?;
+    if reader.kind() != Kind::Trace {
+        return Err(Error::corrupt(
+            path,
+            format!("is a {} file, not a trace", reader.kind().name()),
+        ));
+    }
+    let mut seen_header = false;
+    loop {
+        let frame = match reader.next_frame()? {
+            ReadOutcome::Frame(f) => f,
+            ReadOutcome::Eof | ReadOutcome::CutShort { .. } if !seen_header => {
+                return Err(Error::corrupt(path, "cut short before any data"));
+            }
+            ReadOutcome::Eof => return Ok(Completeness::CutShort { offset: u64::MAX }),
+            ReadOutcome::CutShort { offset } => return Ok(Completeness::CutShort { offset }),
+        };
+        let at = frame.offset;
+        match frame.frame_type {
+            frame_type::TRACE_HEADER if !seen_header => {
+                let h: TraceHeader = decode(path, at, "trace header", &frame.payload)?;
+                if h.page_size == 0 || !h.page_size.is_power_of_two() {
+                    return Err(Error::corrupt(
+                        path,
+                        format!("page size {} is impossible", h.page_size),
+                    ));
+                }
+                visitor.header(&h)?;
+                seen_header = true;
+            }
+            _ if !seen_header => {
+                return Err(Error::corrupt(path, "does not start with a trace header"));
+            }
+            frame_type::TRACE_HEADER => {
+                return Err(Error::corrupt(
+                    path,
+                    format!("frame at byte {at}: second trace header"),
+                ));
+            }
+            frame_type::MAPPING => {
+                visitor.mapping(&decode(path, at, "mapping", &frame.payload)?)?
+            }
+            frame_type::PROCESS_EVENT => {
+                visitor.event(&decode(path, at, "process event", &frame.payload)?)?
+            }
+            frame_type::RESIDENCY => {
+                visitor.residency(&decode(path, at, "residency", &frame.payload)?)?
+            }
+            frame_type::REFS => {
+                let refs = decode_refs(&frame.payload)
+                    .map_err(|why| Error::corrupt(path, format!("frame at byte {at}: {why}")))?;
+                visitor.refs(&refs)?;
+            }
+            frame_type::END => {
+                visitor.end(&decode(path, at, "end", &frame.payload)?)?;
+                return Ok(Completeness::Complete);
+            }
+            _ => {} // A newer frame type: skip it.
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::EvictMethod;
+
+    fn header() -> TraceHeader {
+        TraceHeader {
+            page_size: 4096,
+            pool_pages: 512,
+            policy: "fifo".into(),
+            evict: EvictMethod::Move,
+            command: vec!["x".into()],
+            start_unix_ns: 1,
+            start_monotonic_ns: 1,
+            kernel: "6.18".into(),
+            untraced: String::new(),
+        }
+    }
+
+    fn sample(n: u64) -> Vec<Ref> {
+        (0..n)
+            .map(|i| Ref {
+                time_ns: 1000 + i * 3217 + (i * i) % 97,
+                pid: 100 + (i / 50) as u32,
+                tid: 100 + (i % 3) as u32,
+                addr: 0x7f00_0000_0000 + ((i * 7919) % 5000) * 4096,
+                write: i % 3 == 0,
+                mapping: (i % 5) as u32,
+            })
+            .collect()
+    }
+
+    #[derive(Default)]
+    struct Collect {
+        refs: Vec<Ref>,
+        end: Option<TraceEnd>,
+    }
+    impl TraceVisitor for Collect {
+        fn header(&mut self, _: &TraceHeader) -> Result<()> {
+            Ok(())
+        }
+        fn refs(&mut self, refs: &[Ref]) -> Result<()> {
+            self.refs.extend_from_slice(refs);
+            Ok(())
+        }
+        fn end(&mut self, e: &TraceEnd) -> Result<()> {
+            self.end = Some(e.clone());
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn refs_round_trip() {
+        let refs = sample(10_000);
+        let mut buf = Vec::new();
+        encode_refs(&refs, 4096, &mut buf);
+        assert_eq!(decode_refs(&buf).unwrap(), refs);
+    }
+
+    #[test]
+    fn file_round_trip_and_truncation() {
+        let refs = sample(3000);
+        let mut w = TraceWriter::new(Vec::new(), Path::new("t"), &header()).unwrap();
+        for chunk in refs.chunks(1000) {
+            w.refs(chunk).unwrap();
+        }
+        let end = TraceEnd {
+            references: 3000,
+            ..TraceEnd::default()
+        };
+        w.finish(&end).unwrap();
+        let bytes = w.frames.into_inner();
+        let mut c = Collect::default();
+        let done = read_trace(&bytes[..], Path::new("t"), &mut c).unwrap();
+        assert_eq!(done, Completeness::Complete);
+        assert_eq!(c.refs, refs);
+        assert_eq!(c.end, Some(end));
+        // Every cut keeps whole chunks only, and never errors once the
+        // header is in.
+        let header_end = 16 + 16 + postcard::to_stdvec(&header()).unwrap().len();
+        for cut in (header_end + 20..bytes.len()).step_by(97) {
+            let mut c = Collect::default();
+            let done = read_trace(&bytes[..cut], Path::new("t"), &mut c).unwrap();
+            assert!(matches!(done, Completeness::CutShort { .. }));
+            assert_eq!(c.refs.len() % 1000, 0);
+            assert_eq!(c.refs[..], refs[..c.refs.len()]);
+        }
+    }
+
+    #[test]
+    fn corrupt_chunks_are_errors() {
+        let refs = sample(100);
+        let mut buf = Vec::new();
+        encode_refs(&refs, 4096, &mut buf);
+        for i in 0..buf.len() {
+            let mut b = buf.clone();
+            b[i] ^= 0x55;
+            let _ = decode_refs(&b); // must not panic
+            b.truncate(i);
+            assert!(decode_refs(&b).is_err() || i == buf.len());
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! The data model of a page-reference trace (`pagescope trace`).
+//!
+//! A trace is the list of references that missed the tracer's pool of
+//! resident pages, in the order the tracer saw them: the first touch of a
+//! page, and every touch of a page after it was evicted from the pool. A
+//! write to a page that was brought in by a read is a reference of its own.
+
+use serde::{Deserialize, Serialize};
+
+/// How evicted pages leave the traced address space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EvictMethod {
+    /// `UFFDIO_MOVE` into a store area inside the target: no copy.
+    Move,
+    /// Copied out and dropped, copied back on the fault.
+    Copy,
+}
+
+/// The first record of a trace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceHeader {
+    /// Bytes per page.
+    pub page_size: u64,
+    /// Pages in the pool.
+    pub pool_pages: u64,
+    /// Pool replacement policy ("fifo").
+    pub policy: String,
+    /// How pages are evicted.
+    pub evict: EvictMethod,
+    /// The traced command line, or the attached process's.
+    pub command: Vec<String>,
+    /// Wall-clock start, nanoseconds since the Unix epoch; reference times
+    /// are nanoseconds after it.
+    pub start_unix_ns: u64,
+    /// The same moment on `CLOCK_MONOTONIC`, to line references up with
+    /// the traced program's own timestamps.
+    pub start_monotonic_ns: u64,
+    /// `uname -r` of the machine.
+    pub kernel: String,
+    /// What the trace does not hold, in words (file mappings).
+    pub untraced: String,
+}
+
+/// What kind of memory a mapping is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum MappingKind {
+    /// Private anonymous memory (mmap).
+    Anonymous,
+    /// The brk heap.
+    Heap,
+    /// A stack.
+    Stack,
+    /// Shared memory (shmem, memfd); the same inode in two processes is one
+    /// object.
+    Shared,
+    /// A regular file: not traced; its residency is reported instead.
+    File,
+}
+
+impl MappingKind {
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            MappingKind::Anonymous => "anon",
+            MappingKind::Heap => "heap",
+            MappingKind::Stack => "stack",
+            MappingKind::Shared => "shared",
+            MappingKind::File => "file",
+        }
+    }
+}
+
+/// One mapping of a traced process. A mapping that moves (`mremap`) is
+/// recorded again with the same id; the last record wins.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mapping {
+    /// Id used by references.
+    pub id: u32,
+    /// Process.
+    pub pid: u32,
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// `rwxp`.
+    pub perms: String,
+    /// File offset.
+    pub offset: u64,
+    /// Path or pseudo-name (`[heap]`, `[stack]`), empty for anonymous.
+    pub path: String,
+    /// Inode (shared memory and files).
+    pub inode: u64,
+    /// Kind.
+    pub kind: MappingKind,
+    /// References to it are traced.
+    pub traced: bool,
+}
+
+/// Something that happened to a traced process.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ProcessEventKind {
+    /// Tracing of this process began.
+    Start {
+        /// Its command line.
+        command: Vec<String>,
+    },
+    /// It was created by `fork` of `parent`.
+    Fork {
+        /// The parent.
+        parent: u32,
+    },
+    /// It ran `execve`: a new address space.
+    Exec {
+        /// The new command line.
+        command: Vec<String>,
+    },
+    /// It exited (code) or was killed (negative signal number).
+    Exit {
+        /// Exit code, or minus the signal.
+        status: i32,
+    },
+}
+
+/// A process event with its time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessEvent {
+    /// Nanoseconds after the trace start.
+    pub time_ns: u64,
+    /// The process.
+    pub pid: u32,
+    /// What happened.
+    pub kind: ProcessEventKind,
+}
+
+/// Resident pages of an untraced (file) mapping, read from pagemap when
+/// the process exits or the trace ends.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Residency {
+    /// The mapping.
+    pub mapping: u32,
+    /// Pages of the mapping.
+    pub pages: u64,
+    /// Of those, resident.
+    pub resident: u64,
+}
+
+/// One logged reference.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ref {
+    /// Nanoseconds after the trace start.
+    pub time_ns: u64,
+    /// Process.
+    pub pid: u32,
+    /// Thread.
+    pub tid: u32,
+    /// Page-aligned virtual address.
+    pub addr: u64,
+    /// A write.
+    pub write: bool,
+    /// [`Mapping::id`].
+    pub mapping: u32,
+}
+
+/// The last record of a complete trace: the tracer's own counts.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceEnd {
+    /// References logged.
+    pub references: u64,
+    /// Pages evicted from the pool.
+    pub evictions: u64,
+    /// Pages the kernel would not let the tracer evict (shared with another
+    /// process after fork, or in a mapping whose protection differs from
+    /// the store's): they stayed mapped, and later touches of them were not
+    /// seen until they were written.
+    pub unevictable: u64,
+    /// Why the trace ended ("exited", "interrupted", ...).
+    pub reason: String,
+}

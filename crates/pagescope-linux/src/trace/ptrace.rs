@@ -1,0 +1,434 @@
+//! ptrace: starting the traced program stopped, and making a stopped
+//! thread run system calls of the tracer's choosing (injection, as CRIU's
+//! parasite code does, but one system call at a time).
+//!
+//! Injection happens only at a syscall-exit stop. There `rip` points just
+//! past the `syscall` instruction that was executed, so setting `rip` back
+//! by two bytes and `rax` to another system call number makes the thread
+//! execute the same instruction again with the tracer's arguments; at that
+//! call's exit stop the result is read and the saved registers are put
+//! back, and the program continues as if nothing happened. No code is
+//! written into the target, so static binaries and read-only text work.
+#![allow(unsafe_code)]
+
+use nix::errno::Errno;
+use nix::sys::ptrace;
+use nix::sys::signal::{self, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use std::ffi::CString;
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// x86_64 system call numbers the tracer uses or watches.
+pub mod nr {
+    /// mmap
+    pub const MMAP: u64 = 9;
+    /// mprotect
+    pub const MPROTECT: u64 = 10;
+    /// munmap
+    pub const MUNMAP: u64 = 11;
+    /// brk
+    pub const BRK: u64 = 12;
+    /// clone
+    pub const CLONE: u64 = 56;
+    /// mremap
+    pub const MREMAP: u64 = 25;
+    /// madvise
+    pub const MADVISE: u64 = 28;
+    /// execve
+    pub const EXECVE: u64 = 59;
+    /// prctl
+    pub const PRCTL: u64 = 157;
+    /// execveat
+    pub const EXECVEAT: u64 = 322;
+    /// userfaultfd
+    pub const USERFAULTFD: u64 = 323;
+}
+
+/// The options every tracee gets.
+pub fn options() -> ptrace::Options {
+    use ptrace::Options as O;
+    O::PTRACE_O_TRACESYSGOOD
+        | O::PTRACE_O_TRACEFORK
+        | O::PTRACE_O_TRACEVFORK
+        | O::PTRACE_O_TRACECLONE
+        | O::PTRACE_O_TRACEEXEC
+        | O::PTRACE_O_TRACEEXIT
+}
+
+/// Finds `prog` the way `execvp` would, so that a missing program is an
+/// error here rather than an exit code from the child.
+pub fn resolve(prog: &str) -> io::Result<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &std::path::Path| {
+        std::fs::metadata(p)
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+    };
+    if prog.contains('/') {
+        let p = std::path::PathBuf::from(prog);
+        return if executable(&p) {
+            Ok(p)
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{prog}: not an executable file"),
+            ))
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    std::env::split_paths(&path)
+        .map(|d| d.join(prog))
+        .find(|p| executable(p))
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{prog}: command not found in PATH"),
+            )
+        })
+}
+
+fn cstring(s: &str) -> io::Result<CString> {
+    CString::new(s).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("argument {s:?} contains a NUL byte"),
+        )
+    })
+}
+
+/// Forks and runs `argv` (with `program` its resolved path), attached with
+/// `PTRACE_SEIZE` before it calls `execve`, so the tracer sees the exec.
+/// Call this before the tracer starts other threads.
+pub fn spawn(program: &std::path::Path, argv: &[String]) -> io::Result<Pid> {
+    let path = cstring(&program.to_string_lossy())?;
+    let args: Vec<CString> = argv.iter().map(|a| cstring(a)).collect::<io::Result<_>>()?;
+    let mut ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    let msg = b"pagescope: exec failed\n";
+    // SAFETY: the child only calls async-signal-safe functions (raise,
+    // execv, write, _exit) on memory prepared before the fork.
+    match unsafe { nix::unistd::fork() }.map_err(io::Error::from)? {
+        nix::unistd::ForkResult::Child => unsafe {
+            libc::raise(libc::SIGSTOP);
+            libc::execv(path.as_ptr(), ptrs.as_ptr());
+            libc::write(2, msg.as_ptr().cast(), msg.len());
+            libc::_exit(127);
+        },
+        nix::unistd::ForkResult::Parent { child } => {
+            match waitpid(child, Some(WaitPidFlag::WSTOPPED)).map_err(io::Error::from)? {
+                WaitStatus::Stopped(_, Signal::SIGSTOP) => {}
+                other => {
+                    return Err(io::Error::other(format!(
+                        "the child did not stop before exec: {other:?}"
+                    )))
+                }
+            }
+            if let Err(e) = ptrace::seize(child, options()) {
+                let _ = signal::kill(child, Signal::SIGKILL);
+                let _ = waitpid(child, None);
+                return Err(seize_error(e));
+            }
+            signal::kill(child, Signal::SIGCONT).map_err(io::Error::from)?;
+            Ok(child)
+        }
+    }
+}
+
+/// The message for a refused `PTRACE_SEIZE`, naming the fix.
+pub fn seize_error(e: Errno) -> io::Error {
+    if e == Errno::EPERM {
+        io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "ptrace was refused: run as root, or allow it with \
+             `sysctl kernel.yama.ptrace_scope=0` (Yama)",
+        )
+    } else {
+        io::Error::other(format!("ptrace: {e}"))
+    }
+}
+
+/// Waits for the next stop of `tid` while it runs injected code, and
+/// returns it. A signal that arrives meanwhile is held back and returned
+/// in `held`, to be sent again afterwards.
+fn wait_syscall_stop(tid: Pid, held: &mut Vec<Signal>) -> io::Result<()> {
+    loop {
+        match waitpid(tid, Some(WaitPidFlag::__WALL)) {
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+            Ok(WaitStatus::PtraceSyscall(_)) => return Ok(()),
+            Ok(WaitStatus::Stopped(_, sig)) => {
+                if matches!(
+                    sig,
+                    Signal::SIGSEGV | Signal::SIGBUS | Signal::SIGILL | Signal::SIGFPE
+                ) {
+                    return Err(io::Error::other(format!(
+                        "the traced thread {tid} faulted ({sig}) running an injected system call"
+                    )));
+                }
+                held.push(sig);
+                ptrace::syscall(tid, None)?;
+            }
+            Ok(WaitStatus::PtraceEvent(..)) => {
+                ptrace::syscall(tid, None)?;
+            }
+            Ok(other) => {
+                return Err(io::Error::other(format!(
+                    "the traced thread {tid} went away during injection: {other:?}"
+                )))
+            }
+        }
+    }
+}
+
+/// A thread stopped at a syscall-exit stop, borrowed for injection.
+#[derive(Debug)]
+pub struct Injector {
+    tid: Pid,
+    saved: libc::user_regs_struct,
+    insn: u64,
+    held: Vec<Signal>,
+}
+
+impl Injector {
+    /// Saves the registers of `tid`, which must be at a syscall-exit stop.
+    /// `insn` is the address of a `syscall` instruction to run; `None`
+    /// means the one the thread just executed (not after `execve`, which
+    /// leaves `rip` at the new program's entry point).
+    pub fn new(tid: Pid, insn: Option<u64>) -> io::Result<Injector> {
+        let saved = ptrace::getregs(tid)?;
+        Ok(Injector {
+            tid,
+            saved,
+            insn: insn.unwrap_or(saved.rip - 2),
+            held: Vec::new(),
+        })
+    }
+
+    /// Runs the next system calls at the `syscall` instruction at `insn`.
+    pub fn set_insn(&mut self, insn: u64) {
+        self.insn = insn;
+    }
+
+    /// The saved stack pointer.
+    pub fn sp(&self) -> u64 {
+        self.saved.rsp
+    }
+
+    /// Runs system call `nr` with `args` in the thread; returns its result
+    /// (negative errno on failure).
+    pub fn syscall(&mut self, nr: u64, args: [u64; 6]) -> io::Result<i64> {
+        let mut r = self.saved;
+        r.rip = self.insn;
+        r.rax = nr;
+        r.orig_rax = u64::MAX;
+        r.rdi = args[0];
+        r.rsi = args[1];
+        r.rdx = args[2];
+        r.r10 = args[3];
+        r.r8 = args[4];
+        r.r9 = args[5];
+        ptrace::setregs(self.tid, r)?;
+        ptrace::syscall(self.tid, None)?;
+        wait_syscall_stop(self.tid, &mut self.held)?; // entry
+        ptrace::syscall(self.tid, None)?;
+        wait_syscall_stop(self.tid, &mut self.held)?; // exit
+        Ok(ptrace::getregs(self.tid)?.rax as i64)
+    }
+
+    /// Puts the saved registers back; the thread is again at its original
+    /// syscall-exit stop. Signals that arrived meanwhile are sent again.
+    pub fn finish(self) -> io::Result<()> {
+        ptrace::setregs(self.tid, self.saved)?;
+        for sig in self.held {
+            let _ = signal::kill(self.tid, sig);
+        }
+        Ok(())
+    }
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Installs SIGINT and SIGTERM handlers that set [`stop_requested`]
+/// without `SA_RESTART`, so the calling thread's blocking `waitpid`
+/// returns `EINTR`. Other threads should block both signals.
+pub fn catch_stop_signals() -> io::Result<()> {
+    let action = signal::SigAction::new(
+        signal::SigHandler::Handler(on_stop_signal),
+        signal::SaFlags::empty(),
+        signal::SigSet::empty(),
+    );
+    for sig in [Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic.
+        unsafe { signal::sigaction(sig, &action) }.map_err(io::Error::from)?;
+    }
+    Ok(())
+}
+
+/// Whether SIGINT or SIGTERM arrived.
+pub fn stop_requested() -> bool {
+    STOP.load(Ordering::SeqCst)
+}
+
+/// Runs `f` with SIGINT and SIGTERM blocked, so threads it spawns inherit
+/// the block and the signals reach the calling thread.
+pub fn with_stop_signals_blocked<T>(f: impl FnOnce() -> T) -> T {
+    let mut set = signal::SigSet::empty();
+    set.add(Signal::SIGINT);
+    set.add(Signal::SIGTERM);
+    let _ = signal::pthread_sigmask(signal::SigmaskHow::SIG_BLOCK, Some(&set), None);
+    let out = f();
+    let _ = signal::pthread_sigmask(signal::SigmaskHow::SIG_UNBLOCK, Some(&set), None);
+    out
+}
+
+/// Whether two processes share one address space (`kcmp KCMP_VM`).
+pub fn same_mm(a: u32, b: u32) -> io::Result<bool> {
+    const KCMP_VM: libc::c_long = 1;
+    // SAFETY: kcmp takes integers only.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_kcmp,
+            a as libc::c_long,
+            b as libc::c_long,
+            KCMP_VM,
+            0,
+            0,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r == 0)
+    }
+}
+
+/// Finds a `syscall` instruction (bytes 0f 05) in the vDSO of `pid`, for
+/// injection where the thread's own can't be used.
+pub fn vdso_syscall(pid: u32) -> io::Result<u64> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
+    let (start, end) = maps
+        .lines()
+        .find(|l| l.ends_with("[vdso]"))
+        .and_then(|l| {
+            let (a, b) = l.split(' ').next()?.split_once('-')?;
+            Some((
+                u64::from_str_radix(a, 16).ok()?,
+                u64::from_str_radix(b, 16).ok()?,
+            ))
+        })
+        .ok_or_else(|| io::Error::other("the process has no vDSO (booted with vdso=0?)"))?;
+    let mut bytes = vec![0u8; (end - start) as usize];
+    let len = bytes.len();
+    let n = {
+        let mut iov = [io::IoSliceMut::new(&mut bytes)];
+        nix::sys::uio::process_vm_readv(
+            Pid::from_raw(pid as i32),
+            &mut iov,
+            &[nix::sys::uio::RemoteIoVec {
+                base: start as usize,
+                len,
+            }],
+        )?
+    };
+    bytes[..n]
+        .windows(2)
+        .position(|w| w == [0x0f, 0x05])
+        .map(|i| start + i as u64)
+        .ok_or_else(|| io::Error::other("no syscall instruction in the vDSO"))
+}
+
+/// The code of the mover's page: a `syscall` instruction for injection,
+/// then a loop of `pause()` where the mover waits if it is ever let go.
+///
+/// ```text
+/// 0: 0f 05           syscall
+/// 2: b8 22 00 00 00  mov eax, 34 (pause)
+/// 7: 0f 05           syscall
+/// 9: eb f7           jmp 2
+/// ```
+pub const MOVER_CODE: [u8; 11] = [
+    0x0f, 0x05, 0xb8, 0x22, 0x00, 0x00, 0x00, 0x0f, 0x05, 0xeb, 0xf7,
+];
+
+/// clone flags of the mover: same address space, not auto-attached, no
+/// signal to the parent when it ends (so the program's `wait` never sees
+/// it).
+pub const MOVER_CLONE_FLAGS: u64 = (libc::CLONE_VM | libc::CLONE_UNTRACED) as u64;
+
+/// A task that shares the traced program's address space and runs the
+/// system calls that the kernel accepts only from inside it
+/// (`UFFDIO_MOVE` refuses a caller from another mm). It is created by the
+/// program (an injected `clone`), attached by the thread that uses it, and
+/// killed by the kernel if the tracer dies (`PTRACE_O_EXITKILL`).
+#[derive(Debug)]
+pub struct Mover {
+    pid: Pid,
+    insn: u64,
+    regs: libc::user_regs_struct,
+}
+
+impl Mover {
+    /// Attaches the mover `pid`, whose code page starts at `insn`. Must be
+    /// called from the thread that will use it.
+    pub fn seize(pid: u32, insn: u64) -> io::Result<Mover> {
+        let p = Pid::from_raw(pid as i32);
+        ptrace::seize(
+            p,
+            ptrace::Options::PTRACE_O_EXITKILL | ptrace::Options::PTRACE_O_TRACESYSGOOD,
+        )
+        .map_err(seize_error)?;
+        ptrace::interrupt(p)?;
+        loop {
+            match waitpid(p, Some(WaitPidFlag::__WALL)) {
+                Err(Errno::EINTR) => continue,
+                Err(e) => return Err(e.into()),
+                Ok(WaitStatus::PtraceEvent(..)) | Ok(WaitStatus::Stopped(..)) => break,
+                Ok(WaitStatus::PtraceSyscall(_)) => break,
+                Ok(other) => {
+                    return Err(io::Error::other(format!(
+                        "the mover {pid} did not stop: {other:?}"
+                    )))
+                }
+            }
+        }
+        Ok(Mover {
+            pid: p,
+            insn,
+            regs: ptrace::getregs(p)?,
+        })
+    }
+
+    /// Runs one system call in the mover; returns its result (negative
+    /// errno on failure).
+    pub fn syscall(&self, nr: u64, args: [u64; 6]) -> io::Result<i64> {
+        let mut r = self.regs;
+        r.rip = self.insn;
+        r.rax = nr;
+        r.orig_rax = u64::MAX;
+        r.rdi = args[0];
+        r.rsi = args[1];
+        r.rdx = args[2];
+        r.r10 = args[3];
+        r.r8 = args[4];
+        r.r9 = args[5];
+        ptrace::setregs(self.pid, r)?;
+        let mut held = Vec::new();
+        ptrace::syscall(self.pid, None)?;
+        wait_syscall_stop(self.pid, &mut held)?;
+        ptrace::syscall(self.pid, None)?;
+        wait_syscall_stop(self.pid, &mut held)?;
+        Ok(ptrace::getregs(self.pid)?.rax as i64)
+    }
+
+    /// Ends the mover.
+    pub fn kill(self) {
+        let _ = signal::kill(self.pid, Signal::SIGKILL);
+        let _ = waitpid(self.pid, Some(WaitPidFlag::__WALL));
+    }
+}

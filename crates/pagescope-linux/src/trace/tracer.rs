@@ -1,0 +1,1596 @@
+//! The tracer: a ptrace thread that follows the program's processes,
+//! system calls and address spaces, and a fault thread that serves the
+//! userfaultfds, keeps the pool, and logs references.
+//!
+//! New mappings are found at syscall-exit stops (`PTRACE_SYSCALL`), where
+//! the thread that made the mapping is stopped: the range is registered
+//! before any thread can learn its address. A seccomp filter would stop
+//! only on the memory system calls, but once no tracer listens it makes
+//! them fail with `ENOSYS` and can never be removed; plain syscall stops
+//! cost two stops per system call instead, and a tracer that dies leaves
+//! the program running normally.
+
+use super::mm::{
+    self, Mm, MoverRef, Restored, Store, INDEX_BYTES, INDEX_NAME, PAGE, STORE_BYTES, STORE_NAME,
+};
+use super::ptrace::{self as pt, nr, Injector, Mover};
+use super::uffd::{self, Msg, Uffd};
+use crate::pagemap::PagemapReader;
+use nix::errno::Errno;
+use nix::sys::ptrace;
+use nix::sys::signal::Signal;
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use pagescope_core::format::TraceWriter;
+use pagescope_core::parse;
+use pagescope_core::trace::{
+    EvictMethod, Mapping, MappingKind, ProcessEvent, ProcessEventKind, Ref, Residency, TraceEnd,
+    TraceHeader,
+};
+use pagescope_core::{Error, Result};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fs::File;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// What to trace and where to write.
+#[derive(Clone, Debug)]
+pub struct TraceConfig {
+    /// The command and its arguments.
+    pub argv: Vec<String>,
+    /// Pages in the pool.
+    pub pool_pages: u64,
+    /// The trace file.
+    pub output: PathBuf,
+}
+
+/// Counts the tracer keeps while it runs; readable from another thread.
+#[derive(Debug, Default)]
+pub struct Counts {
+    /// References logged.
+    pub references: AtomicU64,
+    /// Of which writes.
+    pub writes: AtomicU64,
+    /// Pages evicted from the pool.
+    pub evictions: AtomicU64,
+    /// Pages that could not be evicted.
+    pub unevictable: AtomicU64,
+    /// Bytes of trace written.
+    pub bytes: AtomicU64,
+}
+
+/// How a trace ended.
+#[derive(Debug)]
+pub struct TraceOutcome {
+    /// The end record written.
+    pub end: TraceEnd,
+    /// Writes among the references.
+    pub writes: u64,
+    /// Size of the trace file.
+    pub bytes: u64,
+    /// The program's exit status (code, or 128 + signal), or `None` if it
+    /// was detached and runs on.
+    pub exit_status: Option<i32>,
+}
+
+fn sys(what: &str, e: impl Into<std::io::Error>) -> Error {
+    Error::io(what, e.into())
+}
+
+fn now_mono() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// A traced mapping in the fault thread's lookup table.
+#[derive(Clone, Copy, Debug)]
+struct MapRange {
+    end: u64,
+    id: u32,
+}
+
+/// The pool: FIFO over every traced address space. Entries of pages that
+/// left by other means (unmapped) are skipped when they reach the front.
+#[derive(Debug, Default)]
+struct Pool {
+    cap: usize,
+    fifo: VecDeque<(u32, u64, u64)>,
+    /// (mm, page) -> (generation, writable)
+    live: HashMap<(u32, u64), (u64, bool)>,
+    gen: u64,
+}
+
+/// A child address space announced by `UFFD_EVENT_FORK`, waiting for the
+/// ptrace thread to learn its pid.
+#[derive(Debug)]
+struct PendingFork {
+    uffd: Arc<Uffd>,
+    store: Store,
+    evicted: HashMap<u64, u64>,
+    maps: BTreeMap<u64, MapRange>,
+    heap: Option<(u32, u64, u64)>,
+}
+
+#[derive(Debug)]
+struct Space {
+    mm: Mm,
+    maps: BTreeMap<u64, MapRange>,
+    /// Heap mapping id, start, current end.
+    heap: Option<(u32, u64, u64)>,
+    /// Ranges registered by the ptrace thread whose resident pages the
+    /// fault thread must move out.
+    pending_empty: Vec<(u64, u64)>,
+    /// Set by the fault thread when the mover is attached and the pending
+    /// ranges are empty; the ptrace thread waits for it before letting the
+    /// program run.
+    ready: Arc<AtomicBool>,
+}
+
+struct State {
+    spaces: HashMap<u32, Space>,
+    next_space: u32,
+    pool: Pool,
+    writer: TraceWriter<File>,
+    pending: Vec<Ref>,
+    last_flush: Instant,
+    next_mapping: u32,
+    start_mono: u64,
+    forks: HashMap<u32, VecDeque<PendingFork>>,
+    /// Spaces gone (exit, exec) whose movers the fault thread must end.
+    retired: Vec<Space>,
+    failure: Option<String>,
+    zero: Box<[u8; PAGE as usize]>,
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State")
+            .field("spaces", &self.spaces.len())
+            .finish_non_exhaustive()
+    }
+}
+
+struct Shared {
+    state: Mutex<State>,
+    counts: Arc<Counts>,
+    /// Set when the fault thread must put every page back and stop.
+    release: AtomicBool,
+    released: AtomicBool,
+    quit: AtomicBool,
+    wake_w: OwnedFd,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    fn poke(&self) {
+        let _ = rustix::io::write(&self.wake_w, &[1]);
+    }
+}
+
+impl State {
+    fn flush(&mut self, counts: &Counts) -> Result<()> {
+        self.writer.refs(&self.pending)?;
+        self.pending.clear();
+        self.last_flush = Instant::now();
+        counts.bytes.store(self.writer.bytes(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn new_mapping(
+        &mut self,
+        pid: u32,
+        line: &parse::maps::MapsLine,
+        kind: MappingKind,
+        traced: bool,
+    ) -> Result<u32> {
+        let id = self.next_mapping;
+        self.next_mapping += 1;
+        self.writer.mapping(&Mapping {
+            id,
+            pid,
+            start: line.start,
+            end: line.end,
+            perms: line.perms.clone(),
+            offset: line.offset,
+            path: line.path.clone(),
+            inode: line.inode,
+            kind,
+            traced,
+        })?;
+        Ok(id)
+    }
+
+    fn event(&mut self, pid: u32, kind: ProcessEventKind) -> Result<()> {
+        let e = ProcessEvent {
+            time_ns: now_mono().saturating_sub(self.start_mono),
+            pid,
+            kind,
+        };
+        self.writer.event(&e)
+    }
+}
+
+fn maps_of(pid: u32) -> Result<Vec<parse::maps::MapsLine>> {
+    let path = format!("/proc/{pid}/maps");
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    parse::maps::parse(&text).map_err(|e| Error::corrupt(&path, e.to_string()))
+}
+
+fn anon_kind(line: &parse::maps::MapsLine) -> Option<MappingKind> {
+    if !line.perms.ends_with('p') {
+        return None;
+    }
+    match line.path.as_str() {
+        "" => Some(MappingKind::Anonymous),
+        "[heap]" => Some(MappingKind::Heap),
+        "[stack]" => Some(MappingKind::Stack),
+        p if p.starts_with("[anon:") && !p.contains("pagescope-") => Some(MappingKind::Anonymous),
+        _ => None,
+    }
+}
+
+/// Runs the pool's replacement until it fits.
+fn shrink_pool(st: &mut State, counts: &Counts) -> Result<()> {
+    while st.pool.live.len() > st.pool.cap {
+        let Some((key, page, gen)) = st.pool.fifo.pop_front() else {
+            break;
+        };
+        let writable = match st.pool.live.get(&(key, page)) {
+            Some(&(g, w)) if g == gen => w,
+            _ => continue,
+        };
+        st.pool.live.remove(&(key, page));
+        let Some(space) = st.spaces.get_mut(&key) else {
+            continue;
+        };
+        let done = space
+            .mm
+            .evict(page)
+            .map_err(|e| sys("UFFDIO_MOVE (evicting a page)", e))?;
+        match done {
+            Some(true) => {
+                counts.evictions.fetch_add(1, Ordering::Relaxed);
+            }
+            Some(false) => {
+                counts.unevictable.fetch_add(1, Ordering::Relaxed);
+            }
+            None => {
+                // The address space is changing (an event not read yet):
+                // keep the page and try at the next fault.
+                st.pool.live.insert((key, page), (gen, writable));
+                st.pool.fifo.push_front((key, page, gen));
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn pool_insert(st: &mut State, key: u32, page: u64, writable: bool) {
+    st.pool.gen += 1;
+    let gen = st.pool.gen;
+    st.pool.live.insert((key, page), (gen, writable));
+    st.pool.fifo.push_back((key, page, gen));
+}
+
+fn lookup_mapping(st: &mut State, key: u32, addr: u64) -> Result<u32> {
+    let space = &st.spaces[&key];
+    if let Some((_, r)) = space.maps.range(..=addr).next_back() {
+        if addr < r.end {
+            return Ok(r.id);
+        }
+    }
+    // Not known (a stack that grew, a mapping that grew in place): ask
+    // the kernel which VMA it is.
+    let pid = space.mm.pid;
+    let lines = maps_of(pid)?;
+    let Some(line) = lines.iter().find(|l| l.start <= addr && addr < l.end) else {
+        return Ok(u32::MAX);
+    };
+    let kind = anon_kind(line).unwrap_or(MappingKind::Anonymous);
+    let id = st.new_mapping(pid, line, kind, true)?;
+    let space = st.spaces.get_mut(&key).expect("space exists");
+    space
+        .maps
+        .insert(line.start, MapRange { end: line.end, id });
+    Ok(id)
+}
+
+fn log_ref(
+    st: &mut State,
+    counts: &Counts,
+    key: u32,
+    page: u64,
+    tid: u32,
+    write: bool,
+) -> Result<()> {
+    let mapping = lookup_mapping(st, key, page)?;
+    let pid = st.spaces[&key].mm.pid;
+    st.pending.push(Ref {
+        time_ns: now_mono().saturating_sub(st.start_mono),
+        pid,
+        tid,
+        addr: page,
+        write,
+        mapping,
+    });
+    counts.references.fetch_add(1, Ordering::Relaxed);
+    if write {
+        counts.writes.fetch_add(1, Ordering::Relaxed);
+    }
+    if st.pending.len() >= 1 << 16 {
+        st.flush(counts)?;
+    }
+    Ok(())
+}
+
+/// Serves one fault; `Ok(false)`: not now (the address space is
+/// changing), try again after the pending events.
+fn on_fault(
+    st: &mut State,
+    counts: &Counts,
+    key: u32,
+    address: u64,
+    write: bool,
+    wp: bool,
+    tid: u32,
+) -> Result<bool> {
+    let page = address & !(PAGE - 1);
+    let uffd = st.spaces[&key].mm.uffd.clone();
+    let in_pool = st.pool.live.get(&(key, page)).copied();
+    if wp {
+        match in_pool {
+            Some((_, true)) => {
+                // Another thread's write already opened it.
+                let _ = uffd.wake(page, PAGE);
+            }
+            Some((gen, false)) => {
+                log_ref(st, counts, key, page, tid, true)?;
+                st.pool.live.insert((key, page), (gen, true));
+                uffd.write_protect(page, PAGE, false)
+                    .map_err(|e| sys("UFFDIO_WRITEPROTECT", e))?;
+            }
+            None => {
+                // Write-protected but not in the pool: a page that was
+                // resident when tracing began (or after fork). Log it and
+                // let it in.
+                log_ref(st, counts, key, page, tid, true)?;
+                pool_insert(st, key, page, true);
+                uffd.write_protect(page, PAGE, false)
+                    .map_err(|e| sys("UFFDIO_WRITEPROTECT", e))?;
+                shrink_pool(st, counts)?;
+            }
+        }
+        return Ok(true);
+    }
+    let space = st.spaces.get_mut(&key).expect("space exists");
+    let back = match space.mm.bring_back(page, !write) {
+        Ok(b) => b,
+        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return Ok(false),
+        Err(e) => return Err(sys("UFFDIO_MOVE (bringing a page back)", e)),
+    };
+    match back {
+        Some(Restored::Moved) | Some(Restored::Copied) => {
+            uffd.wake(page, PAGE).map_err(|e| sys("UFFDIO_WAKE", e))?;
+        }
+        Some(Restored::Nothing) | None => {
+            // First touch: a zero page, write-protected for a read so that
+            // the first write is seen. A page that is already there was
+            // filled for another thread's fault: not a new reference.
+            match mm::copy_in(&uffd, page, &st.zero[..], !write, false) {
+                Ok(mm::Fill::Filled) => {}
+                Ok(mm::Fill::Exists) => {
+                    let _ = uffd.wake(page, PAGE);
+                    return Ok(true);
+                }
+                Ok(mm::Fill::Gone) => {
+                    st.pool.live.remove(&(key, page));
+                    return Ok(true);
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return Ok(false),
+                Err(e) => return Err(sys("UFFDIO_COPY", e)),
+            }
+        }
+    }
+    log_ref(st, counts, key, page, tid, write)?;
+    pool_insert(st, key, page, write);
+    shrink_pool(st, counts)?;
+    Ok(true)
+}
+
+fn drop_range(st: &mut State, key: u32, start: u64, end: u64, unmap: bool) -> Result<()> {
+    let Some(space) = st.spaces.get_mut(&key) else {
+        return Ok(());
+    };
+    if space.mm.store.contains(start) {
+        return Ok(()); // the tracer's own madvise of dead slots
+    }
+    space
+        .mm
+        .forget(start, end)
+        .map_err(|e| sys("index write", e))?;
+    if unmap {
+        let inside: Vec<u64> = space
+            .maps
+            .range(start..end)
+            .filter(|(_, r)| r.end <= end)
+            .map(|(&s, _)| s)
+            .collect();
+        for s in inside {
+            space.maps.remove(&s);
+        }
+    }
+    st.pool
+        .live
+        .retain(|&(k, p), _| k != key || p < start || p >= end);
+    Ok(())
+}
+
+fn on_msg(shared: &Shared, st: &mut State, key: u32, msg: Msg) -> Result<bool> {
+    let counts = &shared.counts;
+    match msg {
+        Msg::Fault {
+            address,
+            write,
+            wp,
+            tid,
+        } => on_fault(st, counts, key, address, write, wp, tid),
+        other => on_event(st, key, other).map(|()| true),
+    }
+}
+
+fn on_event(st: &mut State, key: u32, msg: Msg) -> Result<()> {
+    match msg {
+        Msg::Fault { .. } => Ok(()),
+        Msg::Fork { fd } => {
+            let space = &st.spaces[&key];
+            let pending = PendingFork {
+                uffd: Arc::new(Uffd::new(uffd::own_fd(fd))),
+                store: space.mm.store.clone(),
+                evicted: space.mm.evicted.clone(),
+                maps: space.maps.clone(),
+                heap: space.heap,
+            };
+            st.forks.entry(key).or_default().push_back(pending);
+            Ok(())
+        }
+        Msg::Remap { from, to, len } => {
+            let Some(space) = st.spaces.get_mut(&key) else {
+                return Ok(());
+            };
+            space
+                .mm
+                .remap(from, to, len)
+                .map_err(|e| sys("index write", e))?;
+            if let Some((_, r)) = space.maps.range(..=from).next_back().map(|(&s, r)| (s, *r)) {
+                space.maps.insert(
+                    to,
+                    MapRange {
+                        end: to + len,
+                        id: r.id,
+                    },
+                );
+            }
+            let moved: Vec<((u32, u64), (u64, bool))> = st
+                .pool
+                .live
+                .iter()
+                .filter(|(&(k, p), _)| k == key && p >= from && p < from + len)
+                .map(|(&k, &v)| (k, v))
+                .collect();
+            for ((k, p), (_, w)) in moved {
+                st.pool.live.remove(&(k, p));
+                pool_insert(st, k, p - from + to, w);
+            }
+            Ok(())
+        }
+        Msg::Remove { start, end } => drop_range(st, key, start, end, false),
+        Msg::Unmap { start, end } => drop_range(st, key, start, end, true),
+        Msg::Other(_) => Ok(()),
+    }
+}
+
+/// Puts every evicted page back and unregisters every range of `mm`, so
+/// the program runs on untraced; then frees the store and ends the mover.
+fn release_space(space: &mut Space) -> Result<()> {
+    let mm = &mut space.mm;
+    let pages: Vec<u64> = mm.evicted.keys().copied().collect();
+    for page in pages {
+        mm.bring_back(page, false)
+            .map_err(|e| sys("bringing a page back", e))?;
+    }
+    unregister_all(&mm.uffd, mm.pid)?;
+    if let Some(m) = mm.mover.as_mut().and_then(|m| m.mover.take()) {
+        // Unregistered now, so this raises no event.
+        let _ = m.syscall(
+            nr::MADVISE,
+            [mm.store.base, STORE_BYTES, MADV_DONTNEED, 0, 0, 0],
+        );
+        m.kill();
+    }
+    Ok(())
+}
+
+/// Unregisters every VMA of `pid` that has userfaultfd flags; the kernel
+/// clears write protection and wakes waiters as it does.
+pub(crate) fn unregister_all(uffd: &Uffd, pid: u32) -> Result<()> {
+    let path = format!("/proc/{pid}/smaps");
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    let entries = parse::smaps::parse(&text).map_err(|e| Error::corrupt(&path, e.to_string()))?;
+    for e in entries {
+        if e.vm_flags
+            .iter()
+            .any(|f| f == "um" || f == "uw" || f == "ui")
+        {
+            let (start, end) = (e.map.start, e.map.end);
+            match uffd.unregister(start, end - start) {
+                Ok(()) => {}
+                // A range registered by another userfaultfd of the process.
+                Err(err) if err.raw_os_error() == Some(libc::EINVAL) => {}
+                Err(err) => return Err(sys("UFFDIO_UNREGISTER", err)),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Attaches movers the ptrace thread created, and empties the ranges it
+/// registered; then marks the spaces ready.
+fn prepare_spaces(st: &mut State) {
+    let keys: Vec<u32> = st.spaces.keys().copied().collect();
+    for k in keys {
+        let space = st.spaces.get_mut(&k).expect("listed");
+        if let Some(m) = space.mm.mover.as_mut() {
+            if m.mover.is_none() && !m.failed {
+                match Mover::seize(m.pid, m.insn) {
+                    Ok(mv) => m.mover = Some(mv),
+                    Err(e) => {
+                        m.failed = true;
+                        st.failure
+                            .get_or_insert(format!("attaching the mover: {e}"));
+                        continue;
+                    }
+                }
+            }
+        }
+        let space = st.spaces.get_mut(&k).expect("listed");
+        let ranges = std::mem::take(&mut space.pending_empty);
+        for (a, b) in ranges {
+            if let Err(e) = empty_range(&mut space.mm, a, b) {
+                st.failure.get_or_insert(e.to_string());
+                break;
+            }
+        }
+        let space = st.spaces.get_mut(&k).expect("listed");
+        space.ready.store(true, Ordering::SeqCst);
+    }
+    for mut space in std::mem::take(&mut st.retired) {
+        if let Some(m) = space.mm.mover.as_mut().and_then(|m| m.mover.take()) {
+            m.kill();
+        } else if let Some(m) = &space.mm.mover {
+            let _ = nix::sys::signal::kill(Pid::from_raw(m.pid as i32), Signal::SIGKILL);
+        }
+    }
+}
+
+fn fault_thread(shared: Arc<Shared>, wake_r: OwnedFd) {
+    let mut msgs = Vec::new();
+    let mut deferred: Vec<(u32, Msg)> = Vec::new();
+    let mut drain = [0u8; 64];
+    loop {
+        if shared.release.load(Ordering::SeqCst) && !shared.released.load(Ordering::SeqCst) {
+            let mut st = shared.lock();
+            prepare_spaces(&mut st);
+            let keys: Vec<u32> = st.spaces.keys().copied().collect();
+            for k in keys {
+                if let Some(space) = st.spaces.get_mut(&k) {
+                    if let Err(e) = release_space(space) {
+                        st.failure.get_or_insert(e.to_string());
+                    }
+                }
+            }
+            st.pool.live.clear();
+            shared.released.store(true, Ordering::SeqCst);
+        }
+        if shared.quit.load(Ordering::SeqCst) {
+            let mut st = shared.lock();
+            let spaces: Vec<Space> = st.spaces.drain().map(|(_, s)| s).collect();
+            st.retired.extend(spaces);
+            prepare_spaces(&mut st);
+            return;
+        }
+        let fds: Vec<(u32, Arc<Uffd>)> = {
+            let mut st = shared.lock();
+            prepare_spaces(&mut st);
+            st.spaces
+                .iter()
+                .map(|(&k, s)| (k, s.mm.uffd.clone()))
+                .collect()
+        };
+        let mut polls: Vec<libc::pollfd> = std::iter::once(wake_r.as_raw_fd())
+            .chain(fds.iter().map(|(_, u)| u.raw()))
+            .map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let timeout = if deferred.is_empty() { 200 } else { 1 };
+        if poll(&mut polls, timeout) < 0 {
+            continue;
+        }
+        if polls[0].revents != 0 {
+            let _ = rustix::io::read(&wake_r, &mut drain);
+        }
+        let mut batch: Vec<(u32, Msg)> = Vec::new();
+        for (i, (key, u)) in fds.iter().enumerate() {
+            if polls[i + 1].revents & libc::POLLIN == 0 {
+                continue;
+            }
+            msgs.clear();
+            if u.read_msgs(&mut msgs).is_ok() {
+                batch.extend(msgs.iter().map(|&m| (*key, m)));
+            }
+        }
+        // Events first: a fault that could not be served waits for them.
+        let mut st = shared.lock();
+        let retry = std::mem::take(&mut deferred);
+        for (key, m) in batch
+            .iter()
+            .filter(|(_, m)| !matches!(m, Msg::Fault { .. }))
+            .chain(retry.iter())
+            .chain(batch.iter().filter(|(_, m)| matches!(m, Msg::Fault { .. })))
+        {
+            let (key, m) = (*key, *m);
+            if !st.spaces.contains_key(&key) {
+                continue;
+            }
+            match on_msg(&shared, &mut st, key, m) {
+                Ok(true) => {}
+                Ok(false) => deferred.push((key, m)),
+                Err(e) => {
+                    st.failure.get_or_insert(e.to_string());
+                    // Never leave a thread waiting on a page.
+                    if let (Msg::Fault { address, .. }, Some(space)) = (m, st.spaces.get(&key)) {
+                        let _ = space.mm.uffd.wake(address & !(PAGE - 1), PAGE);
+                    }
+                }
+            }
+        }
+        if !st.pending.is_empty() && st.last_flush.elapsed() > Duration::from_millis(200) {
+            if let Err(e) = st.flush(&shared.counts) {
+                st.failure.get_or_insert(e.to_string());
+            }
+        }
+    }
+}
+
+#[allow(unsafe_code)]
+fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> i32 {
+    // SAFETY: `fds` is a valid, exclusively borrowed array of pollfd.
+    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) }
+}
+
+/// Per-thread ptrace bookkeeping.
+#[derive(Debug, Default, Clone, Copy)]
+struct ThreadState {
+    /// Address space key, once the thread has one that is traced.
+    space: Option<u32>,
+    /// Thread-group id.
+    tgid: u32,
+    /// System call of the last entry stop.
+    entry: Option<(u64, [u64; 6])>,
+}
+
+struct Ptracer {
+    shared: Arc<Shared>,
+    threads: HashMap<u32, ThreadState>,
+    root: u32,
+    root_status: Option<i32>,
+    can_move: bool,
+}
+
+const MAP_PRIVATE: u64 = 0x02;
+const MAP_SHARED: u64 = 0x01;
+const MAP_ANONYMOUS: u64 = 0x20;
+const MAP_NORESERVE: u64 = 0x4000;
+const MAP_POPULATE: u64 = 0x8000;
+const MAP_STACK: u64 = 0x20000;
+const MAP_GROWSDOWN: u64 = 0x100;
+const PR_SET_VMA: u64 = 0x53564d41;
+const PR_SET_VMA_ANON_NAME: u64 = 0;
+const MADV_DONTNEED: u64 = 4;
+
+fn page_up(v: u64) -> u64 {
+    (v + PAGE - 1) & !(PAGE - 1)
+}
+
+impl Ptracer {
+    fn write_name(inj: &mut Injector, tid: Pid, sp: u64, name: &str) -> Result<u64> {
+        // Below the red zone of the stopped thread's stack.
+        let at = (sp - 4096) & !15;
+        let mut bytes = name.as_bytes().to_vec();
+        bytes.push(0);
+        nix::sys::uio::process_vm_writev(
+            tid,
+            &[std::io::IoSlice::new(&bytes)],
+            &[nix::sys::uio::RemoteIoVec {
+                base: at as usize,
+                len: bytes.len(),
+            }],
+        )
+        .map_err(|e| sys("process_vm_writev", e))?;
+        let _ = inj;
+        Ok(at)
+    }
+
+    /// Sets up tracing of the address space of `tid`, stopped at a
+    /// syscall-exit stop: a userfaultfd and a store made by the program
+    /// itself, the descriptor copied to the tracer, and every private
+    /// anonymous mapping registered and emptied.
+    fn attach_space(&mut self, tid: u32) -> Result<u32> {
+        let t = Pid::from_raw(tid as i32);
+        let tgid = self.threads[&tid].tgid;
+        let insn = pt::vdso_syscall(tgid).map_err(|e| sys("finding a syscall instruction", e))?;
+        let mut inj = Injector::new(t, Some(insn)).map_err(|e| sys("ptrace GETREGS", e))?;
+        let sp = inj.sp();
+        let run = |inj: &mut Injector, n: u64, a: [u64; 6]| -> Result<i64> {
+            inj.syscall(n, a)
+                .map_err(|e| sys("system call injection", e))
+        };
+        let fd = run(
+            &mut inj,
+            nr::USERFAULTFD,
+            [(libc::O_CLOEXEC | libc::O_NONBLOCK) as u64, 0, 0, 0, 0, 0],
+        )?;
+        if fd < 0 {
+            let _ = inj.finish();
+            let e = Errno::from_raw(-fd as i32);
+            return Err(if e == Errno::EPERM {
+                Error::PermissionDenied {
+                    path: "userfaultfd".into(),
+                    needs: "run the program as root, or `sysctl vm.unprivileged_userfaultfd=1`"
+                        .into(),
+                }
+            } else {
+                Error::Unsupported {
+                    what: "userfaultfd".into(),
+                    needs: format!("a kernel built with CONFIG_USERFAULTFD ({e})"),
+                }
+            });
+        }
+        let guard = PAGE;
+        let total = STORE_BYTES + 2 * guard;
+        let base = run(
+            &mut inj,
+            nr::MMAP,
+            [
+                0,
+                total,
+                0,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                u64::MAX,
+                0,
+            ],
+        )?;
+        let index = run(
+            &mut inj,
+            nr::MMAP,
+            [
+                0,
+                INDEX_BYTES,
+                3,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                u64::MAX,
+                0,
+            ],
+        )?;
+        if base < 0 || index < 0 {
+            let _ = inj.finish();
+            return Err(sys(
+                "mmap of the store in the target",
+                std::io::Error::from_raw_os_error(-(base.min(index)) as i32),
+            ));
+        }
+        let store = base as u64 + guard;
+        let r = run(&mut inj, nr::MPROTECT, [store, STORE_BYTES, 3, 0, 0, 0])?;
+        if r < 0 {
+            let _ = inj.finish();
+            return Err(sys(
+                "mprotect of the store",
+                std::io::Error::from_raw_os_error(-r as i32),
+            ));
+        }
+        // Names make the areas visible in maps and findable by --release;
+        // kernels without CONFIG_ANON_VMA_NAME refuse, and --release then
+        // finds them by size.
+        for (addr, len, name) in [
+            (store, STORE_BYTES, STORE_NAME),
+            (index as u64, INDEX_BYTES, INDEX_NAME),
+        ] {
+            let at = Self::write_name(&mut inj, t, sp, name)?;
+            run(
+                &mut inj,
+                nr::PRCTL,
+                [PR_SET_VMA, PR_SET_VMA_ANON_NAME, addr, len, at, 0],
+            )?;
+        }
+        let brk = run(&mut inj, nr::BRK, [0; 6])?;
+        // The mover: a page of code, then a task of this address space
+        // that starts in it.
+        let code = run(
+            &mut inj,
+            nr::MMAP,
+            [0, PAGE, 3, MAP_PRIVATE | MAP_ANONYMOUS, u64::MAX, 0],
+        )?;
+        if code < 0 {
+            let _ = inj.finish();
+            return Err(sys(
+                "mmap of the mover's code",
+                std::io::Error::from_raw_os_error(-code as i32),
+            ));
+        }
+        let code = code as u64;
+        nix::sys::uio::process_vm_writev(
+            t,
+            &[std::io::IoSlice::new(&pt::MOVER_CODE)],
+            &[nix::sys::uio::RemoteIoVec {
+                base: code as usize,
+                len: pt::MOVER_CODE.len(),
+            }],
+        )
+        .map_err(|e| sys("writing the mover's code", e))?;
+        run(&mut inj, nr::MPROTECT, [code, PAGE, 5, 0, 0, 0])?;
+        let at = Self::write_name(&mut inj, t, sp, "pagescope-mover")?;
+        run(
+            &mut inj,
+            nr::PRCTL,
+            [PR_SET_VMA, PR_SET_VMA_ANON_NAME, code, PAGE, at, 0],
+        )?;
+        inj.set_insn(code);
+        let mover = run(&mut inj, nr::CLONE, [pt::MOVER_CLONE_FLAGS, 0, 0, 0, 0, 0])?;
+        inj.finish().map_err(|e| sys("ptrace SETREGS", e))?;
+        if mover <= 0 {
+            return Err(sys(
+                "clone of the mover",
+                std::io::Error::from_raw_os_error(-mover as i32),
+            ));
+        }
+
+        let pidfd = rustix::process::pidfd_open(
+            rustix::process::Pid::from_raw(tgid as i32).expect("pid > 0"),
+            rustix::process::PidfdFlags::empty(),
+        )
+        .map_err(|e| sys("pidfd_open", e))?;
+        let ours = rustix::process::pidfd_getfd(
+            pidfd.as_fd(),
+            fd as i32,
+            rustix::process::PidfdGetfdFlags::empty(),
+        )
+        .map_err(|e| sys("pidfd_getfd", e))?;
+        let u = Uffd::new(ours);
+        let features = u.api(uffd::FEATURES_WANTED).or_else(|_| u.api(uffd::FEATURES_NEEDED)).map_err(|e| Error::Unsupported {
+            what: "userfaultfd with thread ids, fork/remap/unmap events and write protection".into(),
+            needs: format!("Linux 5.7 or later with CONFIG_USERFAULTFD and CONFIG_HAVE_ARCH_USERFAULTFD_WP ({e})"),
+        })?;
+        self.can_move = features & uffd::FEATURE_MOVE != 0;
+        if !self.can_move {
+            return Err(Error::Unsupported {
+                what: "UFFDIO_MOVE".into(),
+                needs: "Linux 6.8 or later (this kernel can't evict pages without a copy, and the copying fallback is not built yet)".into(),
+            });
+        }
+        u.register(store, STORE_BYTES, uffd::MODE_MISSING_WP)
+            .map_err(|e| sys("UFFDIO_REGISTER (store)", e))?;
+        let u = Arc::new(u);
+        let mut space = Space {
+            mm: Mm {
+                pid: tgid,
+                uffd: u.clone(),
+                store: Store {
+                    base: store,
+                    index: index as u64,
+                    next: 1,
+                    free: Vec::new(),
+                },
+                evicted: HashMap::new(),
+                dead: Vec::new(),
+                mover: Some(MoverRef {
+                    mover: None,
+                    pid: mover as u32,
+                    insn: code,
+                    fd: fd as i32,
+                    scratch: index as u64 + INDEX_BYTES - PAGE,
+                    failed: false,
+                }),
+                can_move: self.can_move,
+            },
+            maps: BTreeMap::new(),
+            heap: None,
+            pending_empty: Vec::new(),
+            ready: Arc::new(AtomicBool::new(false)),
+        };
+        let lines = maps_of(tgid)?;
+        let mut st = self.shared.lock();
+        let key = st.next_space;
+        st.next_space += 1;
+        let mut to_empty = Vec::new();
+        for line in &lines {
+            if line.start >= store - guard && line.end <= store + STORE_BYTES + guard
+                || line.start == index as u64
+                || line.start == code
+            {
+                continue;
+            }
+            let Some(kind) = anon_kind(line) else {
+                continue;
+            };
+            if u.register(line.start, line.end - line.start, uffd::MODE_MISSING_WP)
+                .is_err()
+            {
+                continue;
+            }
+            let id = st.new_mapping(tgid, line, kind, true)?;
+            space
+                .maps
+                .insert(line.start, MapRange { end: line.end, id });
+            if kind == MappingKind::Heap {
+                space.heap = Some((id, line.start, line.end));
+            }
+            to_empty.push((line.start, line.end));
+        }
+        if space.heap.is_none() && brk > 0 {
+            space.heap = Some((u32::MAX, brk as u64, brk as u64));
+        }
+        // Pages already there would never fault: the fault thread moves
+        // them all out before the program runs on, so the first touch of
+        // each is seen.
+        space.pending_empty = to_empty;
+        let ready = space.ready.clone();
+        st.spaces.insert(key, space);
+        drop(st);
+        self.wait_ready(&ready)?;
+        Ok(key)
+    }
+
+    /// An address space is gone: its mover is ended by the fault thread.
+    fn retire(&self, key: u32) {
+        let mut st = self.shared.lock();
+        if let Some(space) = st.spaces.remove(&key) {
+            st.retired.push(space);
+        }
+        drop(st);
+        self.shared.poke();
+    }
+
+    /// Waits until the fault thread has prepared a space.
+    fn wait_ready(&self, ready: &AtomicBool) -> Result<()> {
+        self.shared.poke();
+        while !ready.load(Ordering::SeqCst) {
+            if let Some(f) = self.shared.lock().failure.clone() {
+                return Err(Error::Io {
+                    path: "trace".into(),
+                    source: std::io::Error::other(f),
+                });
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        Ok(())
+    }
+
+    /// Registers a new private anonymous mapping found at a syscall exit.
+    fn add_mapping(
+        &mut self,
+        key: u32,
+        start: u64,
+        end: u64,
+        kind: MappingKind,
+        populated: bool,
+    ) -> Result<()> {
+        let mut st = self.shared.lock();
+        let Some(space) = st.spaces.get(&key) else {
+            return Ok(());
+        };
+        let pid = space.mm.pid;
+        let u = space.mm.uffd.clone();
+        let traced = u
+            .register(start, end - start, uffd::MODE_MISSING_WP)
+            .is_ok();
+        let line = parse::maps::MapsLine {
+            start,
+            end,
+            perms: "rw-p".into(),
+            ..Default::default()
+        };
+        let id = st.new_mapping(pid, &line, kind, traced)?;
+        let space = st.spaces.get_mut(&key).expect("space exists");
+        space.maps.insert(start, MapRange { end, id });
+        if traced && populated {
+            space.pending_empty.push((start, end));
+            space.ready.store(false, Ordering::SeqCst);
+            let ready = space.ready.clone();
+            drop(st);
+            self.wait_ready(&ready)?;
+        }
+        Ok(())
+    }
+
+    fn grow_heap(&mut self, key: u32, new_end: u64) -> Result<()> {
+        let mut st = self.shared.lock();
+        let Some(space) = st.spaces.get(&key) else {
+            return Ok(());
+        };
+        let Some((id, start, end)) = space.heap else {
+            return Ok(());
+        };
+        let (from, to) = (page_up(end), page_up(new_end));
+        let pid = space.mm.pid;
+        let u = space.mm.uffd.clone();
+        if to > from {
+            let traced = u.register(from, to - from, uffd::MODE_MISSING_WP).is_ok();
+            let id = if id == u32::MAX {
+                let line = parse::maps::MapsLine {
+                    start,
+                    end: to,
+                    perms: "rw-p".into(),
+                    path: "[heap]".into(),
+                    ..Default::default()
+                };
+                st.new_mapping(pid, &line, MappingKind::Heap, traced)?
+            } else {
+                st.writer.mapping(&Mapping {
+                    id,
+                    pid,
+                    start,
+                    end: to,
+                    perms: "rw-p".into(),
+                    offset: 0,
+                    path: "[heap]".into(),
+                    inode: 0,
+                    kind: MappingKind::Heap,
+                    traced,
+                })?;
+                id
+            };
+            let space = st.spaces.get_mut(&key).expect("space exists");
+            space.maps.insert(start, MapRange { end: to, id });
+            space.heap = Some((id, start, new_end));
+        } else if let Some(space) = st.spaces.get_mut(&key) {
+            space.heap = Some((id, start, new_end.max(start)));
+        }
+        Ok(())
+    }
+
+    /// Frees store slots whose pages the program dropped, by running
+    /// `madvise(MADV_DONTNEED)` in the stopped thread.
+    fn free_dead_slots(&mut self, tid: u32, key: u32) -> Result<()> {
+        let (mut dead, base) = {
+            let mut st = self.shared.lock();
+            let Some(space) = st.spaces.get_mut(&key) else {
+                return Ok(());
+            };
+            (std::mem::take(&mut space.mm.dead), space.mm.store.base)
+        };
+        if dead.is_empty() {
+            return Ok(());
+        }
+        dead.sort_unstable();
+        let mut inj =
+            Injector::new(Pid::from_raw(tid as i32), None).map_err(|e| sys("ptrace GETREGS", e))?;
+        let mut i = 0;
+        while i < dead.len() {
+            let mut j = i + 1;
+            while j < dead.len() && dead[j] == dead[j - 1] + 1 {
+                j += 1;
+            }
+            let r = inj
+                .syscall(
+                    nr::MADVISE,
+                    [
+                        base + dead[i] * PAGE,
+                        (j - i) as u64 * PAGE,
+                        MADV_DONTNEED,
+                        0,
+                        0,
+                        0,
+                    ],
+                )
+                .map_err(|e| sys("system call injection", e))?;
+            if r < 0 {
+                let _ = inj.finish();
+                return Err(sys(
+                    "madvise of freed store slots",
+                    std::io::Error::from_raw_os_error(-r as i32),
+                ));
+            }
+            i = j;
+        }
+        inj.finish().map_err(|e| sys("ptrace SETREGS", e))?;
+        let mut st = self.shared.lock();
+        if let Some(space) = st.spaces.get_mut(&key) {
+            space.mm.store.free.extend(dead);
+        }
+        Ok(())
+    }
+
+    fn on_syscall_exit(&mut self, tid: u32, nr_: u64, args: [u64; 6], ret: i64) -> Result<()> {
+        let ts = self.threads[&tid];
+        if nr_ == nr::EXECVE || nr_ == nr::EXECVEAT {
+            if ret != 0 {
+                return Ok(());
+            }
+            let old = ts.space;
+            let key = self.attach_space(tid)?;
+            if let Some(t) = self.threads.get_mut(&tid) {
+                t.space = Some(key);
+            }
+            if let Some(old) = old {
+                if !self.threads.values().any(|t| t.space == Some(old)) {
+                    self.retire(old);
+                }
+            }
+            let command = std::fs::read(format!("/proc/{tid}/cmdline"))
+                .map(|b| parse::cmdline(&b))
+                .unwrap_or_default();
+            let mut st = self.shared.lock();
+            st.event(ts.tgid, ProcessEventKind::Exec { command })?;
+            return Ok(());
+        }
+        let Some(key) = ts.space else { return Ok(()) };
+        if ret < 0 && ret > -4096 {
+            return Ok(());
+        }
+        match nr_ {
+            nr::MMAP => {
+                let (len, flags) = (args[1], args[3]);
+                let start = ret as u64;
+                let end = start + page_up(len);
+                if flags & MAP_ANONYMOUS != 0 && flags & MAP_PRIVATE != 0 && flags & MAP_SHARED == 0
+                {
+                    let kind = if flags & (MAP_STACK | MAP_GROWSDOWN) != 0 {
+                        MappingKind::Stack
+                    } else {
+                        MappingKind::Anonymous
+                    };
+                    self.add_mapping(key, start, end, kind, flags & MAP_POPULATE != 0)?;
+                }
+            }
+            nr::BRK => self.grow_heap(key, ret as u64)?,
+            _ => {}
+        }
+        if matches!(
+            nr_,
+            nr::MUNMAP | nr::MADVISE | nr::MREMAP | nr::BRK | nr::MMAP
+        ) {
+            self.free_dead_slots(tid, key)?;
+        }
+        Ok(())
+    }
+
+    fn on_exit_event(&mut self, tid: u32) -> Result<()> {
+        let ts = self.threads[&tid];
+        if tid != ts.tgid {
+            return Ok(());
+        }
+        // Residency of the file mappings, which the trace can't hold.
+        let Ok(lines) = maps_of(tid) else {
+            return Ok(());
+        };
+        let Ok(file) = File::open(format!("/proc/{tid}/pagemap")) else {
+            return Ok(());
+        };
+        let mut reader = PagemapReader::new(file, format!("/proc/{tid}/pagemap").into(), PAGE);
+        let mut st = self.shared.lock();
+        for line in lines
+            .iter()
+            .filter(|l| l.inode != 0 && l.path.starts_with('/'))
+        {
+            let mut resident = 0;
+            let _ = reader.for_each(line.start, line.end, |_, e| {
+                if e.is_present() {
+                    resident += 1;
+                }
+            });
+            let id = st.new_mapping(tid, line, MappingKind::File, false)?;
+            st.writer.residency(&Residency {
+                mapping: id,
+                pages: (line.end - line.start) / PAGE,
+                resident,
+            })?;
+        }
+        Ok(())
+    }
+
+    fn on_new_child(&mut self, parent: u32, child: u32, event: i32) -> Result<()> {
+        let pts = self.threads[&parent];
+        let shares = pt::same_mm(parent, child).unwrap_or(false);
+        let is_thread = event == libc::PTRACE_EVENT_CLONE
+            && std::fs::read_to_string(format!("/proc/{child}/status"))
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find(|l| l.starts_with("Tgid:"))
+                        .map(|l| l[5..].trim().to_string())
+                })
+                .is_some_and(|t| t == pts.tgid.to_string());
+        let tgid = if is_thread { pts.tgid } else { child };
+        let mut space = pts.space;
+        if !shares {
+            if let Some(pkey) = pts.space {
+                // The fork message arrives before the ptrace event; wait
+                // for the fault thread to have filed it.
+                let deadline = Instant::now() + Duration::from_secs(10);
+                let pending = loop {
+                    if let Some(p) = self
+                        .shared
+                        .lock()
+                        .forks
+                        .get_mut(&pkey)
+                        .and_then(|q| q.pop_front())
+                    {
+                        break Some(p);
+                    }
+                    if Instant::now() > deadline {
+                        break None;
+                    }
+                    std::thread::sleep(Duration::from_micros(200));
+                };
+                space = None;
+                if let Some(p) = pending {
+                    let mut st = self.shared.lock();
+                    let key = st.next_space;
+                    st.next_space += 1;
+                    // The child's userfaultfd exists only in the tracer, so
+                    // no task of the child can run UFFDIO_MOVE on it: its
+                    // pages come back by copy and are not evicted again.
+                    st.spaces.insert(
+                        key,
+                        Space {
+                            mm: Mm {
+                                pid: child,
+                                uffd: p.uffd,
+                                store: p.store,
+                                evicted: p.evicted,
+                                dead: Vec::new(),
+                                mover: None,
+                                can_move: self.can_move,
+                            },
+                            maps: p.maps,
+                            heap: p.heap,
+                            pending_empty: Vec::new(),
+                            ready: Arc::new(AtomicBool::new(true)),
+                        },
+                    );
+                    space = Some(key);
+                    drop(st);
+                    self.shared.poke();
+                }
+            }
+        }
+        self.threads.insert(
+            child,
+            ThreadState {
+                space,
+                tgid,
+                entry: None,
+            },
+        );
+        if !is_thread {
+            let mut st = self.shared.lock();
+            st.event(child, ProcessEventKind::Fork { parent: pts.tgid })?;
+        }
+        Ok(())
+    }
+
+    fn on_gone(&mut self, tid: u32, status: i32) -> Result<()> {
+        let Some(ts) = self.threads.remove(&tid) else {
+            return Ok(());
+        };
+        if tid == ts.tgid {
+            let mut st = self.shared.lock();
+            st.event(tid, ProcessEventKind::Exit { status })?;
+        }
+        if tid == self.root {
+            self.root_status = Some(if status < 0 { 128 - status } else { status });
+        }
+        if let Some(key) = ts.space {
+            if !self.threads.values().any(|t| t.space == Some(key)) {
+                self.retire(key);
+            }
+        }
+        Ok(())
+    }
+
+    /// Handles one stop and restarts the thread.
+    fn on_status(&mut self, status: WaitStatus) -> Result<()> {
+        match status {
+            WaitStatus::PtraceSyscall(pid) => {
+                let tid = pid.as_raw() as u32;
+                let info =
+                    ptrace::syscall_info(pid).map_err(|e| sys("PTRACE_GET_SYSCALL_INFO", e))?;
+                if info.op == libc::PTRACE_SYSCALL_INFO_ENTRY {
+                    // SAFETY of reading the union: op says entry.
+                    let entry = entry_of(&info);
+                    if let Some(t) = self.threads.get_mut(&tid) {
+                        t.entry = Some(entry);
+                    }
+                } else if info.op == libc::PTRACE_SYSCALL_INFO_EXIT {
+                    let ret = exit_of(&info);
+                    let entry = self.threads.get_mut(&tid).and_then(|t| t.entry.take());
+                    if let Some((n, args)) = entry {
+                        self.on_syscall_exit(tid, n, args, ret)?;
+                    }
+                }
+                let _ = ptrace::syscall(pid, None);
+            }
+            WaitStatus::PtraceEvent(pid, _, event) => {
+                let tid = pid.as_raw() as u32;
+                match event {
+                    libc::PTRACE_EVENT_FORK
+                    | libc::PTRACE_EVENT_VFORK
+                    | libc::PTRACE_EVENT_CLONE => {
+                        if let Ok(child) = ptrace::getevent(pid) {
+                            self.on_new_child(tid, child as u32, event)?;
+                        }
+                    }
+                    libc::PTRACE_EVENT_EXEC => {
+                        // A non-leader thread that execs takes the leader's id.
+                        if let Ok(former) = ptrace::getevent(pid) {
+                            let former = former as u32;
+                            if former != tid {
+                                if let Some(t) = self.threads.remove(&former) {
+                                    self.threads.insert(tid, t);
+                                }
+                            }
+                        }
+                        if let Some(t) = self.threads.get_mut(&tid) {
+                            t.entry = Some((nr::EXECVE, [0; 6]));
+                        }
+                    }
+                    libc::PTRACE_EVENT_EXIT => self.on_exit_event(tid)?,
+                    _ => {}
+                }
+                let _ = ptrace::syscall(pid, None);
+            }
+            WaitStatus::Stopped(pid, sig) => {
+                let tid = pid.as_raw() as u32;
+                self.threads.entry(tid).or_insert(ThreadState {
+                    space: None,
+                    tgid: tid,
+                    entry: None,
+                });
+                let _ = ptrace::syscall(pid, Some(sig));
+            }
+            WaitStatus::Exited(pid, code) => self.on_gone(pid.as_raw() as u32, code)?,
+            WaitStatus::Signaled(pid, sig, _) => {
+                self.on_gone(pid.as_raw() as u32, -(sig as i32))?
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Ctrl-C or SIGTERM: put every page back, then let go of every thread.
+    fn detach_all(&mut self) -> Result<()> {
+        self.shared.release.store(true, Ordering::SeqCst);
+        self.shared.poke();
+        while !self.shared.released.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let mut waiting: Vec<u32> = self.threads.keys().copied().collect();
+        for &tid in &waiting {
+            let _ = ptrace::interrupt(Pid::from_raw(tid as i32));
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !waiting.is_empty() && Instant::now() < deadline {
+            let status = match waitpid(None, Some(WaitPidFlag::__WALL | WaitPidFlag::__WNOTHREAD)) {
+                Ok(s) => s,
+                Err(Errno::EINTR) => continue,
+                Err(_) => break,
+            };
+            let Some(pid) = status.pid() else { continue };
+            let tid = pid.as_raw() as u32;
+            let sig = match status {
+                WaitStatus::Stopped(_, sig) if sig != Signal::SIGSTOP => Some(sig),
+                WaitStatus::Exited(..) | WaitStatus::Signaled(..) => {
+                    waiting.retain(|&t| t != tid);
+                    continue;
+                }
+                _ => None,
+            };
+            let _ = ptrace::detach(pid, sig);
+            waiting.retain(|&t| t != tid);
+        }
+        Ok(())
+    }
+}
+
+fn entry_of(info: &libc::ptrace_syscall_info) -> (u64, [u64; 6]) {
+    #[allow(unsafe_code)]
+    // SAFETY: the kernel filled the entry arm (op == ENTRY).
+    let e = unsafe { info.u.entry };
+    (e.nr, e.args)
+}
+
+fn exit_of(info: &libc::ptrace_syscall_info) -> i64 {
+    #[allow(unsafe_code)]
+    // SAFETY: the kernel filled the exit arm (op == EXIT).
+    let e = unsafe { info.u.exit };
+    e.sval
+}
+
+/// Moves every resident page of `[start, end)` into the store.
+fn empty_range(mm: &mut Mm, start: u64, end: u64) -> Result<()> {
+    let path = format!("/proc/{}/pagemap", mm.pid);
+    let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
+    let mut reader = PagemapReader::new(file, path.into(), PAGE);
+    let mut present = Vec::new();
+    reader.for_each(start, end, |addr, e| {
+        if e.is_present() {
+            present.push(addr);
+        }
+    })?;
+    for page in present {
+        mm.evict(page)
+            .map_err(|e| sys("UFFDIO_MOVE (emptying a new mapping)", e))?;
+    }
+    Ok(())
+}
+
+/// Traces `config.argv` to `config.output`. `counts` is updated as it runs.
+pub fn trace(config: &TraceConfig, counts: Arc<Counts>) -> Result<TraceOutcome> {
+    let program = pt::resolve(&config.argv[0]).map_err(|e| sys("trace", e))?;
+    uffd::Uffd::probe_features().map_err(|e| Error::Unsupported {
+        what: "userfaultfd".into(),
+        needs: format!(
+            "CONFIG_USERFAULTFD, and root or `sysctl vm.unprivileged_userfaultfd=1` ({e})"
+        ),
+    })?;
+    let file = File::create(&config.output).map_err(|e| Error::io(&config.output, e))?;
+    let start_unix_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let start_mono = now_mono();
+    let header = TraceHeader {
+        page_size: PAGE,
+        pool_pages: config.pool_pages,
+        policy: "fifo".into(),
+        evict: EvictMethod::Move,
+        command: config.argv.clone(),
+        start_unix_ns,
+        start_monotonic_ns: start_mono,
+        kernel: rustix::system::uname()
+            .release()
+            .to_string_lossy()
+            .into_owned(),
+        untraced: "regular-file mappings (program text, mapped files) can't be trapped with \
+                   userfaultfd; their residency at exit is recorded instead"
+            .into(),
+    };
+    let writer = TraceWriter::new(file, &config.output, &header)?;
+    pt::catch_stop_signals().map_err(|e| sys("sigaction", e))?;
+    let child = pt::spawn(&program, &config.argv).map_err(|e| sys("trace", e))?;
+    let (wake_r, wake_w) = rustix::pipe::pipe_with(
+        rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
+    )
+    .map_err(|e| sys("pipe", e))?;
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State {
+            spaces: HashMap::new(),
+            next_space: 0,
+            pool: Pool {
+                cap: config.pool_pages.max(1) as usize,
+                ..Pool::default()
+            },
+            writer,
+            pending: Vec::new(),
+            last_flush: Instant::now(),
+            next_mapping: 0,
+            start_mono,
+            forks: HashMap::new(),
+            retired: Vec::new(),
+            failure: None,
+            zero: Box::new([0; PAGE as usize]),
+        }),
+        counts: counts.clone(),
+        release: AtomicBool::new(false),
+        released: AtomicBool::new(false),
+        quit: AtomicBool::new(false),
+        wake_w,
+    });
+    let handler = {
+        let shared = shared.clone();
+        pt::with_stop_signals_blocked(|| {
+            std::thread::Builder::new()
+                .name("faults".into())
+                .spawn(move || fault_thread(shared, wake_r))
+        })
+        .map_err(|e| sys("thread", e))?
+    };
+    let root = child.as_raw() as u32;
+    let mut tracer = Ptracer {
+        shared: shared.clone(),
+        threads: HashMap::from([(
+            root,
+            ThreadState {
+                space: None,
+                tgid: root,
+                entry: None,
+            },
+        )]),
+        root,
+        root_status: None,
+        can_move: true,
+    };
+    shared.lock().event(
+        root,
+        ProcessEventKind::Start {
+            command: config.argv.clone(),
+        },
+    )?;
+    let mut reason = "exited".to_string();
+    let mut error = None;
+    loop {
+        if pt::stop_requested() {
+            reason = "interrupted: the program was detached and runs on".into();
+            if let Err(e) = tracer.detach_all() {
+                error = Some(e);
+            }
+            break;
+        }
+        match waitpid(None, Some(WaitPidFlag::__WALL | WaitPidFlag::__WNOTHREAD)) {
+            Err(Errno::EINTR) => continue,
+            Err(Errno::ECHILD) => break,
+            Err(e) => {
+                error = Some(sys("waitpid", e));
+                break;
+            }
+            Ok(status) => {
+                if let Err(e) = tracer.on_status(status) {
+                    // Leave the program running untraced rather than stuck.
+                    reason = format!("stopped by an error: {e}");
+                    let _ = tracer.detach_all();
+                    error = Some(e);
+                    break;
+                }
+            }
+        }
+        if let Some(f) = shared.lock().failure.take() {
+            reason = format!("stopped by an error: {f}");
+            let _ = tracer.detach_all();
+            error = Some(Error::Io {
+                path: "trace".into(),
+                source: std::io::Error::other(f),
+            });
+            break;
+        }
+    }
+    shared.quit.store(true, Ordering::SeqCst);
+    shared.poke();
+    let _ = handler.join();
+    let end = TraceEnd {
+        references: counts.references.load(Ordering::Relaxed),
+        evictions: counts.evictions.load(Ordering::Relaxed),
+        unevictable: counts.unevictable.load(Ordering::Relaxed),
+        reason,
+    };
+    let mut st = shared.lock();
+    st.flush(&counts)?;
+    st.writer.finish(&end)?;
+    let bytes = st.writer.bytes();
+    drop(st);
+    if let Some(e) = error {
+        return Err(e);
+    }
+    Ok(TraceOutcome {
+        writes: counts.writes.load(Ordering::Relaxed),
+        end,
+        bytes,
+        exit_status: tracer.root_status,
+    })
+}

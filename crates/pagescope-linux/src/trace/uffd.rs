@@ -1,0 +1,291 @@
+//! The userfaultfd ioctls the tracer uses, on a descriptor taken from the
+//! traced process with `pidfd_getfd` (Documentation/admin-guide/mm/userfaultfd.rst).
+//!
+//! The structures come from `linux-raw-sys`; this module is the only place
+//! that hands them to `ioctl(2)`.
+#![allow(unsafe_code)]
+
+use linux_raw_sys::general as k;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+const fn iowr(nr: u32, size: usize) -> libc::c_ulong {
+    ((3u32 << 30) | ((size as u32) << 16) | (0xAA << 8) | nr) as libc::c_ulong
+}
+const fn ior(nr: u32, size: usize) -> libc::c_ulong {
+    ((2u32 << 30) | ((size as u32) << 16) | (0xAA << 8) | nr) as libc::c_ulong
+}
+
+const API: libc::c_ulong = iowr(k::_UFFDIO_API, size_of::<k::uffdio_api>());
+const REGISTER: libc::c_ulong = iowr(k::_UFFDIO_REGISTER, size_of::<k::uffdio_register>());
+const UNREGISTER: libc::c_ulong = ior(k::_UFFDIO_UNREGISTER, size_of::<k::uffdio_range>());
+const WAKE: libc::c_ulong = ior(k::_UFFDIO_WAKE, size_of::<k::uffdio_range>());
+const COPY: libc::c_ulong = iowr(k::_UFFDIO_COPY, size_of::<k::uffdio_copy>());
+/// `UFFDIO_MOVE`, which only a task of the target's address space may
+/// issue (see [`super::ptrace::Mover`]).
+pub const MOVE: libc::c_ulong = iowr(k::_UFFDIO_MOVE, size_of::<k::uffdio_move>());
+const WRITEPROTECT: libc::c_ulong =
+    iowr(k::_UFFDIO_WRITEPROTECT, size_of::<k::uffdio_writeprotect>());
+
+// Mode bits linux-raw-sys does not carry (include/uapi/linux/userfaultfd.h).
+/// `UFFDIO_MOVE_MODE_DONTWAKE`.
+pub const MOVE_MODE_DONTWAKE: u64 = 1;
+const WRITEPROTECT_MODE_WP: u64 = 1;
+
+/// Features the tracer asks for; [`Uffd::api`] reports which were granted.
+pub const FEATURES_WANTED: u64 = (k::UFFD_FEATURE_THREAD_ID
+    | k::UFFD_FEATURE_EVENT_FORK
+    | k::UFFD_FEATURE_EVENT_REMAP
+    | k::UFFD_FEATURE_EVENT_REMOVE
+    | k::UFFD_FEATURE_EVENT_UNMAP
+    | k::UFFD_FEATURE_PAGEFAULT_FLAG_WP
+    | k::UFFD_FEATURE_MOVE) as u64;
+/// Features the tracer can't work without.
+pub const FEATURES_NEEDED: u64 = (k::UFFD_FEATURE_THREAD_ID
+    | k::UFFD_FEATURE_EVENT_FORK
+    | k::UFFD_FEATURE_EVENT_REMAP
+    | k::UFFD_FEATURE_EVENT_REMOVE
+    | k::UFFD_FEATURE_EVENT_UNMAP
+    | k::UFFD_FEATURE_PAGEFAULT_FLAG_WP) as u64;
+/// `UFFDIO_MOVE` (Linux 6.8).
+pub const FEATURE_MOVE: u64 = k::UFFD_FEATURE_MOVE as u64;
+
+/// Register mode: missing pages and write protection.
+pub const MODE_MISSING_WP: u64 =
+    (k::UFFDIO_REGISTER_MODE_MISSING | k::UFFDIO_REGISTER_MODE_WP) as u64;
+
+/// One message read from a userfaultfd.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Msg {
+    /// A thread touched a registered page.
+    Fault {
+        /// Faulting address (page-aligned by the kernel unless EXACT_ADDRESS).
+        address: u64,
+        /// A write (or a write to a write-protected page).
+        write: bool,
+        /// The page is present and write-protected.
+        wp: bool,
+        /// The faulting thread.
+        tid: u32,
+    },
+    /// The process forked; `fd` is a new userfaultfd, in this process,
+    /// for the child's address space.
+    Fork {
+        /// The child's descriptor.
+        fd: i32,
+    },
+    /// `mremap` moved `len` bytes from `from` to `to`.
+    Remap {
+        /// Old start.
+        from: u64,
+        /// New start.
+        to: u64,
+        /// Length.
+        len: u64,
+    },
+    /// `madvise(MADV_DONTNEED/REMOVE)` dropped the range's pages.
+    Remove {
+        /// Start.
+        start: u64,
+        /// End.
+        end: u64,
+    },
+    /// `munmap` (or a shrinking `mremap`) removed the range.
+    Unmap {
+        /// Start.
+        start: u64,
+        /// End.
+        end: u64,
+    },
+    /// A message this tracer does not ask for.
+    Other(u8),
+}
+
+/// A userfaultfd held by the tracer.
+#[derive(Debug)]
+pub struct Uffd {
+    fd: OwnedFd,
+}
+
+fn check(r: libc::c_int) -> io::Result<()> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+impl Uffd {
+    /// Wraps a descriptor.
+    pub fn new(fd: OwnedFd) -> Uffd {
+        Uffd { fd }
+    }
+
+    /// The raw descriptor, for poll.
+    pub fn raw(&self) -> i32 {
+        self.fd.as_raw_fd()
+    }
+
+    fn ioctl<T>(&self, req: libc::c_ulong, arg: &mut T) -> io::Result<()> {
+        // SAFETY: `req` is one of the UFFDIO requests above, each defined
+        // with the size of exactly the structure `T` that its caller passes,
+        // and `arg` is a live, exclusive reference for the call's duration.
+        check(unsafe { libc::ioctl(self.fd.as_raw_fd(), req, arg as *mut T) })
+    }
+
+    /// `UFFDIO_API`: the handshake. Returns the features granted; fails
+    /// if the kernel lacks one of [`FEATURES_NEEDED`].
+    pub fn api(&self, features: u64) -> io::Result<u64> {
+        let mut a = k::uffdio_api {
+            api: k::UFFD_API as u64,
+            features,
+            ioctls: 0,
+        };
+        self.ioctl(API, &mut a)?;
+        Ok(a.features)
+    }
+
+    /// Asks the kernel which features it has, on a throwaway descriptor
+    /// of this process.
+    pub fn probe_features() -> io::Result<u64> {
+        // SAFETY: userfaultfd(2) takes flags only and returns a new fd.
+        let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: the kernel just returned this descriptor; nothing else owns it.
+        let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) };
+        Uffd::new(fd).api(0)
+    }
+
+    /// `UFFDIO_REGISTER` of `[start, start+len)`.
+    pub fn register(&self, start: u64, len: u64, mode: u64) -> io::Result<()> {
+        let mut r = k::uffdio_register {
+            range: k::uffdio_range { start, len },
+            mode,
+            ioctls: 0,
+        };
+        self.ioctl(REGISTER, &mut r)
+    }
+
+    /// `UFFDIO_UNREGISTER`; the kernel also clears write protection and
+    /// wakes waiting threads in the range.
+    pub fn unregister(&self, start: u64, len: u64) -> io::Result<()> {
+        let mut r = k::uffdio_range { start, len };
+        self.ioctl(UNREGISTER, &mut r)
+    }
+
+    /// `UFFDIO_WAKE` for threads waiting on the range.
+    pub fn wake(&self, start: u64, len: u64) -> io::Result<()> {
+        let mut r = k::uffdio_range { start, len };
+        self.ioctl(WAKE, &mut r)
+    }
+
+    /// `UFFDIO_COPY` of `src` (in this process) to `dst` in the target,
+    /// write-protected if `wp`; wakes the waiters unless `dontwake`.
+    pub fn copy(&self, dst: u64, src: &[u8], wp: bool, dontwake: bool) -> io::Result<()> {
+        let mut c = k::uffdio_copy {
+            dst,
+            src: src.as_ptr() as u64,
+            len: src.len() as u64,
+            mode: if wp { k::UFFDIO_COPY_MODE_WP as u64 } else { 0 }
+                | if dontwake {
+                    k::UFFDIO_COPY_MODE_DONTWAKE as u64
+                } else {
+                    0
+                },
+            copy: 0,
+        };
+        self.ioctl(COPY, &mut c)
+    }
+
+    /// `UFFDIO_WRITEPROTECT`: sets (`wp`) or clears write protection; a
+    /// clear also wakes the waiters.
+    pub fn write_protect(&self, start: u64, len: u64, wp: bool) -> io::Result<()> {
+        let mut w = k::uffdio_writeprotect {
+            range: k::uffdio_range { start, len },
+            mode: if wp { WRITEPROTECT_MODE_WP } else { 0 },
+        };
+        self.ioctl(WRITEPROTECT, &mut w)
+    }
+
+    /// Reads the messages waiting (the descriptor is non-blocking) into
+    /// `out`; returns how many.
+    pub fn read_msgs(&self, out: &mut Vec<Msg>) -> io::Result<usize> {
+        let mut raw = [k::uffd_msg {
+            event: 0,
+            reserved1: 0,
+            reserved2: 0,
+            reserved3: 0,
+            arg: k::uffd_msg__bindgen_ty_1 {
+                reserved: k::uffd_msg__bindgen_ty_1__bindgen_ty_5 {
+                    reserved1: 0,
+                    reserved2: 0,
+                    reserved3: 0,
+                },
+            },
+        }; 64];
+        // SAFETY: reading into a properly sized array of plain-old-data
+        // message structures.
+        let n = unsafe {
+            libc::read(
+                self.fd.as_raw_fd(),
+                raw.as_mut_ptr().cast(),
+                size_of_val(&raw),
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::WouldBlock {
+                Ok(0)
+            } else {
+                Err(e)
+            };
+        }
+        let count = n as usize / size_of::<k::uffd_msg>();
+        for m in &raw[..count] {
+            // SAFETY: each union arm is read only for the event the kernel
+            // says it filled in; all arms are plain integers.
+            let msg = unsafe {
+                match m.event as u32 {
+                    k::UFFD_EVENT_PAGEFAULT => {
+                        let pf = m.arg.pagefault;
+                        Msg::Fault {
+                            address: pf.address,
+                            write: pf.flags & k::UFFD_PAGEFAULT_FLAG_WRITE as u64 != 0,
+                            wp: pf.flags & k::UFFD_PAGEFAULT_FLAG_WP as u64 != 0,
+                            tid: pf.feat.ptid,
+                        }
+                    }
+                    k::UFFD_EVENT_FORK => Msg::Fork {
+                        fd: m.arg.fork.ufd as i32,
+                    },
+                    k::UFFD_EVENT_REMAP => Msg::Remap {
+                        from: m.arg.remap.from,
+                        to: m.arg.remap.to,
+                        len: m.arg.remap.len,
+                    },
+                    k::UFFD_EVENT_REMOVE => Msg::Remove {
+                        start: m.arg.remove.start,
+                        end: m.arg.remove.end,
+                    },
+                    k::UFFD_EVENT_UNMAP => Msg::Unmap {
+                        start: m.arg.remove.start,
+                        end: m.arg.remove.end,
+                    },
+                    e => Msg::Other(e as u8),
+                }
+            };
+            out.push(msg);
+        }
+        Ok(count)
+    }
+}
+
+/// Takes ownership of a descriptor number the kernel installed in this
+/// process (the `ufd` of a fork message).
+pub fn own_fd(fd: i32) -> OwnedFd {
+    // SAFETY: the kernel installed `fd` in this process for this tracer's
+    // exclusive use (UFFD_EVENT_FORK); nothing else refers to it.
+    unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }
+}

@@ -1,0 +1,119 @@
+//! `pagescope trace` and `pagescope analyze`.
+
+use crate::cli::{AnalyzeArgs, AnalyzeView, TraceArgs};
+use crate::BadInput;
+use anyhow::{Context, Result};
+use pagescope_core::analysis::mrc::Mrc;
+use pagescope_core::analysis::refs::RefStats;
+use pagescope_core::format::{read_trace, Completeness, TraceVisitor};
+use pagescope_render::views;
+use std::io::IsTerminal;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Runs `trace`; returns the exit code: the traced program's own.
+pub fn trace(args: TraceArgs) -> Result<u8> {
+    if let Some(pid) = args.release {
+        let done = pagescope_linux::trace::release(pid)
+            .with_context(|| format!("cannot release process {pid}"))?;
+        if !args.quiet {
+            eprintln!(
+                "released {pid}: {} pages put back; it runs on untraced",
+                done.copied
+            );
+        }
+        return Ok(0);
+    }
+    let config = pagescope_linux::trace::TraceConfig {
+        argv: args.command.clone(),
+        pool_pages: args.pool.div_ceil(4096),
+        output: args.output.clone(),
+    };
+    let counts = Arc::new(pagescope_linux::trace::Counts::default());
+    let done = Arc::new(AtomicBool::new(false));
+    let progress = (!args.quiet && std::io::stderr().is_terminal()).then(|| {
+        let counts = counts.clone();
+        let done = done.clone();
+        pagescope_linux::trace::with_stop_signals_blocked(|| {
+            std::thread::spawn(move || {
+                let bar = indicatif::ProgressBar::new_spinner();
+                while !done.load(Ordering::Relaxed) {
+                    bar.set_message(format!(
+                        "{} references, {} evictions, {} KiB written",
+                        counts.references.load(Ordering::Relaxed),
+                        counts.evictions.load(Ordering::Relaxed),
+                        counts.bytes.load(Ordering::Relaxed) / 1024
+                    ));
+                    bar.tick();
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                bar.finish_and_clear();
+            })
+        })
+    });
+    let outcome = pagescope_linux::trace::trace(&config, counts);
+    done.store(true, Ordering::Relaxed);
+    if let Some(p) = progress {
+        let _ = p.join();
+    }
+    let outcome = outcome.context("trace failed")?;
+    if !args.quiet {
+        let e = &outcome.end;
+        eprintln!(
+            "wrote {}: {} references ({} writes), {} evictions, {} bytes ({:.2} bytes per reference); {}",
+            args.output.display(),
+            e.references,
+            outcome.writes,
+            e.evictions,
+            outcome.bytes,
+            outcome.bytes as f64 / e.references.max(1) as f64,
+            e.reason
+        );
+        if e.unevictable > 0 {
+            eprintln!(
+                "note: {} pages could not be evicted (shared after fork, or other permissions)",
+                e.unevictable
+            );
+        }
+    }
+    Ok(outcome
+        .exit_status
+        .map_or(0, |s| u8::try_from(s).unwrap_or(1)))
+}
+
+fn read(path: &Path, visitor: &mut dyn TraceVisitor) -> Result<()> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| pagescope_core::Error::io(path, e))
+        .context(BadInput)?;
+    let done = read_trace(std::io::BufReader::new(file), path, visitor).context(BadInput)?;
+    if let Completeness::CutShort { .. } = done {
+        eprintln!(
+            "note: {} was cut short (the tracer stopped before finishing it): this report covers what was written",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// Runs `analyze`.
+pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
+    let report = match args.view {
+        AnalyzeView::Refs => {
+            let mut s = RefStats::new(args.range);
+            read(&args.file, &mut s)?;
+            views::refs(&s)
+        }
+        AnalyzeView::Mrc => {
+            if args.range.is_some() {
+                anyhow::bail!("--range applies to `refs` only");
+            }
+            let mut m = Mrc::new();
+            read(&args.file, &mut m)?;
+            views::mrc(&m)
+        }
+    };
+    crate::commands::emit(&report, args.format)?;
+    Ok(0)
+}
