@@ -243,7 +243,12 @@ impl Mm {
             }
         }
         if wp && how == Restored::Moved {
-            self.uffd.write_protect(page, PAGE, true)?;
+            match self.uffd.write_protect(page, PAGE, true) {
+                // The address space is changing: the page stays writable,
+                // and a write to it before its next eviction goes unseen.
+                Err(e) if errno(&e) == Errno::EAGAIN => {}
+                r => r?,
+            }
         }
         Ok(Some(how))
     }
@@ -320,13 +325,7 @@ pub enum Fill {
 }
 
 /// `UFFDIO_COPY` of one page.
-pub fn copy_in(
-    uffd: &Uffd,
-    page: u64,
-    data: &[u8],
-    wp: bool,
-    dontwake: bool,
-) -> io::Result<Fill> {
+pub fn copy_in(uffd: &Uffd, page: u64, data: &[u8], wp: bool, dontwake: bool) -> io::Result<Fill> {
     match uffd.copy(page, data, wp, dontwake) {
         Ok(()) => Ok(Fill::Filled),
         Err(e) if errno(&e) == Errno::EEXIST => Ok(Fill::Exists),

@@ -248,10 +248,12 @@ fn shrink_pool(st: &mut State, counts: &Counts) -> Result<()> {
         let Some(space) = st.spaces.get_mut(&key) else {
             continue;
         };
-        let done = space
-            .mm
-            .evict(page)
-            .map_err(|e| sys("UFFDIO_MOVE (evicting a page)", e))?;
+        let done = match space.mm.evict(page) {
+            Ok(d) => d,
+            // The process is exiting (its mover or memory already gone).
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => continue,
+            Err(e) => return Err(sys("UFFDIO_MOVE (evicting a page)", e)),
+        };
         match done {
             Some(true) => {
                 counts.evictions.fetch_add(1, Ordering::Relaxed);
@@ -350,19 +352,23 @@ fn on_fault(
                 let _ = uffd.wake(page, PAGE);
             }
             Some((gen, false)) => {
+                match uffd.write_protect(page, PAGE, false) {
+                    Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return Ok(false),
+                    r => r.map_err(|e| sys("UFFDIO_WRITEPROTECT", e))?,
+                }
                 log_ref(st, counts, key, page, tid, true)?;
                 st.pool.live.insert((key, page), (gen, true));
-                uffd.write_protect(page, PAGE, false)
-                    .map_err(|e| sys("UFFDIO_WRITEPROTECT", e))?;
             }
             None => {
                 // Write-protected but not in the pool: a page that was
                 // resident when tracing began (or after fork). Log it and
                 // let it in.
+                match uffd.write_protect(page, PAGE, false) {
+                    Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return Ok(false),
+                    r => r.map_err(|e| sys("UFFDIO_WRITEPROTECT", e))?,
+                }
                 log_ref(st, counts, key, page, tid, true)?;
                 pool_insert(st, key, page, true);
-                uffd.write_protect(page, PAGE, false)
-                    .map_err(|e| sys("UFFDIO_WRITEPROTECT", e))?;
                 shrink_pool(st, counts)?;
             }
         }
@@ -1560,7 +1566,8 @@ pub fn trace(config: &TraceConfig, counts: Arc<Counts>) -> Result<TraceOutcome> 
                 }
             }
         }
-        if let Some(f) = shared.lock().failure.take() {
+        let failure = shared.lock().failure.take();
+        if let Some(f) = failure {
             reason = format!("stopped by an error: {f}");
             let _ = tracer.detach_all();
             error = Some(Error::Io {

@@ -2,7 +2,7 @@
 //! starting `pagetest` workloads that are killed when dropped, and
 //! reading the kernel's own accounting to check figures against.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_macros)]
 
 /// Skips (with the reason) unless page frame numbers are visible.
 macro_rules! require_pfns {

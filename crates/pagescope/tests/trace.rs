@@ -1,0 +1,531 @@
+//! `pagescope trace` on this machine's kernel: exact reference counts
+//! against pagetest's known access pattern, programs computing the same
+//! traced and untraced, and the tracer killed or stopped mid-run.
+
+#[macro_use]
+mod util;
+
+use pagescope_core::format::{read_trace, Completeness, TraceVisitor};
+use pagescope_core::trace::{Ref, TraceEnd, TraceHeader};
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use util::*;
+
+/// Skips (with the reason) where the kernel can't trace.
+macro_rules! require_trace {
+    () => {
+        if let Some(why) = trace_unsupported() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+}
+
+fn trace_unsupported() -> Option<String> {
+    if !cfg!(target_arch = "x86_64") {
+        return Some("pagescope trace supports x86_64 only".into());
+    }
+    if !rustix::process::geteuid().is_root() {
+        return Some("tracing another process needs root (ptrace and userfaultfd)".into());
+    }
+    let out = Command::new(pagescope_bin())
+        .args(["trace", "-q", "-o", "/dev/null", "--", "true"])
+        .output()
+        .expect("pagescope runs");
+    (!out.status.success()).then(|| {
+        format!(
+            "this kernel can't trace ({}); it needs CONFIG_USERFAULTFD and Linux 6.8+ for UFFDIO_MOVE",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )
+    })
+}
+
+#[derive(Default)]
+struct All {
+    header: Option<TraceHeader>,
+    refs: Vec<Ref>,
+    end: Option<TraceEnd>,
+}
+
+impl TraceVisitor for All {
+    fn header(&mut self, h: &TraceHeader) -> pagescope_core::Result<()> {
+        self.header = Some(h.clone());
+        Ok(())
+    }
+    fn refs(&mut self, refs: &[Ref]) -> pagescope_core::Result<()> {
+        self.refs.extend_from_slice(refs);
+        Ok(())
+    }
+    fn end(&mut self, e: &TraceEnd) -> pagescope_core::Result<()> {
+        self.end = Some(e.clone());
+        Ok(())
+    }
+}
+
+fn read_all(path: &str) -> (All, Completeness) {
+    let mut all = All::default();
+    let f = std::fs::File::open(path).unwrap();
+    let done = read_trace(std::io::BufReader::new(f), Path::new(path), &mut all).unwrap();
+    (all, done)
+}
+
+fn pagetest_lines(stdout: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("pagetest prints JSON lines"))
+        .collect()
+}
+
+/// Traces pagetest with `args` and a pool of `pool`; insists on success
+/// and returns pagetest's JSON lines.
+fn trace_pagetest(trace: &str, pool: &str, args: &[&str]) -> Vec<Value> {
+    let out = Command::new(pagescope_bin())
+        .args(["trace", "-q", "--pool", pool, "-o", trace, "--"])
+        .arg(pagetest_bin())
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    pagetest_lines(&out.stdout)
+}
+
+/// Traces pagetest over 64 MiB with a 2 MiB pool and checks that each
+/// iteration touched every buffer page exactly once, in ascending order,
+/// with the right kind of access.
+fn exact_counts(op: &str) {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = temp_path(dir.path(), "t.trace");
+    let lines = trace_pagetest(
+        &trace,
+        "2M",
+        &[
+            "--size",
+            "64M",
+            "--mode",
+            "anon",
+            "--op",
+            op,
+            "--iterations",
+            "3",
+            "--sleep",
+            "0",
+        ],
+    );
+    let (start, end) = (
+        lines[0]["start"].as_u64().unwrap(),
+        lines[0]["end"].as_u64().unwrap(),
+    );
+    let pages = lines[0]["pages"].as_u64().unwrap();
+    assert_eq!(pages, 16384);
+    let (all, done) = read_all(&trace);
+    assert_eq!(done, Completeness::Complete);
+    let base = all.header.as_ref().unwrap().start_monotonic_ns;
+    let in_buf: Vec<&Ref> = all
+        .refs
+        .iter()
+        .filter(|r| r.addr >= start && r.addr < end)
+        .collect();
+    let iterations: Vec<&Value> = lines.iter().filter(|l| l["event"] == "iteration").collect();
+    assert_eq!(iterations.len(), 3);
+    let mut total = 0;
+    for it in iterations {
+        let (t0, t1) = (
+            it["start_ns"].as_u64().unwrap() - base,
+            it["end_ns"].as_u64().unwrap() - base,
+        );
+        let refs: Vec<&&Ref> = in_buf
+            .iter()
+            .filter(|r| r.time_ns >= t0 && r.time_ns <= t1)
+            .collect();
+        assert_eq!(
+            refs.len() as u64,
+            pages,
+            "references in iteration {}",
+            it["index"]
+        );
+        assert!(
+            refs.windows(2).all(|w| w[0].addr + 4096 == w[1].addr),
+            "iteration {}: pages not in ascending order",
+            it["index"]
+        );
+        let writes = refs.iter().filter(|r| r.write).count() as u64;
+        assert_eq!(writes, if op == "write" { pages } else { 0 });
+        total += refs.len();
+    }
+    if op == "write" {
+        // Nothing else touched the buffer: exactly 3 x 16384.
+        assert_eq!(in_buf.len(), total);
+    } else {
+        // Plus pagetest's first pass, which writes each page once.
+        assert_eq!(in_buf.len(), total + pages as usize);
+    }
+    // The CLI's own count of the buffer range agrees.
+    let range = format!("{start:#x}-{end:#x}");
+    let refs = report_json(&[
+        "analyze", &trace, "refs", "--range", &range, "--format", "json",
+    ]);
+    assert_eq!(refs["references"], in_buf.len() as u64);
+    assert_eq!(refs["distinct_pages"], pages);
+}
+
+#[test]
+fn trace_counts_every_write_exactly() {
+    require_trace!();
+    exact_counts("write");
+}
+
+#[test]
+fn trace_counts_every_read_exactly() {
+    require_trace!();
+    exact_counts("read");
+}
+
+#[test]
+fn mrc_of_a_cyclic_scan() {
+    require_trace!();
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = temp_path(dir.path(), "t.trace");
+    trace_pagetest(
+        &trace,
+        "1M",
+        &[
+            "--size",
+            "8M",
+            "--mode",
+            "anon",
+            "--op",
+            "write",
+            "--iterations",
+            "4",
+            "--sleep",
+            "0",
+        ],
+    );
+    let mrc = report_json(&["analyze", &trace, "mrc", "--format", "json"]);
+    let refs = mrc["references"].as_u64().unwrap() as f64;
+    let distinct = mrc["distinct_pages"].as_u64().unwrap();
+    let cold = mrc["cold_misses"].as_u64().unwrap() as f64;
+    assert_eq!(mrc["cold_misses"], distinct);
+    // 2048 buffer pages scanned 4 times, plus pagetest's own few pages.
+    assert!(refs >= 4.0 * 2048.0);
+    for row in mrc["curve"].as_array().unwrap() {
+        let pages = row["pages"].as_u64().unwrap();
+        let lru = row["lru_miss_ratio"].as_f64().unwrap();
+        if pages < 2048 {
+            // Every buffer reference misses below the scan's size.
+            assert!(
+                lru >= 4.0 * 2048.0 / refs - 6e-5,
+                "LRU at {pages} pages: {lru}"
+            );
+        }
+        if pages >= distinct {
+            // Only the cold misses are left (ratios carry 4 decimals).
+            assert!(
+                (lru - cold / refs).abs() < 6e-5,
+                "LRU at {pages} pages: {lru}"
+            );
+        }
+    }
+    let at = |p: u64| {
+        mrc["curve"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["pages"] == p)
+            .map(|r| r["lru_miss_ratio"].as_f64().unwrap())
+            .unwrap()
+    };
+    // Half the scan: every buffer reference misses; twice the scan: only
+    // the first pass does.
+    assert!(at(1024) * mrc["references"].as_f64().unwrap() >= 4.0 * 2048.0);
+    assert!(at(4096) < 0.26);
+    for format in ["table", "csv", "svg"] {
+        run_ok(&["analyze", &trace, "mrc", "--format", format]);
+        run_ok(&["analyze", &trace, "refs", "--format", format]);
+    }
+}
+
+/// Runs `argv` untraced and traced (pool 512K, so pages are evicted and
+/// brought back all the time) and returns both outputs.
+fn both_ways(argv: &[&str], stdin: Option<&str>) -> (Vec<u8>, Vec<u8>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = temp_path(dir.path(), "t.trace");
+    let run = |traced: bool| {
+        let mut cmd = if traced {
+            let mut c = Command::new(pagescope_bin());
+            c.args(["trace", "-q", "--pool", "512K", "-o", &trace, "--"]);
+            c.args(argv);
+            c
+        } else {
+            let mut c = Command::new(argv[0]);
+            c.args(&argv[1..]);
+            c
+        };
+        if let Some(path) = stdin {
+            cmd.stdin(std::fs::File::open(path).unwrap());
+        }
+        let out = cmd.stderr(Stdio::piped()).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{argv:?} (traced: {traced}) failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let plain = run(false);
+    let traced = run(true);
+    let refs = report_json(&["analyze", &trace, "refs", "--format", "json"]);
+    let summary = format!("{argv:?}: {} references", refs["references"]);
+    assert!(refs["references"].as_u64().unwrap() > 0, "{summary}");
+    (plain, traced, summary)
+}
+
+fn data_file(dir: &Path, lines: usize) -> String {
+    let mut s = String::new();
+    let mut x = 88172645463325252u64;
+    for _ in 0..lines {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.push_str(&format!("{:016x} {}\n", x, "y".repeat((x % 50) as usize)));
+    }
+    let p = dir.join("data.txt");
+    std::fs::write(&p, s).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn traced_programs_compute_what_they_compute_untraced() {
+    require_trace!();
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_file(dir.path(), 20_000);
+    let pt = pagetest_bin();
+    let pt = pt.to_str().unwrap();
+    let xz_round_trip = format!("xz -1 -T1 -c {data} | xz -dc | sha256sum");
+    let python = "import hashlib, random\n\
+        r = random.Random(7)\n\
+        blobs = [r.randbytes(4096) for _ in range(600)]\n\
+        h = hashlib.sha256()\n\
+        for b in sorted(blobs): h.update(b)\n\
+        print(h.hexdigest(), sum(map(len, blobs)))";
+    let threads = "import hashlib, threading\n\
+        out = [None] * 4\n\
+        def work(i):\n\
+        \x20   buf = bytearray(2 << 20)\n\
+        \x20   for j in range(0, len(buf), 997): buf[j] = (i * j) & 255\n\
+        \x20   out[i] = hashlib.sha256(buf).hexdigest()\n\
+        ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]\n\
+        [t.start() for t in ts]; [t.join() for t in ts]\n\
+        print(out)";
+    let fork = "import os, hashlib\n\
+        buf = bytearray(b\"\\x05\") * (4 << 20)\n\
+        for j in range(0, len(buf), 4096): buf[j] = j % 251\n\
+        r, w = os.pipe()\n\
+        pid = os.fork()\n\
+        if pid == 0:\n\
+        \x20   for j in range(0, len(buf), 8192): buf[j] = 7\n\
+        \x20   os.write(w, hashlib.sha256(buf).hexdigest().encode()); os._exit(0)\n\
+        os.waitpid(pid, 0)\n\
+        print(os.read(r, 64).decode(), hashlib.sha256(buf[1:]).hexdigest())";
+    let cases: Vec<(Vec<&str>, Option<&str>)> = vec![
+        (
+            vec![
+                pt,
+                "--size",
+                "16M",
+                "--mode",
+                "malloc",
+                "--op",
+                "read",
+                "--iterations",
+                "3",
+                "--sleep",
+                "0",
+            ],
+            None,
+        ),
+        (vec!["sort", &data], None),
+        (vec!["sort", "--parallel=2", "-S", "1M", &data], None),
+        (vec!["sh", "-c", &xz_round_trip], None),
+        (vec!["python3", "-c", python], None),
+        (vec!["python3", "-c", threads], None),
+        (vec!["python3", "-c", fork], None),
+    ];
+    for (argv, stdin) in cases {
+        let (plain, traced, summary) = both_ways(&argv, stdin);
+        let strip = |b: &[u8]| {
+            // pagetest's lines carry times and a pid: compare its checksum.
+            if argv[0] == pt {
+                pagetest_lines(b)
+                    .into_iter()
+                    .find(|l| l["event"] == "done")
+                    .unwrap()["checksum"]
+                    .to_string()
+            } else {
+                String::from_utf8_lossy(b).into_owned()
+            }
+        };
+        assert_eq!(strip(&plain), strip(&traced), "{summary}");
+        eprintln!("{summary}: same output");
+    }
+}
+
+/// Waits for a process to end, up to `secs`.
+fn wait_gone(pid: u32, secs: u64) -> bool {
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(secs) {
+        if !Path::new(&format!("/proc/{pid}")).exists()
+            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| s.contains(") Z "))
+        {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// A pagetest that reads its buffer twice, 3 s apart, under the tracer;
+/// returns it once the first pass is done (so pages are evicted).
+fn traced_reader(trace: &str) -> Pagetest {
+    let mut pt = Pagetest::start(
+        &[
+            pagescope_bin().to_str().unwrap(),
+            "trace",
+            "-q",
+            "--pool",
+            "1M",
+            "-o",
+            trace,
+            "--",
+        ],
+        &[
+            "--size",
+            "16M",
+            "--mode",
+            "anon",
+            "--op",
+            "read",
+            "--iterations",
+            "2",
+            "--sleep",
+            "3s",
+        ],
+        "ready",
+    );
+    let it = pt.next_line();
+    assert_eq!(it["event"], "iteration");
+    pt
+}
+
+#[test]
+fn sigkill_then_release_loses_nothing() {
+    require_trace!();
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = temp_path(dir.path(), "t.trace");
+    let mut pt = traced_reader(&trace);
+    let target = pt.pid();
+    // Kill the tracer while most of the buffer is evicted.
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&pt.child),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    let _ = pt.child.wait();
+    std::thread::sleep(Duration::from_millis(200));
+    let out = run(&[], &["trace", "--release", &target.to_string()]);
+    assert!(
+        out.status.success(),
+        "release failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The second pass reads every page back: the sum is exact only if no
+    // page was lost (a lost page reads as zero).
+    let mut done = pt.next_line();
+    if done["event"] == "iteration" {
+        done = pt.next_line();
+    }
+    assert_eq!(done["event"], "done");
+    assert_eq!(done["checksum"], 2 * pt.pages());
+    assert!(
+        wait_gone(target, 10),
+        "pagetest did not finish after release"
+    );
+    // The file the killed tracer left is readable.
+    let (all, done) = read_all(&trace);
+    assert!(matches!(done, Completeness::CutShort { .. }));
+    assert!(!all.refs.is_empty());
+    // Nothing to release twice.
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(target as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    );
+}
+
+#[test]
+fn sigterm_detaches_and_the_program_runs_on() {
+    require_trace!();
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = temp_path(dir.path(), "t.trace");
+    let mut pt = traced_reader(&trace);
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&pt.child),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let status = pt.child.wait().unwrap();
+    assert!(status.success(), "tracer exit: {status:?}");
+    let mut done = pt.next_line();
+    if done["event"] == "iteration" {
+        done = pt.next_line();
+    }
+    assert_eq!(done["checksum"], 2 * pt.pages());
+    let (all, done) = read_all(&trace);
+    assert_eq!(done, Completeness::Complete);
+    assert!(all.end.unwrap().reason.starts_with("interrupted"));
+    // Detached: no tracer, and no store left registered.
+    let status = std::fs::read_to_string(format!("/proc/{}/status", pt.pid())).unwrap_or_default();
+    assert!(status.contains("TracerPid:\t0") || status.is_empty());
+}
+
+#[test]
+fn bad_input_is_one_line_and_a_nonzero_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(
+        &[],
+        &["trace", "-q", "-o", "/dev/null", "--", "/nonexistent/prog"],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not an executable file"));
+    let snap = temp_path(dir.path(), "s.snap");
+    run_ok(&[
+        "snapshot",
+        "-q",
+        "--pid",
+        &std::process::id().to_string(),
+        "-o",
+        &snap,
+    ]);
+    let out = run(&[], &["analyze", &snap, "refs"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a trace"));
+    let out = run(
+        &[],
+        &["trace", "--release", &std::process::id().to_string()],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to release"));
+    let out = run(&[], &["analyze", &snap, "refs", "--range", "0x2000-0x1000"]);
+    assert_eq!(out.status.code(), Some(2));
+}
