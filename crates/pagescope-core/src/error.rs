@@ -39,14 +39,15 @@ pub enum Error {
         /// What is wrong, in words.
         why: String,
     },
-    /// Any other I/O error, with the path it concerns.
-    #[error("{path}: {source}")]
+    /// Any other I/O error, with the path it concerns. The underlying
+    /// error is part of the message, not a separate source, so that a
+    /// chain of contexts prints it once.
+    #[error("{path}: {error}")]
     Io {
         /// The file or interface.
         path: PathBuf,
         /// The underlying error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -64,7 +65,10 @@ impl Error {
                 path,
                 needs: "run as root (CAP_SYS_ADMIN)".into(),
             },
-            _ => Error::Io { path, source },
+            _ => Error::Io {
+                path,
+                error: source,
+            },
         }
     }
 

@@ -2,11 +2,10 @@
 
 use crate::report::{Chart, Column, Report, Table, Value};
 use pagescope_core::analysis::mrc::Mrc;
-use pagescope_core::analysis::refs::{RefCounts, RefStats};
+use pagescope_core::analysis::refs::{RefCounts, RefStats, TraceMaps};
 use pagescope_core::analysis::total::Total;
 use pagescope_core::analysis::usage::{map_char, ClassCounts, ProcessUsage, Usage};
 use pagescope_core::model::SystemInfo;
-use pagescope_core::trace::{TraceEnd, TraceHeader};
 use std::fmt::Write;
 
 /// The notes every report carries: what the snapshot could not see, then
@@ -1071,12 +1070,12 @@ fn leak_title(name: &str) -> &'static str {
 
 /// Notes every trace report carries: what the trace can't hold, and
 /// whether it is complete.
-fn trace_notes(header: Option<&TraceHeader>, end: Option<&TraceEnd>) -> Vec<String> {
+fn trace_notes(maps: &TraceMaps) -> Vec<String> {
     let mut n = Vec::new();
-    if let Some(h) = header {
+    if let Some(h) = &maps.header {
         n.push(format!("not traced: {}", h.untraced));
     }
-    match end {
+    match &maps.end {
         None => n.push(
             "the trace was cut short (the tracer was killed): this report covers what was written"
                 .into(),
@@ -1145,7 +1144,7 @@ pub fn refs(s: &RefStats) -> Report {
     let mut per: Vec<(u32, &RefCounts)> = s.per_mapping().collect();
     per.sort_by_key(|(_, c)| std::cmp::Reverse(c.references));
     for (id, c) in per {
-        let m = s.mappings.get(&id);
+        let m = s.maps.mappings.get(&id);
         let mut row = vec![
             Value::Int(id as u64),
             m.map_or(Value::Missing, |m| Value::Int(m.pid as u64)),
@@ -1180,8 +1179,8 @@ pub fn refs(s: &RefStats) -> Report {
     };
     Report {
         view: "refs",
-        page_size: s.header.as_ref().map_or(4096, |h| h.page_size),
-        notes: trace_notes(s.header.as_ref(), s.end.as_ref()),
+        page_size: s.maps.header.as_ref().map_or(4096, |h| h.page_size),
+        notes: trace_notes(&s.maps),
         fields: vec![
             ("references", "references", t.references.into()),
             ("reads", "reads", t.reads.into()),
@@ -1197,7 +1196,7 @@ pub fn refs(s: &RefStats) -> Report {
 /// The `mrc` view: miss ratio by memory size under LRU (exact), FIFO and
 /// CLOCK.
 pub fn mrc(m: &Mrc) -> Report {
-    let ps = m.header.as_ref().map_or(4096, |h| h.page_size);
+    let ps = m.maps.header.as_ref().map_or(4096, |h| h.page_size);
     let curve = m.curve();
     let rows = curve
         .iter()
@@ -1221,8 +1220,7 @@ pub fn mrc(m: &Mrc) -> Report {
             .collect(),
         lines: true,
     };
-    let mut notes = trace_notes(m.header.as_ref(), None);
-    notes.truncate(1);
+    let mut notes = trace_notes(&m.maps);
     notes.push(
         "the trace holds the references that missed the tracer's pool, so sizes below the pool \
          see only those"

@@ -5,7 +5,7 @@ use crate::BadInput;
 use anyhow::{Context, Result};
 use pagescope_core::analysis::mrc::Mrc;
 use pagescope_core::analysis::refs::RefStats;
-use pagescope_core::format::{read_trace, Completeness, TraceVisitor};
+use pagescope_core::format::{read_trace, TraceVisitor};
 use pagescope_render::views;
 use std::io::IsTerminal;
 use std::path::Path;
@@ -83,17 +83,13 @@ pub fn trace(args: TraceArgs) -> Result<u8> {
         .map_or(0, |s| u8::try_from(s).unwrap_or(1)))
 }
 
+/// Reads a trace into an analysis. A file cut short is read up to its
+/// last complete frame; the report's notes say so (no end record).
 fn read(path: &Path, visitor: &mut dyn TraceVisitor) -> Result<()> {
     let file = std::fs::File::open(path)
         .map_err(|e| pagescope_core::Error::io(path, e))
         .context(BadInput)?;
-    let done = read_trace(std::io::BufReader::new(file), path, visitor).context(BadInput)?;
-    if let Completeness::CutShort { .. } = done {
-        eprintln!(
-            "note: {} was cut short (the tracer stopped before finishing it): this report covers what was written",
-            path.display()
-        );
-    }
+    read_trace(std::io::BufReader::new(file), path, visitor).context(BadInput)?;
     Ok(())
 }
 
@@ -107,7 +103,7 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
         }
         AnalyzeView::Mrc => {
             if args.range.is_some() {
-                anyhow::bail!("--range applies to `refs` only");
+                return Err(anyhow::anyhow!("--range applies to `refs` only").context(BadInput));
             }
             let mut m = Mrc::new();
             read(&args.file, &mut m)?;

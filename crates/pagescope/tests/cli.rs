@@ -91,14 +91,7 @@ fn total_counts_anonymous_buffer_as_anonymous() {
     let dir = tempfile::tempdir().unwrap();
     let pt = Pagetest::start(&[], &["--size", "64M", "--mode", "anon", "--hold"], "done");
     let snap = temp_path(dir.path(), "s.snap");
-    run_ok(&[
-        "snapshot",
-        "-q",
-        "--pid",
-        &pt.pid().to_string(),
-        "-o",
-        &snap,
-    ]);
+    snapshot_pid(pt.pid(), &snap);
     let total = report_json(&["report", "total", "-i", &snap, "-f", "json"]);
     let anon = total["user_anon_pages"].as_u64().unwrap();
     // The buffer's 16384 pages are anonymous; the rest of the process

@@ -755,14 +755,7 @@ fn physmap_agrees_with_the_kernels_counters() {
 
     // A snapshot without the physical map says how to get one.
     let plain = temp_path(dir.path(), "plain.snap");
-    run_ok(&[
-        "snapshot",
-        "-q",
-        "--pid",
-        &pt.pid().to_string(),
-        "-o",
-        &plain,
-    ]);
+    snapshot_pid(pt.pid(), &plain);
     let out = run(&[], &["report", "physmap", "-i", &plain]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--physmap"));

@@ -12,11 +12,11 @@
 //! FIFO and CLOCK have no stack property, so they are simulated at each
 //! size reported.
 
-use super::refs::page_key;
+use super::refs::TraceMaps;
 use crate::format::TraceVisitor;
-use crate::trace::{Mapping, Ref, TraceHeader};
+use crate::trace::{Mapping, Ref, TraceEnd, TraceHeader};
 use crate::Result;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 
 /// Counts the stack distance of each reference of a stream of page ids.
 #[derive(Debug, Default)]
@@ -199,9 +199,8 @@ pub struct MrcPoint {
 /// The `mrc` analysis, fed by [`crate::format::read_trace`].
 #[derive(Debug, Default)]
 pub struct Mrc {
-    /// The trace header.
-    pub header: Option<TraceHeader>,
-    mappings: BTreeMap<u32, Mapping>,
+    /// Header and mappings.
+    pub maps: TraceMaps,
     ids: HashMap<(u64, u64), u32>,
     stream: Vec<u32>,
     stack: StackDistance,
@@ -267,18 +266,23 @@ impl Mrc {
 
 impl TraceVisitor for Mrc {
     fn header(&mut self, header: &TraceHeader) -> Result<()> {
-        self.header = Some(header.clone());
+        self.maps.set_header(header);
         Ok(())
     }
 
     fn mapping(&mut self, m: &Mapping) -> Result<()> {
-        self.mappings.insert(m.id, m.clone());
+        self.maps.add(m);
+        Ok(())
+    }
+
+    fn end(&mut self, e: &TraceEnd) -> Result<()> {
+        self.maps.end = Some(e.clone());
         Ok(())
     }
 
     fn refs(&mut self, refs: &[Ref]) -> Result<()> {
         for r in refs {
-            let key = page_key(r, self.mappings.get(&r.mapping));
+            let key = self.maps.key(r);
             let next = self.ids.len() as u32;
             let id = *self.ids.entry(key).or_insert(next);
             self.stream.push(id);

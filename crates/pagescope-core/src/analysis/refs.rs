@@ -19,6 +19,35 @@ pub fn page_key(r: &Ref, mapping: Option<&Mapping>) -> (u64, u64) {
     }
 }
 
+/// What every trace analysis keeps besides the references: the header,
+/// the mapping table (which says what each page is) and the end record.
+#[derive(Debug, Default)]
+pub struct TraceMaps {
+    /// The trace header.
+    pub header: Option<TraceHeader>,
+    /// Mappings by id (last record wins).
+    pub mappings: BTreeMap<u32, Mapping>,
+    /// The end record, if the trace is complete.
+    pub end: Option<TraceEnd>,
+}
+
+impl TraceMaps {
+    /// Keeps the header.
+    pub fn set_header(&mut self, header: &TraceHeader) {
+        self.header = Some(header.clone());
+    }
+
+    /// Keeps a mapping record.
+    pub fn add(&mut self, m: &Mapping) {
+        self.mappings.insert(m.id, m.clone());
+    }
+
+    /// The page's identity ([`page_key`]).
+    pub fn key(&self, r: &Ref) -> (u64, u64) {
+        page_key(r, self.mappings.get(&r.mapping))
+    }
+}
+
 /// Counts over one selection of references.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RefCounts {
@@ -55,12 +84,8 @@ impl Acc {
 /// The `refs` analysis, fed by [`crate::format::read_trace`].
 #[derive(Debug, Default)]
 pub struct RefStats {
-    /// The trace header.
-    pub header: Option<TraceHeader>,
-    /// Mappings by id (last record wins).
-    pub mappings: BTreeMap<u32, Mapping>,
-    /// The end record, if the trace is complete.
-    pub end: Option<TraceEnd>,
+    /// Header and mappings.
+    pub maps: TraceMaps,
     /// Process events.
     pub events: Vec<ProcessEvent>,
     range: Option<(u64, u64)>,
@@ -103,12 +128,12 @@ impl RefStats {
 
 impl TraceVisitor for RefStats {
     fn header(&mut self, header: &TraceHeader) -> Result<()> {
-        self.header = Some(header.clone());
+        self.maps.set_header(header);
         Ok(())
     }
 
     fn mapping(&mut self, m: &Mapping) -> Result<()> {
-        self.mappings.insert(m.id, m.clone());
+        self.maps.add(m);
         Ok(())
     }
 
@@ -135,7 +160,7 @@ impl TraceVisitor for RefStats {
                     continue;
                 }
             }
-            let key = page_key(r, self.mappings.get(&r.mapping));
+            let key = self.maps.key(r);
             self.total.add(r, key);
             self.threads.entry((r.pid, r.tid)).or_default().add(r, key);
             self.per_mapping.entry(r.mapping).or_default().add(r, key);
@@ -144,7 +169,7 @@ impl TraceVisitor for RefStats {
     }
 
     fn end(&mut self, e: &TraceEnd) -> Result<()> {
-        self.end = Some(e.clone());
+        self.maps.end = Some(e.clone());
         Ok(())
     }
 }

@@ -15,7 +15,7 @@ use super::uffd::Uffd;
 use nix::errno::Errno;
 use nix::sys::uio::{process_vm_readv, process_vm_writev, RemoteIoVec};
 use nix::unistd::Pid;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::io::{self, IoSlice, IoSliceMut};
 use std::sync::Arc;
 
@@ -97,16 +97,15 @@ pub struct Mm {
     pub uffd: Arc<Uffd>,
     /// The store.
     pub store: Store,
-    /// Evicted pages: page address to slot.
-    pub evicted: HashMap<u64, u64>,
+    /// Evicted pages: page address to slot, ordered so that `munmap` and
+    /// `mremap` find a range's pages without a scan of them all.
+    pub evicted: BTreeMap<u64, u64>,
     /// Slots that still hold a page the program has dropped (unmapped or
     /// `MADV_DONTNEED` while evicted); freed at the next system call stop.
     pub dead: Vec<u64>,
     /// The mover, if this space has one yet (a child after fork gets one
     /// at its first system call).
     pub mover: Option<MoverRef>,
-    /// Whether `UFFDIO_MOVE` is available.
-    pub can_move: bool,
 }
 
 fn errno(e: &io::Error) -> Errno {
@@ -182,7 +181,7 @@ impl Mm {
     /// mover yet), or it is gone; the page stays where it is.
     /// `Err(EAGAIN)`-like states come back as `Ok(None)`: try later.
     pub fn evict(&mut self, page: u64) -> io::Result<Option<bool>> {
-        if !self.can_move || self.mover.as_ref().is_none_or(|m| m.mover.is_none()) {
+        if self.mover.as_ref().is_none_or(|m| m.mover.is_none()) {
             return Ok(Some(false));
         }
         let slot = self.alloc_slot()?;
@@ -196,9 +195,6 @@ impl Mm {
                 Ok(Some(true))
             }
             Err(e) => {
-                if std::env::var_os("PAGESCOPE_DEBUG").is_some() {
-                    eprintln!("evict {page:#x}: {e}");
-                }
                 self.write_index(slot, 0)?;
                 self.store.free.push(slot);
                 match e {
@@ -257,8 +253,7 @@ impl Mm {
     pub fn forget(&mut self, start: u64, end: u64) -> io::Result<()> {
         let gone: Vec<(u64, u64)> = self
             .evicted
-            .iter()
-            .filter(|(&p, _)| p >= start && p < end)
+            .range(start..end)
             .map(|(&p, &s)| (p, s))
             .collect();
         for (p, s) in gone {
@@ -273,12 +268,13 @@ impl Mm {
     pub fn remap(&mut self, from: u64, to: u64, len: u64) -> io::Result<()> {
         let moved: Vec<(u64, u64)> = self
             .evicted
-            .iter()
-            .filter(|(&p, _)| p >= from && p < from + len)
+            .range(from..from + len)
             .map(|(&p, &s)| (p, s))
             .collect();
-        for (p, s) in moved {
+        for &(p, _) in &moved {
             self.evicted.remove(&p);
+        }
+        for (p, s) in moved {
             let np = p - from + to;
             self.write_index(s, np)?;
             self.evicted.insert(np, s);

@@ -182,6 +182,36 @@ fn wait_syscall_stop(tid: Pid, held: &mut Vec<Signal>) -> io::Result<()> {
     }
 }
 
+/// Makes the stopped `tid` execute the `syscall` instruction at `insn`
+/// with `nr` and `args` (the other registers from `base`) and returns
+/// `rax` at the call's exit stop, where `tid` is left stopped.
+fn run_at(
+    tid: Pid,
+    base: &libc::user_regs_struct,
+    insn: u64,
+    nr: u64,
+    args: [u64; 6],
+    held: &mut Vec<Signal>,
+) -> io::Result<i64> {
+    let mut r = *base;
+    r.rip = insn;
+    r.rax = nr;
+    // Not a restartable call: the kernel must not rewind rip on return.
+    r.orig_rax = u64::MAX;
+    r.rdi = args[0];
+    r.rsi = args[1];
+    r.rdx = args[2];
+    r.r10 = args[3];
+    r.r8 = args[4];
+    r.r9 = args[5];
+    ptrace::setregs(tid, r)?;
+    ptrace::syscall(tid, None)?;
+    wait_syscall_stop(tid, held)?; // entry
+    ptrace::syscall(tid, None)?;
+    wait_syscall_stop(tid, held)?; // exit
+    Ok(ptrace::getregs(tid)?.rax as i64)
+}
+
 /// A thread stopped at a syscall-exit stop, borrowed for injection.
 #[derive(Debug)]
 pub struct Injector {
@@ -219,22 +249,7 @@ impl Injector {
     /// Runs system call `nr` with `args` in the thread; returns its result
     /// (negative errno on failure).
     pub fn syscall(&mut self, nr: u64, args: [u64; 6]) -> io::Result<i64> {
-        let mut r = self.saved;
-        r.rip = self.insn;
-        r.rax = nr;
-        r.orig_rax = u64::MAX;
-        r.rdi = args[0];
-        r.rsi = args[1];
-        r.rdx = args[2];
-        r.r10 = args[3];
-        r.r8 = args[4];
-        r.r9 = args[5];
-        ptrace::setregs(self.tid, r)?;
-        ptrace::syscall(self.tid, None)?;
-        wait_syscall_stop(self.tid, &mut self.held)?; // entry
-        ptrace::syscall(self.tid, None)?;
-        wait_syscall_stop(self.tid, &mut self.held)?; // exit
-        Ok(ptrace::getregs(self.tid)?.rax as i64)
+        run_at(self.tid, &self.saved, self.insn, nr, args, &mut self.held)
     }
 
     /// Puts the saved registers back; the thread is again at its original
@@ -405,25 +420,10 @@ impl Mover {
     }
 
     /// Runs one system call in the mover; returns its result (negative
-    /// errno on failure).
+    /// errno on failure). Signals sent to the mover are dropped: it never
+    /// runs code of its own to handle them.
     pub fn syscall(&self, nr: u64, args: [u64; 6]) -> io::Result<i64> {
-        let mut r = self.regs;
-        r.rip = self.insn;
-        r.rax = nr;
-        r.orig_rax = u64::MAX;
-        r.rdi = args[0];
-        r.rsi = args[1];
-        r.rdx = args[2];
-        r.r10 = args[3];
-        r.r8 = args[4];
-        r.r9 = args[5];
-        ptrace::setregs(self.pid, r)?;
-        let mut held = Vec::new();
-        ptrace::syscall(self.pid, None)?;
-        wait_syscall_stop(self.pid, &mut held)?;
-        ptrace::syscall(self.pid, None)?;
-        wait_syscall_stop(self.pid, &mut held)?;
-        Ok(ptrace::getregs(self.pid)?.rax as i64)
+        run_at(self.pid, &self.regs, self.insn, nr, args, &mut Vec::new())
     }
 
     /// Ends the mover.

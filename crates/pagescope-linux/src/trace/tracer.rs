@@ -109,7 +109,7 @@ struct Pool {
 struct PendingFork {
     uffd: Arc<Uffd>,
     store: Store,
-    evicted: HashMap<u64, u64>,
+    evicted: BTreeMap<u64, u64>,
     maps: BTreeMap<u64, MapRange>,
     heap: Option<(u32, u64, u64)>,
 }
@@ -698,7 +698,6 @@ struct Ptracer {
     threads: HashMap<u32, ThreadState>,
     root: u32,
     root_status: Option<i32>,
-    can_move: bool,
 }
 
 const MAP_PRIVATE: u64 = 0x02;
@@ -712,12 +711,21 @@ const PR_SET_VMA: u64 = 0x53564d41;
 const PR_SET_VMA_ANON_NAME: u64 = 0;
 const MADV_DONTNEED: u64 = 4;
 
+/// The maps-style permissions of a private mapping with `mmap` protection
+/// `prot`.
+fn perms_of(prot: u64) -> String {
+    let bit = |b: u64, c: char| if prot & b != 0 { c } else { '-' };
+    format!("{}{}{}p", bit(1, 'r'), bit(2, 'w'), bit(4, 'x'))
+}
+
 fn page_up(v: u64) -> u64 {
     (v + PAGE - 1) & !(PAGE - 1)
 }
 
 impl Ptracer {
-    fn write_name(inj: &mut Injector, tid: Pid, sp: u64, name: &str) -> Result<u64> {
+    /// Writes `name` below the red zone of the stopped thread's stack, for
+    /// an injected call that takes a string; returns its address.
+    fn write_name(tid: Pid, sp: u64, name: &str) -> Result<u64> {
         // Below the red zone of the stopped thread's stack.
         let at = (sp - 4096) & !15;
         let mut bytes = name.as_bytes().to_vec();
@@ -731,7 +739,6 @@ impl Ptracer {
             }],
         )
         .map_err(|e| sys("process_vm_writev", e))?;
-        let _ = inj;
         Ok(at)
     }
 
@@ -819,7 +826,7 @@ impl Ptracer {
             (store, STORE_BYTES, STORE_NAME),
             (index as u64, INDEX_BYTES, INDEX_NAME),
         ] {
-            let at = Self::write_name(&mut inj, t, sp, name)?;
+            let at = Self::write_name(t, sp, name)?;
             run(
                 &mut inj,
                 nr::PRCTL,
@@ -852,7 +859,7 @@ impl Ptracer {
         )
         .map_err(|e| sys("writing the mover's code", e))?;
         run(&mut inj, nr::MPROTECT, [code, PAGE, 5, 0, 0, 0])?;
-        let at = Self::write_name(&mut inj, t, sp, "pagescope-mover")?;
+        let at = Self::write_name(t, sp, "pagescope-mover")?;
         run(
             &mut inj,
             nr::PRCTL,
@@ -880,17 +887,8 @@ impl Ptracer {
         )
         .map_err(|e| sys("pidfd_getfd", e))?;
         let u = Uffd::new(ours);
-        let features = u.api(uffd::FEATURES_WANTED).or_else(|_| u.api(uffd::FEATURES_NEEDED)).map_err(|e| Error::Unsupported {
-            what: "userfaultfd with thread ids, fork/remap/unmap events and write protection".into(),
-            needs: format!("Linux 5.7 or later with CONFIG_USERFAULTFD and CONFIG_HAVE_ARCH_USERFAULTFD_WP ({e})"),
-        })?;
-        self.can_move = features & uffd::FEATURE_MOVE != 0;
-        if !self.can_move {
-            return Err(Error::Unsupported {
-                what: "UFFDIO_MOVE".into(),
-                needs: "Linux 6.8 or later (this kernel can't evict pages without a copy, and the copying fallback is not built yet)".into(),
-            });
-        }
+        // The features were checked before the program started.
+        u.api(uffd::FEATURES).map_err(|e| sys("UFFDIO_API", e))?;
         u.register(store, STORE_BYTES, uffd::MODE_MISSING_WP)
             .map_err(|e| sys("UFFDIO_REGISTER (store)", e))?;
         let u = Arc::new(u);
@@ -904,7 +902,7 @@ impl Ptracer {
                     next: 1,
                     free: Vec::new(),
                 },
-                evicted: HashMap::new(),
+                evicted: BTreeMap::new(),
                 dead: Vec::new(),
                 mover: Some(MoverRef {
                     mover: None,
@@ -914,7 +912,6 @@ impl Ptracer {
                     scratch: index as u64 + INDEX_BYTES - PAGE,
                     failed: false,
                 }),
-                can_move: self.can_move,
             },
             maps: BTreeMap::new(),
             heap: None,
@@ -981,7 +978,7 @@ impl Ptracer {
             if let Some(f) = self.shared.lock().failure.clone() {
                 return Err(Error::Io {
                     path: "trace".into(),
-                    source: std::io::Error::other(f),
+                    error: std::io::Error::other(f),
                 });
             }
             std::thread::sleep(Duration::from_micros(100));
@@ -996,6 +993,7 @@ impl Ptracer {
         start: u64,
         end: u64,
         kind: MappingKind,
+        prot: u64,
         populated: bool,
     ) -> Result<()> {
         let mut st = self.shared.lock();
@@ -1010,7 +1008,7 @@ impl Ptracer {
         let line = parse::maps::MapsLine {
             start,
             end,
-            perms: "rw-p".into(),
+            perms: perms_of(prot),
             ..Default::default()
         };
         let id = st.new_mapping(pid, &line, kind, traced)?;
@@ -1153,7 +1151,7 @@ impl Ptracer {
         }
         match nr_ {
             nr::MMAP => {
-                let (len, flags) = (args[1], args[3]);
+                let (len, prot, flags) = (args[1], args[2], args[3]);
                 let start = ret as u64;
                 let end = start + page_up(len);
                 if flags & MAP_ANONYMOUS != 0 && flags & MAP_PRIVATE != 0 && flags & MAP_SHARED == 0
@@ -1163,7 +1161,7 @@ impl Ptracer {
                     } else {
                         MappingKind::Anonymous
                     };
-                    self.add_mapping(key, start, end, kind, flags & MAP_POPULATE != 0)?;
+                    self.add_mapping(key, start, end, kind, prot, flags & MAP_POPULATE != 0)?;
                 }
             }
             nr::BRK => self.grow_heap(key, ret as u64)?,
@@ -1264,7 +1262,6 @@ impl Ptracer {
                                 evicted: p.evicted,
                                 dead: Vec::new(),
                                 mover: None,
-                                can_move: self.can_move,
                             },
                             maps: p.maps,
                             heap: p.heap,
@@ -1450,13 +1447,23 @@ fn empty_range(mm: &mut Mm, start: u64, end: u64) -> Result<()> {
 
 /// Traces `config.argv` to `config.output`. `counts` is updated as it runs.
 pub fn trace(config: &TraceConfig, counts: Arc<Counts>) -> Result<TraceOutcome> {
-    let program = pt::resolve(&config.argv[0]).map_err(|e| sys("trace", e))?;
-    uffd::Uffd::probe_features().map_err(|e| Error::Unsupported {
+    let program = pt::resolve(&config.argv[0]).map_err(|e| sys("cannot run", e))?;
+    // Refuse before the program starts if the kernel can't trace it.
+    let available = uffd::Uffd::probe_features().map_err(|e| Error::Unsupported {
         what: "userfaultfd".into(),
         needs: format!(
             "CONFIG_USERFAULTFD, and root or `sysctl vm.unprivileged_userfaultfd=1` ({e})"
         ),
     })?;
+    let missing = uffd::missing_features(available);
+    if !missing.is_empty() {
+        return Err(Error::Unsupported {
+            what: format!("userfaultfd feature {}", missing.join(", ")),
+            needs: "Linux 6.8 or later with CONFIG_USERFAULTFD (pages are evicted with \
+                    UFFDIO_MOVE; a copying fallback for older kernels is not built yet)"
+                .into(),
+        });
+    }
     let file = File::create(&config.output).map_err(|e| Error::io(&config.output, e))?;
     let start_unix_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -1531,7 +1538,6 @@ pub fn trace(config: &TraceConfig, counts: Arc<Counts>) -> Result<TraceOutcome> 
         )]),
         root,
         root_status: None,
-        can_move: true,
     };
     shared.lock().event(
         root,
@@ -1572,7 +1578,7 @@ pub fn trace(config: &TraceConfig, counts: Arc<Counts>) -> Result<TraceOutcome> 
             let _ = tracer.detach_all();
             error = Some(Error::Io {
                 path: "trace".into(),
-                source: std::io::Error::other(f),
+                error: std::io::Error::other(f),
             });
             break;
         }

@@ -32,23 +32,36 @@ const WRITEPROTECT: libc::c_ulong =
 pub const MOVE_MODE_DONTWAKE: u64 = 1;
 const WRITEPROTECT_MODE_WP: u64 = 1;
 
-/// Features the tracer asks for; [`Uffd::api`] reports which were granted.
-pub const FEATURES_WANTED: u64 = (k::UFFD_FEATURE_THREAD_ID
-    | k::UFFD_FEATURE_EVENT_FORK
-    | k::UFFD_FEATURE_EVENT_REMAP
-    | k::UFFD_FEATURE_EVENT_REMOVE
-    | k::UFFD_FEATURE_EVENT_UNMAP
-    | k::UFFD_FEATURE_PAGEFAULT_FLAG_WP
-    | k::UFFD_FEATURE_MOVE) as u64;
-/// Features the tracer can't work without.
-pub const FEATURES_NEEDED: u64 = (k::UFFD_FEATURE_THREAD_ID
-    | k::UFFD_FEATURE_EVENT_FORK
-    | k::UFFD_FEATURE_EVENT_REMAP
-    | k::UFFD_FEATURE_EVENT_REMOVE
-    | k::UFFD_FEATURE_EVENT_UNMAP
-    | k::UFFD_FEATURE_PAGEFAULT_FLAG_WP) as u64;
-/// `UFFDIO_MOVE` (Linux 6.8).
-pub const FEATURE_MOVE: u64 = k::UFFD_FEATURE_MOVE as u64;
+/// The features the tracer needs, with the name of each.
+const FEATURE_LIST: [(u32, &str); 7] = [
+    (k::UFFD_FEATURE_THREAD_ID, "THREAD_ID"),
+    (k::UFFD_FEATURE_EVENT_FORK, "EVENT_FORK"),
+    (k::UFFD_FEATURE_EVENT_REMAP, "EVENT_REMAP"),
+    (k::UFFD_FEATURE_EVENT_REMOVE, "EVENT_REMOVE"),
+    (k::UFFD_FEATURE_EVENT_UNMAP, "EVENT_UNMAP"),
+    (k::UFFD_FEATURE_PAGEFAULT_FLAG_WP, "PAGEFAULT_FLAG_WP"),
+    (k::UFFD_FEATURE_MOVE, "MOVE (Linux 6.8)"),
+];
+
+/// Every feature the tracer asks for.
+pub const FEATURES: u64 = {
+    let mut f = 0;
+    let mut i = 0;
+    while i < FEATURE_LIST.len() {
+        f |= FEATURE_LIST[i].0 as u64;
+        i += 1;
+    }
+    f
+};
+
+/// The names of the features the tracer needs that `available` lacks.
+pub fn missing_features(available: u64) -> Vec<&'static str> {
+    FEATURE_LIST
+        .iter()
+        .filter(|(bit, _)| available & *bit as u64 == 0)
+        .map(|&(_, name)| name)
+        .collect()
+}
 
 /// Register mode: missing pages and write protection.
 pub const MODE_MISSING_WP: u64 =
@@ -133,8 +146,8 @@ impl Uffd {
         check(unsafe { libc::ioctl(self.fd.as_raw_fd(), req, arg as *mut T) })
     }
 
-    /// `UFFDIO_API`: the handshake. Returns the features granted; fails
-    /// if the kernel lacks one of [`FEATURES_NEEDED`].
+    /// `UFFDIO_API`: the handshake, asking for `features`. Returns the
+    /// features the kernel has (all of them when `features` is 0).
     pub fn api(&self, features: u64) -> io::Result<u64> {
         let mut a = k::uffdio_api {
             api: k::UFFD_API as u64,

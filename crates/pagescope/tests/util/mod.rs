@@ -62,6 +62,11 @@ pub fn run_ok(args: &[&str]) -> Output {
     out
 }
 
+/// Snapshots one process into `path`.
+pub fn snapshot_pid(pid: u32, path: &str) {
+    run_ok(&["snapshot", "-q", "--pid", &pid.to_string(), "-o", path]);
+}
+
 /// Runs a report and parses its JSON.
 pub fn report_json(args: &[&str]) -> Value {
     let out = run_ok(args);
