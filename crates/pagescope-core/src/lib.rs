@@ -19,6 +19,7 @@ pub mod model;
 pub mod pagemap;
 pub mod parse;
 pub mod physclass;
+pub mod record;
 pub mod trace;
 pub mod units;
 

@@ -16,6 +16,7 @@ pub mod node;
 pub mod pagemap;
 pub mod physmap;
 pub mod procfs;
+pub mod record;
 pub mod snapshot;
 pub mod system;
 #[cfg(target_arch = "x86_64")]

@@ -73,6 +73,18 @@ impl ProcDir {
         Ok(std::fs::File::from(fd))
     }
 
+    /// Opens a file of the process for writing (`clear_refs`).
+    pub fn open_write(&self, name: &str) -> Result<std::fs::File> {
+        let fd = openat(
+            &self.dir,
+            name,
+            OFlags::WRONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| errno(self.path.join(name), e))?;
+        Ok(std::fs::File::from(fd))
+    }
+
     /// Reads a whole file into `buf` (cleared first).
     pub fn read_into(&self, name: &str, buf: &mut Vec<u8>) -> Result<()> {
         buf.clear();

@@ -16,6 +16,14 @@ pub fn page_size() -> u64 {
     rustix::param::page_size() as u64
 }
 
+/// `uname -r`.
+pub fn kernel_release() -> String {
+    rustix::system::uname()
+        .release()
+        .to_string_lossy()
+        .into_owned()
+}
+
 /// Whether this process sees PFNs: pagemap of one of our own resident
 /// pages shows a non-zero frame, and kpageflags opens.
 pub fn pfns_visible(root: &Root, page_size: u64) -> bool {

@@ -12,6 +12,7 @@
 
 pub mod csv;
 pub mod json;
+pub mod record_views;
 pub mod report;
 pub mod stream;
 pub mod svg;

@@ -16,7 +16,7 @@ fn notes(system: &SystemInfo, trailer_notes: &[String]) -> Vec<String> {
     n
 }
 
-const fn col(key: &'static str, title: &'static str) -> Column {
+pub(crate) const fn col(key: &'static str, title: &'static str) -> Column {
     Column {
         key,
         title,
@@ -25,7 +25,7 @@ const fn col(key: &'static str, title: &'static str) -> Column {
 }
 
 /// A column a narrow terminal may drop, lower `keep` first.
-const fn opt(key: &'static str, title: &'static str, keep: u8) -> Column {
+pub(crate) const fn opt(key: &'static str, title: &'static str, keep: u8) -> Column {
     Column { key, title, keep }
 }
 

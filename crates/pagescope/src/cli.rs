@@ -1,7 +1,7 @@
 //! The command line, as clap parses it. [`crate::config`] turns it into
 //! what a run needs.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 /// See how Linux programs use physical memory.
@@ -22,9 +22,11 @@ pub enum Command {
     Report(ReportArgs),
     /// What grew and shrank between two snapshots.
     Diff(DiffArgs),
+    /// Record which pages processes reference, interval by interval.
+    Record(RecordArgs),
     /// Trace every page reference of a program (userfaultfd; x86_64).
     Trace(TraceArgs),
-    /// Analyse a trace file.
+    /// Analyse a recording or a trace.
     Analyze(AnalyzeArgs),
 }
 
@@ -65,24 +67,90 @@ fn parse_pool(s: &str) -> Result<u64, String> {
     Ok(n)
 }
 
-/// The analyses of a trace.
+/// The backends of `record`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackendArg {
+    /// The best this kernel offers (and say which and why).
+    Auto,
+    /// `clear_refs` and smaps `Referenced:`: exact per VMA, any kernel.
+    Refs,
+}
+
+/// `pagescope record`.
+#[derive(Debug, Args)]
+#[command(
+    group(ArgGroup::new("what").required(true).args(["pids", "cgroup", "system", "command"])),
+    after_help = "Examples:\n  pagescope record -o run.rec -- pagetest --size 1G --iterations 10 --sleep 1s\n  pagescope record --pid 1234 --interval 1s --duration 1m\n  pagescope analyze run.rec temporal"
+)]
+pub struct RecordArgs {
+    /// Record this running process (repeat for more).
+    #[arg(long = "pid", value_name = "PID")]
+    pub pids: Vec<u32>,
+    /// Record the processes of this cgroup directory (as they come and go).
+    #[arg(long, value_name = "PATH")]
+    pub cgroup: Option<PathBuf>,
+    /// Record every process.
+    #[arg(long)]
+    pub system: bool,
+    /// Interval length (e.g. 100ms, 1s).
+    #[arg(long, value_name = "DUR", default_value = "100ms", value_parser = parse_interval)]
+    pub interval: std::time::Duration,
+    /// Block size rows are counted over (a power of two, at least a page).
+    #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = parse_block)]
+    pub block: u64,
+    /// Stop after this long (default: when the command exits, the
+    /// processes are gone, or Ctrl-C).
+    #[arg(long, value_name = "DUR", value_parser = parse_interval)]
+    pub duration: Option<std::time::Duration>,
+    /// Where reference bits come from.
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    pub backend: BackendArg,
+    /// Let the processes run while a two-pass backend (refs) reads and
+    /// clears: cheaper, but references in that moment are missed.
+    #[arg(long)]
+    pub no_freeze: bool,
+    /// Output file.
+    #[arg(short, long, value_name = "FILE", default_value = "pagescope.rec")]
+    pub output: PathBuf,
+    /// No live line or summary.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// The command to launch and record, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
+    let d = pagescope_core::units::parse_duration(s)?;
+    if d < std::time::Duration::from_millis(1) {
+        return Err(format!("{s:?}: must be at least 1ms"));
+    }
+    Ok(d)
+}
+
+/// The analyses of a recording and of a trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum AnalyzeView {
-    /// References, reads, writes and distinct pages, per thread and mapping.
+    /// Recording: referenced pages per interval, by class.
+    Temporal,
+    /// Recording: how often each block was referenced over the run.
+    Spatial,
+    /// Trace: references, reads, writes and distinct pages, per thread
+    /// and mapping.
     Refs,
-    /// Miss ratio by memory size: LRU (exact), FIFO and CLOCK.
+    /// Trace: miss ratio by memory size, LRU (exact), FIFO and CLOCK.
     Mrc,
 }
 
 /// `pagescope analyze`.
 #[derive(Debug, Args)]
 pub struct AnalyzeArgs {
-    /// The trace file.
+    /// The recording or trace file.
     pub file: PathBuf,
     /// The analysis.
     pub view: AnalyzeView,
-    /// Only references to virtual addresses in START-END (hex with 0x, or
-    /// decimal; END exclusive).
+    /// Only references to virtual addresses in START-END of the recorded
+    /// or traced processes (hex with 0x, or decimal; END exclusive).
     #[arg(long, value_name = "START-END", value_parser = parse_range)]
     pub range: Option<(u64, u64)>,
     /// Output format.

@@ -24,6 +24,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Snapshot(a) => snapshot(a).map(|()| 0),
         Command::Report(a) => report(a).map(|()| 0),
         Command::Diff(a) => diff(a).map(|()| 0),
+        Command::Record(a) => crate::record_cmd::record(a),
         Command::Trace(a) => crate::trace_cmd::trace(a),
         Command::Analyze(a) => crate::trace_cmd::analyze(a),
     }

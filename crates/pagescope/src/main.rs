@@ -8,6 +8,7 @@
 mod cli;
 mod commands;
 mod progress;
+mod record_cmd;
 mod trace_cmd;
 
 use clap::Parser;

@@ -42,3 +42,40 @@ impl Bar {
         }
     }
 }
+
+/// A live line on stderr, redrawn every 200 ms by its own thread from
+/// `message`, or nothing when quiet or stderr is not a terminal. Start it
+/// with the stop signals blocked (the thread inherits the mask).
+pub struct Spinner {
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Spinner {
+    /// Starts the line.
+    pub fn start(quiet: bool, message: impl Fn() -> String + Send + 'static) -> Spinner {
+        use std::sync::atomic::Ordering;
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread = (!quiet && std::io::stderr().is_terminal()).then(|| {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let bar = ProgressBar::new_spinner();
+                while !done.load(Ordering::Relaxed) {
+                    bar.set_message(message());
+                    bar.tick();
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                }
+                bar.finish_and_clear();
+            })
+        });
+        Spinner { done, thread }
+    }
+
+    /// Clears the line.
+    pub fn finish(mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,17 +1,16 @@
 //! `pagescope trace` and `pagescope analyze`.
 
 use crate::cli::{AnalyzeArgs, AnalyzeView, TraceArgs};
+use crate::progress::Spinner;
 use crate::BadInput;
 use anyhow::{Context, Result};
 use pagescope_core::analysis::mrc::Mrc;
 use pagescope_core::analysis::refs::RefStats;
 use pagescope_core::format::{read_trace, TraceVisitor};
 use pagescope_render::views;
-use std::io::IsTerminal;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Runs `trace`; returns the exit code: the traced program's own.
 pub fn trace(args: TraceArgs) -> Result<u8> {
@@ -32,32 +31,21 @@ pub fn trace(args: TraceArgs) -> Result<u8> {
         output: args.output.clone(),
     };
     let counts = Arc::new(pagescope_linux::trace::Counts::default());
-    let done = Arc::new(AtomicBool::new(false));
-    let progress = (!args.quiet && std::io::stderr().is_terminal()).then(|| {
+    let progress = {
         let counts = counts.clone();
-        let done = done.clone();
         pagescope_linux::trace::with_stop_signals_blocked(|| {
-            std::thread::spawn(move || {
-                let bar = indicatif::ProgressBar::new_spinner();
-                while !done.load(Ordering::Relaxed) {
-                    bar.set_message(format!(
-                        "{} references, {} evictions, {} KiB written",
-                        counts.references.load(Ordering::Relaxed),
-                        counts.evictions.load(Ordering::Relaxed),
-                        counts.bytes.load(Ordering::Relaxed) / 1024
-                    ));
-                    bar.tick();
-                    std::thread::sleep(Duration::from_millis(200));
-                }
-                bar.finish_and_clear();
+            Spinner::start(args.quiet, move || {
+                format!(
+                    "{} references, {} evictions, {} KiB written",
+                    counts.references.load(Ordering::Relaxed),
+                    counts.evictions.load(Ordering::Relaxed),
+                    counts.bytes.load(Ordering::Relaxed) / 1024
+                )
             })
         })
-    });
+    };
     let outcome = pagescope_linux::trace::trace(&config, counts);
-    done.store(true, Ordering::Relaxed);
-    if let Some(p) = progress {
-        let _ = p.join();
-    }
+    progress.finish();
     let outcome = outcome.context("trace failed")?;
     if !args.quiet {
         let e = &outcome.end;
@@ -96,6 +84,7 @@ fn read(path: &Path, visitor: &mut dyn TraceVisitor) -> Result<()> {
 /// Runs `analyze`.
 pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
     let report = match args.view {
+        AnalyzeView::Temporal | AnalyzeView::Spatial => return crate::record_cmd::analyze(&args),
         AnalyzeView::Refs => {
             let mut s = RefStats::new(args.range);
             read(&args.file, &mut s)?;

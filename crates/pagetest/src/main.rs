@@ -68,6 +68,10 @@ struct Args {
     /// Pause after each iteration (e.g. 1s, 100ms).
     #[arg(long, value_parser = parse_duration, default_value = "0")]
     sleep: Duration,
+    /// Pause after `ready`, before the first iteration (so that a recorder
+    /// attached at `ready`, or the fill of `--op read`, stays apart from it).
+    #[arg(long, value_parser = parse_duration, default_value = "0")]
+    delay: Duration,
     /// Keep the memory after the last iteration until killed.
     #[arg(long)]
     hold: bool,
@@ -223,6 +227,9 @@ fn run(args: Args) -> Result<()> {
         "op": format!("{:?}", args.op).to_lowercase(),
     }))?;
     let mut checksum = 0u64;
+    if !args.delay.is_zero() {
+        std::thread::sleep(args.delay);
+    }
     for i in 0..args.iterations {
         let t0 = now_ns();
         checksum = checksum.wrapping_add(touch(&buf, page, args.op, i + 2));

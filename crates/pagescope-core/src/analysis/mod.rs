@@ -7,6 +7,7 @@ pub mod mrc;
 pub mod pages;
 pub mod physmap;
 pub mod refs;
+pub mod temporal;
 pub mod total;
 pub mod usage;
 

@@ -273,6 +273,103 @@ impl<R: Read> FrameReader<R> {
     }
 }
 
+/// A frame writer for one kind of file, naming the file in its errors and
+/// serialising records with postcard. Snapshot, record and trace writers
+/// are built on it.
+#[derive(Debug)]
+pub(crate) struct RecordFile<W: Write> {
+    pub(crate) frames: FrameWriter<W>,
+    pub(crate) path: PathBuf,
+}
+
+impl<W: Write> RecordFile<W> {
+    /// Writes the file header of `kind`.
+    pub(crate) fn new(out: W, path: &Path, kind: Kind) -> Result<RecordFile<W>> {
+        Ok(RecordFile {
+            frames: FrameWriter::new(out, kind).map_err(|e| Error::io(path, e))?,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Writes one postcard-encoded record as a frame.
+    pub(crate) fn put<T: serde::Serialize>(&mut self, frame_type: u16, value: &T) -> Result<()> {
+        let raw =
+            postcard::to_stdvec(value).map_err(|e| Error::corrupt(&self.path, e.to_string()))?;
+        self.raw(frame_type, &raw)
+    }
+
+    /// Writes an already-encoded payload as a frame.
+    pub(crate) fn raw(&mut self, frame_type: u16, raw: &[u8]) -> Result<()> {
+        self.frames
+            .write_frame(frame_type, raw)
+            .map_err(|e| Error::io(&self.path, e))
+    }
+}
+
+/// Decodes one postcard record; errors name the frame and what it held.
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    offset: u64,
+    what: &str,
+    bytes: &[u8],
+) -> Result<T> {
+    postcard::from_bytes(bytes).map_err(|e| {
+        Error::corrupt(
+            path,
+            format!("frame at byte {offset}: bad {what} record: {e}"),
+        )
+    })
+}
+
+/// How a replay ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Completeness {
+    /// The end frame was read.
+    Complete,
+    /// The file ends early; everything before `offset` was replayed.
+    CutShort {
+        /// Where the readable part ends.
+        offset: u64,
+    },
+}
+
+/// Opens a file that must be of `kind` (`what` names it in the refusal).
+pub(crate) fn open_kind<R: Read>(
+    input: R,
+    path: &Path,
+    kind: Kind,
+    what: &str,
+) -> Result<FrameReader<R>> {
+    let reader = FrameReader::new(input, path)?;
+    if reader.kind() != kind {
+        return Err(Error::corrupt(
+            path,
+            format!("is a {} file, not {what}", reader.kind().name()),
+        ));
+    }
+    Ok(reader)
+}
+
+impl<R: Read> FrameReader<R> {
+    /// The next frame, or how the file ended: a file that ends (cleanly or
+    /// mid-frame) without its end frame was cut short, which is an error
+    /// only if it ended before its first record (`started` false).
+    pub(crate) fn next_or_end(
+        &mut self,
+        started: bool,
+    ) -> Result<std::result::Result<Frame, Completeness>> {
+        let offset = match self.next_frame()? {
+            ReadOutcome::Frame(f) => return Ok(Ok(f)),
+            ReadOutcome::Eof => u64::MAX,
+            ReadOutcome::CutShort { offset } => offset,
+        };
+        if !started {
+            return Err(Error::corrupt(&self.path, "cut short before any data"));
+        }
+        Ok(Err(Completeness::CutShort { offset }))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,12 +18,14 @@
 
 mod codec;
 mod frame;
+mod record;
 mod snapshot;
 mod trace;
 
 pub use codec::{decode_pages, encode_pages, PageEncoder};
-pub use frame::{Frame, FrameReader, FrameWriter, Kind, ReadOutcome};
-pub use snapshot::{read_snapshot, Completeness, SnapshotWriter};
+pub use frame::{Completeness, Frame, FrameReader, FrameWriter, Kind, ReadOutcome};
+pub use record::{read_record, RecordVisitor, RecordWriter};
+pub use snapshot::{read_snapshot, SnapshotWriter};
 pub use trace::{decode_refs, encode_refs, read_trace, TraceVisitor, TraceWriter};
 
 /// The 8 magic bytes that open every pagescope file. The high first byte
@@ -60,8 +62,15 @@ pub mod frame_type {
     pub const REFS: u16 = 19;
     /// [`crate::trace::Residency`].
     pub const RESIDENCY: u16 = 20;
+    /// [`crate::record::RecordHeader`]: the first frame of a recording.
+    pub const RECORD_HEADER: u16 = 21;
+    /// [`crate::record::Interval`].
+    pub const INTERVAL: u16 = 22;
+    /// [`crate::record::ProcessInfo`].
+    pub const PROCESS_INFO: u16 = 23;
     /// The last frame of a complete file: [`crate::model::Trailer`] in a
-    /// snapshot, [`crate::trace::TraceEnd`] in a trace.
+    /// snapshot, [`crate::trace::TraceEnd`] in a trace,
+    /// [`crate::record::RecordEnd`] in a recording.
     pub const END: u16 = 15;
 }
 

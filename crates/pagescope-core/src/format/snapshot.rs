@@ -1,21 +1,19 @@
 //! Snapshots in the recording format: a [`SnapshotSink`] that writes the
 //! stream to a file, and a reader that replays a file into any sink.
 
-use super::frame::{FrameReader, FrameWriter, Kind, ReadOutcome};
+use super::frame::{decode, open_kind, Completeness, Kind, RecordFile};
 use super::{codec, frame_type};
 use crate::model::{
     ElfFile, PageChunk, PhysChunk, ProcessRecord, SnapshotSink, SystemInfo, Trailer,
 };
 use crate::{Error, Result};
-use serde::de::DeserializeOwned;
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Writes a snapshot stream as frames.
 #[derive(Debug)]
 pub struct SnapshotWriter<W: Write> {
-    frames: FrameWriter<W>,
-    path: PathBuf,
+    file: RecordFile<W>,
     page_size: u64,
     /// Reused encoder and buffer for page chunks.
     encoder: codec::PageEncoder,
@@ -26,8 +24,7 @@ impl<W: Write> SnapshotWriter<W> {
     /// Starts a snapshot file; `path` names it in errors.
     pub fn new(out: W, path: &Path) -> Result<SnapshotWriter<W>> {
         Ok(SnapshotWriter {
-            frames: FrameWriter::new(out, Kind::Snapshot).map_err(|e| Error::io(path, e))?,
-            path: path.to_path_buf(),
+            file: RecordFile::new(out, path, Kind::Snapshot)?,
             page_size: 4096,
             encoder: codec::PageEncoder::default(),
             encoded: Vec::new(),
@@ -36,15 +33,11 @@ impl<W: Write> SnapshotWriter<W> {
 
     /// Bytes written so far.
     pub fn bytes(&self) -> u64 {
-        self.frames.bytes
+        self.file.frames.bytes
     }
 
     fn put<T: serde::Serialize>(&mut self, frame_type: u16, value: &T) -> Result<()> {
-        let raw =
-            postcard::to_stdvec(value).map_err(|e| Error::corrupt(&self.path, e.to_string()))?;
-        self.frames
-            .write_frame(frame_type, &raw)
-            .map_err(|e| Error::io(&self.path, e))
+        self.file.put(frame_type, value)
     }
 }
 
@@ -61,9 +54,7 @@ impl<W: Write> SnapshotSink for SnapshotWriter<W> {
     fn pages(&mut self, chunk: &PageChunk) -> Result<()> {
         self.encoder
             .encode(chunk, self.page_size, &mut self.encoded);
-        self.frames
-            .write_frame(frame_type::PAGES, &self.encoded)
-            .map_err(|e| Error::io(&self.path, e))
+        self.file.raw(frame_type::PAGES, &self.encoded)
     }
 
     fn finish(&mut self, trailer: &Trailer) -> Result<()> {
@@ -79,27 +70,6 @@ impl<W: Write> SnapshotSink for SnapshotWriter<W> {
     }
 }
 
-/// How a replay ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Completeness {
-    /// The end frame was read.
-    Complete,
-    /// The file ends early; everything before `offset` was replayed.
-    CutShort {
-        /// Where the readable part ends.
-        offset: u64,
-    },
-}
-
-fn decode<T: DeserializeOwned>(path: &Path, offset: u64, what: &str, bytes: &[u8]) -> Result<T> {
-    postcard::from_bytes(bytes).map_err(|e| {
-        Error::corrupt(
-            path,
-            format!("frame at byte {offset}: bad {what} record: {e}"),
-        )
-    })
-}
-
 /// Replays a snapshot file into `sink`. Returns whether the file was
 /// complete; a file cut short is replayed up to its last complete frame.
 /// Errors name the file and what is wrong with it.
@@ -108,30 +78,13 @@ pub fn read_snapshot<R: Read>(
     path: &Path,
     sink: &mut dyn SnapshotSink,
 ) -> Result<Completeness> {
-    let mut reader = FrameReader::new(input, path)?;
-    if reader.kind() != Kind::Snapshot {
-        return Err(Error::corrupt(
-            path,
-            format!("is a {} file, not a snapshot", reader.kind().name()),
-        ));
-    }
+    let mut reader = open_kind(input, path, Kind::Snapshot, "a snapshot")?;
     let mut seen_system = false;
     let mut seen_process = false;
     loop {
-        let frame = match reader.next_frame()? {
-            ReadOutcome::Frame(f) => f,
-            ReadOutcome::Eof => {
-                if !seen_system {
-                    return Err(Error::corrupt(path, "cut short before any data"));
-                }
-                return Ok(Completeness::CutShort { offset: u64::MAX });
-            }
-            ReadOutcome::CutShort { offset } => {
-                if !seen_system {
-                    return Err(Error::corrupt(path, "cut short before any data"));
-                }
-                return Ok(Completeness::CutShort { offset });
-            }
+        let frame = match reader.next_or_end(seen_system)? {
+            Ok(f) => f,
+            Err(cut) => return Ok(cut),
         };
         let at = frame.offset;
         match frame.frame_type {

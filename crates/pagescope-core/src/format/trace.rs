@@ -8,15 +8,13 @@
 //! so the time column dominates (see docs/format.md for measured sizes).
 
 use super::codec::{put, unzigzag, zigzag, Column};
-use super::frame::{FrameReader, FrameWriter, Kind, ReadOutcome};
+use super::frame::{decode, open_kind, Completeness, Kind, RecordFile};
 use super::frame_type;
-use super::snapshot::Completeness;
 use crate::trace::{Mapping, ProcessEvent, Ref, Residency, TraceEnd, TraceHeader};
 use crate::{Error, Result};
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The stored form of a chunk of references.
 #[derive(Serialize, Deserialize, Default, Debug)]
@@ -117,8 +115,7 @@ pub fn decode_refs(bytes: &[u8]) -> std::result::Result<Vec<Ref>, String> {
 /// cache) when its call returns, so a killed tracer leaves a readable file.
 #[derive(Debug)]
 pub struct TraceWriter<W: Write> {
-    frames: FrameWriter<W>,
-    path: PathBuf,
+    file: RecordFile<W>,
     page_size: u64,
     encoded: Vec<u8>,
 }
@@ -127,8 +124,7 @@ impl<W: Write> TraceWriter<W> {
     /// Starts a trace file with its header.
     pub fn new(out: W, path: &Path, header: &TraceHeader) -> Result<TraceWriter<W>> {
         let mut w = TraceWriter {
-            frames: FrameWriter::new(out, Kind::Trace).map_err(|e| Error::io(path, e))?,
-            path: path.to_path_buf(),
+            file: RecordFile::new(out, path, Kind::Trace)?,
             page_size: header.page_size,
             encoded: Vec::new(),
         };
@@ -138,15 +134,11 @@ impl<W: Write> TraceWriter<W> {
 
     /// Bytes written so far.
     pub fn bytes(&self) -> u64 {
-        self.frames.bytes
+        self.file.frames.bytes
     }
 
     fn put<T: Serialize>(&mut self, frame_type: u16, value: &T) -> Result<()> {
-        let raw =
-            postcard::to_stdvec(value).map_err(|e| Error::corrupt(&self.path, e.to_string()))?;
-        self.frames
-            .write_frame(frame_type, &raw)
-            .map_err(|e| Error::io(&self.path, e))
+        self.file.put(frame_type, value)
     }
 
     /// A mapping (new, or moved).
@@ -170,9 +162,7 @@ impl<W: Write> TraceWriter<W> {
             return Ok(());
         }
         encode_refs(refs, self.page_size, &mut self.encoded);
-        self.frames
-            .write_frame(frame_type::REFS, &self.encoded)
-            .map_err(|e| Error::io(&self.path, e))
+        self.file.raw(frame_type::REFS, &self.encoded)
     }
 
     /// The end record.
@@ -205,15 +195,6 @@ pub trait TraceVisitor {
     }
 }
 
-fn decode<T: DeserializeOwned>(path: &Path, offset: u64, what: &str, bytes: &[u8]) -> Result<T> {
-    postcard::from_bytes(bytes).map_err(|e| {
-        Error::corrupt(
-            path,
-            format!("frame at byte {offset}: bad {what} record: {e}"),
-        )
-    })
-}
-
 /// Replays a trace file into `visitor`. A file cut short (a killed
 /// tracer) is replayed up to its last complete frame.
 pub fn read_trace<R: Read>(
@@ -221,22 +202,12 @@ pub fn read_trace<R: Read>(
     path: &Path,
     visitor: &mut dyn TraceVisitor,
 ) -> Result<Completeness> {
-    let mut reader = FrameReader::new(input, path)?;
-    if reader.kind() != Kind::Trace {
-        return Err(Error::corrupt(
-            path,
-            format!("is a {} file, not a trace", reader.kind().name()),
-        ));
-    }
+    let mut reader = open_kind(input, path, Kind::Trace, "a trace")?;
     let mut seen_header = false;
     loop {
-        let frame = match reader.next_frame()? {
-            ReadOutcome::Frame(f) => f,
-            ReadOutcome::Eof | ReadOutcome::CutShort { .. } if !seen_header => {
-                return Err(Error::corrupt(path, "cut short before any data"));
-            }
-            ReadOutcome::Eof => return Ok(Completeness::CutShort { offset: u64::MAX }),
-            ReadOutcome::CutShort { offset } => return Ok(Completeness::CutShort { offset }),
+        let frame = match reader.next_or_end(seen_header)? {
+            Ok(f) => f,
+            Err(cut) => return Ok(cut),
         };
         let at = frame.offset;
         match frame.frame_type {
@@ -354,7 +325,7 @@ mod tests {
             ..TraceEnd::default()
         };
         w.finish(&end).unwrap();
-        let bytes = w.frames.into_inner();
+        let bytes = w.file.frames.into_inner();
         let mut c = Collect::default();
         let done = read_trace(&bytes[..], Path::new("t"), &mut c).unwrap();
         assert_eq!(done, Completeness::Complete);

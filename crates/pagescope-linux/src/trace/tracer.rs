@@ -1477,10 +1477,7 @@ pub fn trace(config: &TraceConfig, counts: Arc<Counts>) -> Result<TraceOutcome> 
         command: config.argv.clone(),
         start_unix_ns,
         start_monotonic_ns: start_mono,
-        kernel: rustix::system::uname()
-            .release()
-            .to_string_lossy()
-            .into_owned(),
+        kernel: crate::system::kernel_release(),
         untraced: "regular-file mappings (program text, mapped files) can't be trapped with \
                    userfaultfd; their residency at exit is recorded instead"
             .into(),

@@ -1,0 +1,227 @@
+//! The data model of a reference-pattern recording (`pagescope record`).
+//!
+//! A recording is a sequence of intervals. At the end of each interval the
+//! recorder asks its backend which pages were referenced (and written)
+//! since the interval began, and logs one row per block of memory with any
+//! reference: how many of its pages were referenced, by class, and how
+//! many were written. This is the log of memref, with the page-table walk
+//! replaced by whatever interface the kernel offers (the backend).
+
+use serde::{Deserialize, Serialize};
+
+/// Where reference bits come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Backend {
+    /// `/sys/kernel/mm/page_idle/bitmap`: exact, per page.
+    Idle,
+    /// DAMON: adaptive regions, one sampled page per region.
+    Damon,
+    /// `clear_refs` and smaps `Referenced:`: exact, per VMA.
+    Refs,
+    /// userfaultfd: pages are evicted at each boundary; what faults back
+    /// was referenced. Exact, per page, with writes.
+    Fault,
+}
+
+impl Backend {
+    /// Lower-case name, as `--backend` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Idle => "idle",
+            Backend::Damon => "damon",
+            Backend::Refs => "refs",
+            Backend::Fault => "fault",
+        }
+    }
+}
+
+/// Where written pages come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WriteSource {
+    /// Not known: written counts are zero and reports show them as missing.
+    None,
+    /// Soft-dirty bits (`clear_refs` 4, pagemap bit 55).
+    SoftDirty,
+    /// The backend sees writes itself.
+    Backend,
+}
+
+/// What was recorded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Scope {
+    /// These processes.
+    Processes(Vec<u32>),
+    /// The processes of a cgroup (path under the cgroup mount).
+    Cgroup(String),
+    /// The whole machine.
+    System,
+    /// A command pagescope launched, and its descendants.
+    Command(Vec<String>),
+}
+
+/// How finely a row places its references.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Granularity {
+    /// Rows are blocks (or block pieces) counted page by page.
+    Page,
+    /// Rows are whole VMAs: the backend cannot tell where inside a VMA the
+    /// referenced pages are.
+    Vma,
+    /// Rows are sampled regions (DAMON): counts are estimates.
+    Region,
+}
+
+/// The first record of a recording.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecordHeader {
+    /// Bytes per page.
+    pub page_size: u64,
+    /// Nominal interval length.
+    pub interval_ns: u64,
+    /// Block size rows are summed over.
+    pub block_size: u64,
+    /// The backend.
+    pub backend: Backend,
+    /// Why it was chosen (`--backend auto`) or that it was asked for.
+    pub why: String,
+    /// How finely rows place references.
+    pub granularity: Granularity,
+    /// Where written counts come from.
+    pub writes: WriteSource,
+    /// Whether the recorded processes were stopped while the backend read
+    /// and cleared their reference bits at each boundary, so that no
+    /// reference fell between the two.
+    pub frozen: bool,
+    /// What was recorded.
+    pub scope: Scope,
+    /// Wall-clock start, nanoseconds since the Unix epoch; interval times
+    /// are nanoseconds after it.
+    pub start_unix_ns: u64,
+    /// The same moment on `CLOCK_MONOTONIC`.
+    pub start_monotonic_ns: u64,
+    /// `uname -r`.
+    pub kernel: String,
+    /// What the recording does not hold, in words.
+    pub notes: Vec<String>,
+}
+
+/// Page counts of one row.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    /// Referenced pages mapped by a process (anonymous or file).
+    pub user: u64,
+    /// Referenced page-cache pages not mapped by any process.
+    pub page_cache: u64,
+    /// Written pages (a subset of the referenced ones).
+    pub written: u64,
+}
+
+impl Counts {
+    /// Adds `o` in.
+    pub fn add(&mut self, o: &Counts) {
+        self.user += o.user;
+        self.page_cache += o.page_cache;
+        self.written += o.written;
+    }
+
+    /// Referenced pages of every class.
+    pub fn referenced(&self) -> u64 {
+        self.user + self.page_cache
+    }
+}
+
+/// References to one block of physical memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhysRow {
+    /// Block number: the block starts at `block * block_size`.
+    pub block: u64,
+    /// Its counts.
+    pub counts: Counts,
+}
+
+/// References to one virtual range of one process: the part of a virtual
+/// block inside one VMA (page granularity), or a whole VMA.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VirtRow {
+    /// The process.
+    pub pid: u32,
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// Its counts.
+    pub counts: Counts,
+}
+
+/// Kernel memory resident at the end of an interval, in pages. No
+/// user-space interface reveals references to kernel pages, so these are
+/// resident counts, never referenced ones (from `/proc/meminfo`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelResident {
+    /// Slab caches (`Slab`).
+    pub slab: u64,
+    /// Page tables (`PageTables`, plus `SecPageTables`).
+    pub page_tables: u64,
+    /// Kernel stacks (`KernelStack`).
+    pub kernel_stack: u64,
+}
+
+impl KernelResident {
+    /// All three.
+    pub fn total(&self) -> u64 {
+        self.slab + self.page_tables + self.kernel_stack
+    }
+}
+
+/// One interval.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Interval {
+    /// Sequence number, from 0.
+    pub seq: u64,
+    /// Start, nanoseconds after the recording start.
+    pub start_ns: u64,
+    /// End, nanoseconds after the recording start.
+    pub end_ns: u64,
+    /// Physical blocks with references, when the backend knows frames.
+    pub phys: Vec<PhysRow>,
+    /// Virtual ranges with references, when recording processes.
+    pub virt: Vec<VirtRow>,
+    /// Kernel memory resident at the end.
+    pub kernel: KernelResident,
+    /// CPU time the recorder used in the interval.
+    pub recorder_cpu_ns: u64,
+}
+
+impl Interval {
+    /// Totals over the physical rows, or over the virtual ones when there
+    /// are no physical rows.
+    pub fn total(&self) -> Counts {
+        let mut c = Counts::default();
+        if self.phys.is_empty() {
+            self.virt.iter().for_each(|r| c.add(&r.counts));
+        } else {
+            self.phys.iter().for_each(|r| c.add(&r.counts));
+        }
+        c
+    }
+}
+
+/// A process seen by the recorder.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessInfo {
+    /// Its pid.
+    pub pid: u32,
+    /// Its command line.
+    pub command: Vec<String>,
+    /// The first interval it was recorded in.
+    pub first_seq: u64,
+}
+
+/// The last record of a complete recording.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordEnd {
+    /// Intervals written.
+    pub intervals: u64,
+    /// Why the recording ended ("exited", "interrupted", "duration").
+    pub reason: String,
+}

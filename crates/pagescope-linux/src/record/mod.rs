@@ -1,0 +1,527 @@
+//! `pagescope record`: memref's periodic reference-pattern sampling.
+//!
+//! At every interval boundary the recorder asks a backend ([`Probe`])
+//! which pages the targets referenced since the previous boundary, and
+//! writes one interval frame. Between boundaries it sleeps in
+//! `sigtimedwait`, woken by the launched command's exit, by a stop of a
+//! frozen thread that must be passed on, or by Ctrl-C/SIGTERM. The data
+//! flow is described in docs/design.md.
+#![allow(unsafe_code)]
+
+pub mod freeze;
+mod refs;
+
+use crate::procfs::{self, ProcDir};
+use freeze::{Exit, Freezer};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag};
+use pagescope_core::format::RecordWriter;
+use pagescope_core::parse::meminfo;
+use pagescope_core::record::{
+    Backend, Granularity, Interval, KernelResident, ProcessInfo, RecordEnd, RecordHeader, Scope,
+    WriteSource,
+};
+use pagescope_core::{Error, Result};
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+pub use refs::has_soft_dirty;
+
+/// A source of reference bits.
+pub trait Probe {
+    /// Which backend this is.
+    fn backend(&self) -> Backend;
+    /// How finely its rows place references.
+    fn granularity(&self) -> Granularity;
+    /// Where its written counts come from.
+    fn writes(&self) -> WriteSource;
+    /// Whether reading and clearing are two passes, so that the targets
+    /// must be stopped between them for no reference to be lost.
+    fn needs_freeze(&self) -> bool;
+    /// Clears the reference bits of `pids`: an interval begins.
+    fn reset(&mut self, pids: &[u32]) -> Result<()>;
+    /// Adds what `pids` referenced since the last reset or collect to
+    /// `out`, and clears the bits again for the next interval.
+    fn collect(&mut self, pids: &[u32], out: &mut Interval) -> Result<()>;
+}
+
+/// What to record.
+#[derive(Clone, Debug)]
+pub enum Target {
+    /// Running processes.
+    Pids(Vec<u32>),
+    /// The processes of a cgroup directory.
+    Cgroup(PathBuf),
+    /// Every process.
+    System,
+    /// Launch this command and record it and its descendants.
+    Command(Vec<String>),
+}
+
+/// Which backend to use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Choice {
+    /// The best one this kernel has for the target.
+    Auto,
+    /// This one.
+    Use(Backend),
+}
+
+/// A recording's settings.
+#[derive(Clone, Debug)]
+pub struct RecordConfig {
+    /// What to record.
+    pub target: Target,
+    /// Interval length.
+    pub interval: Duration,
+    /// Block size (a power of two, at least a page).
+    pub block: u64,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Backend choice.
+    pub backend: Choice,
+    /// Stop the targets while a two-pass backend reads and clears.
+    pub freeze: bool,
+    /// Output file.
+    pub output: PathBuf,
+}
+
+/// Figures for the live line, updated at every boundary.
+#[derive(Debug, Default)]
+pub struct Live {
+    /// Intervals written.
+    pub intervals: AtomicU64,
+    /// Pages referenced in the last interval.
+    pub referenced: AtomicU64,
+    /// Recorder CPU in the last interval, per mille of one core.
+    pub cpu_permille: AtomicU64,
+    /// Bytes written.
+    pub bytes: AtomicU64,
+}
+
+/// How a recording went.
+#[derive(Debug)]
+pub struct RecordOutcome {
+    /// The header written.
+    pub header: RecordHeader,
+    /// The end record written.
+    pub end: RecordEnd,
+    /// Bytes written.
+    pub bytes: u64,
+    /// The launched command's exit code.
+    pub exit_code: Option<i32>,
+}
+
+/// The signals the recorder waits for. Block them (in the thread that
+/// records, before any other thread starts) with [`block_signals`].
+fn wait_set() -> SigSet {
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGCHLD);
+    set.add(Signal::SIGINT);
+    set.add(Signal::SIGTERM);
+    set
+}
+
+/// Blocks SIGCHLD, SIGINT and SIGTERM in the calling thread (and threads
+/// it starts later), so that the recorder receives them in
+/// `sigtimedwait`. Launched commands start with an empty mask.
+pub fn block_signals() -> std::io::Result<()> {
+    nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&wait_set()), None)
+        .map_err(std::io::Error::from)
+}
+
+/// Waits for one of [`wait_set`] until `timeout`; `None` on timeout.
+fn wait_signal(timeout: Duration) -> Option<Signal> {
+    let set = wait_set();
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: both pointers are valid for the call; a null siginfo is allowed.
+    let r = unsafe { libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &ts) };
+    Signal::try_from(r).ok()
+}
+
+fn now_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is valid for the call.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// CPU time of this process (user and system), nanoseconds.
+fn own_cpu_ns() -> u64 {
+    now_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// Kernel memory resident now, from `/proc/meminfo`.
+pub fn kernel_resident(proc_root: &Path, page_size: u64) -> Result<KernelResident> {
+    let path = proc_root.join("meminfo");
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    let m = meminfo::parse(&text).map_err(|e| Error::corrupt(&path, e.to_string()))?;
+    let kb = |key: &str| m.iter().find(|(k, _)| k == key).map_or(0, |(_, v)| *v);
+    let pages = |kb: u64| kb * 1024 / page_size;
+    Ok(KernelResident {
+        slab: pages(kb("Slab")),
+        page_tables: pages(kb("PageTables") + kb("SecPageTables")),
+        kernel_stack: pages(kb("KernelStack")),
+    })
+}
+
+/// Picks the backend: the best this kernel offers for the target, or the
+/// one asked for if the kernel has it. Returns it with the reason.
+fn choose(choice: Choice, root: &crate::Root, page_size: u64) -> Result<(Box<dyn Probe>, String)> {
+    match choice {
+        Choice::Use(Backend::Refs) => Ok((
+            Box::new(refs::Refs::new(&root.proc, page_size)),
+            "asked for".into(),
+        )),
+        Choice::Use(other) => Err(Error::Unsupported {
+            what: format!("the {} backend", other.name()),
+            needs: "this build records with `refs` only".into(),
+        }),
+        Choice::Auto => {
+            let idle = root.sys.join("kernel/mm/page_idle/bitmap");
+            let why = if idle.exists() {
+                "refs: the idle page tracking backend is not in this build"
+            } else {
+                "refs: no idle page tracking here (CONFIG_IDLE_PAGE_TRACKING)"
+            };
+            Ok((Box::new(refs::Refs::new(&root.proc, page_size)), why.into()))
+        }
+    }
+}
+
+/// Reads the pids of a cgroup directory (`cgroup.procs`).
+fn cgroup_pids(dir: &Path) -> Result<Vec<u32>> {
+    let path = dir.join("cgroup.procs");
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+}
+
+/// `root` and its descendants, from every process's parent in `/proc`.
+fn descendants(proc_root: &Path, root: u32) -> Vec<u32> {
+    let mut buf = Vec::new();
+    let parents: Vec<(u32, u32)> = procfs::list_pids(proc_root)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|pid| {
+            let stat = ProcDir::open(proc_root, pid).ok()?.stat(&mut buf).ok()?;
+            Some((pid, stat.ppid))
+        })
+        .collect();
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        out.extend(parents.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    out
+}
+
+/// The recorder's running state.
+struct Recorder<'a> {
+    config: &'a RecordConfig,
+    root: crate::Root,
+    probe: Box<dyn Probe>,
+    freezer: Option<Freezer>,
+    /// The launched command.
+    child: Option<u32>,
+    exit_code: Option<i32>,
+    seen: HashSet<u32>,
+    page_size: u64,
+    buf: Vec<u8>,
+}
+
+impl Recorder<'_> {
+    /// The processes to record now.
+    fn targets(&self) -> Result<Vec<u32>> {
+        let alive = |p: &u32| self.root.proc.join(p.to_string()).exists();
+        Ok(match &self.config.target {
+            Target::Pids(p) => p.iter().copied().filter(alive).collect(),
+            Target::Cgroup(dir) => cgroup_pids(dir)?,
+            Target::System => procfs::list_pids(&self.root.proc)?,
+            Target::Command(_) => match self.child {
+                Some(c) if self.exit_code.is_none() => descendants(&self.root.proc, c),
+                _ => Vec::new(),
+            },
+        })
+    }
+
+    /// Takes the exit of a process; notes the launched command's.
+    fn on_exit(&mut self, e: Exit) {
+        if Some(e.pid) == self.child {
+            self.exit_code = Some(e.code);
+        }
+    }
+
+    /// Passes on stops and reaps exits until nothing is pending.
+    fn drain_children(&mut self) {
+        loop {
+            let flags = WaitPidFlag::WNOHANG | WaitPidFlag::__WALL;
+            let Ok(st) = waitpid(None, Some(flags)) else {
+                return;
+            };
+            if st == nix::sys::wait::WaitStatus::StillAlive {
+                return;
+            }
+            let exit = match self.freezer.as_mut() {
+                Some(f) => f.on_status(st, false),
+                None => match st {
+                    nix::sys::wait::WaitStatus::Exited(p, code) => Some(Exit {
+                        pid: p.as_raw() as u32,
+                        code,
+                    }),
+                    nix::sys::wait::WaitStatus::Signaled(p, sig, _) => Some(Exit {
+                        pid: p.as_raw() as u32,
+                        code: 128 + sig as i32,
+                    }),
+                    _ => None,
+                },
+            };
+            if let Some(e) = exit {
+                self.on_exit(e);
+            }
+        }
+    }
+
+    /// Attaches the freezer to targets it does not hold yet.
+    fn attach_new(&mut self, pids: &[u32]) -> Result<()> {
+        if let Some(f) = self.freezer.as_mut() {
+            for &pid in pids {
+                if !self.seen.contains(&pid) {
+                    f.attach(pid)
+                        .map_err(|e| Error::io(format!("/proc/{pid}"), e))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn new_processes(&mut self, pids: &[u32], seq: u64) -> Vec<ProcessInfo> {
+        let mut out = Vec::new();
+        for &pid in pids {
+            if self.seen.insert(pid) {
+                let command = ProcDir::open(&self.root.proc, pid)
+                    .and_then(|d| d.cmdline(&mut self.buf))
+                    .unwrap_or_default();
+                out.push(ProcessInfo {
+                    pid,
+                    command,
+                    first_seq: seq,
+                });
+            }
+        }
+        out
+    }
+}
+
+/// Records until the command exits, the targets are gone, the duration
+/// is over, or SIGINT/SIGTERM; the file is complete in every case.
+pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
+    let root = crate::Root::default();
+    let page_size = crate::system::page_size();
+    block_signals().map_err(|e| Error::io("sigprocmask", e))?;
+    let (probe, why) = choose(config.backend, &root, page_size)?;
+    let scope = match &config.target {
+        Target::Pids(p) => Scope::Processes(p.clone()),
+        Target::Cgroup(d) => Scope::Cgroup(d.display().to_string()),
+        Target::System => Scope::System,
+        Target::Command(argv) => Scope::Command(argv.clone()),
+    };
+    let per_process = matches!(config.target, Target::Pids(_) | Target::Command(_));
+    let frozen = config.freeze && probe.needs_freeze() && per_process;
+    let mut notes = Vec::new();
+    if probe.needs_freeze() && !frozen {
+        notes.push(format!(
+            "the {} backend reads and clears in two passes and the targets ran on between them \
+             ({}): pages touched in that moment at each boundary are missed",
+            probe.backend().name(),
+            if per_process {
+                "--no-freeze"
+            } else {
+                "only processes named by --pid or launched are stopped"
+            }
+        ));
+    }
+    if probe.writes() == WriteSource::None {
+        notes.push(
+            "written pages are not known: this kernel has no soft-dirty bits \
+             (CONFIG_MEM_SOFT_DIRTY)"
+                .into(),
+        );
+    }
+    let mut rec = Recorder {
+        config,
+        root,
+        probe,
+        freezer: frozen.then(Freezer::default),
+        child: None,
+        exit_code: None,
+        seen: HashSet::new(),
+        page_size,
+        buf: Vec::new(),
+    };
+    if let Target::Command(argv) = &config.target {
+        let child = std::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .spawn()
+            .map_err(|e| Error::io(&argv[0], e))?;
+        rec.child = Some(child.id());
+    }
+    let start = Instant::now();
+    let header = RecordHeader {
+        page_size,
+        interval_ns: config.interval.as_nanos() as u64,
+        block_size: config.block,
+        backend: rec.probe.backend(),
+        why,
+        granularity: rec.probe.granularity(),
+        writes: rec.probe.writes(),
+        frozen,
+        scope,
+        start_unix_ns: now_ns(libc::CLOCK_REALTIME),
+        start_monotonic_ns: now_ns(libc::CLOCK_MONOTONIC),
+        kernel: crate::system::kernel_release(),
+        notes,
+    };
+    let file = std::fs::File::create(&config.output).map_err(|e| Error::io(&config.output, e))?;
+    let mut out = RecordWriter::new(file, &config.output, &header)?;
+    let result = run(&mut rec, &mut out, start, live);
+    if let Some(f) = rec.freezer.as_mut() {
+        for e in f.detach_all() {
+            rec.on_exit(e);
+        }
+    }
+    let (intervals, reason) = match result {
+        Ok(r) => r,
+        Err(e) => {
+            // Finish the file so that it reads as complete up to here.
+            let _ = out.finish(&RecordEnd {
+                intervals: live.intervals.load(Ordering::Relaxed),
+                reason: format!("error: {e}"),
+            });
+            return Err(e);
+        }
+    };
+    if let (Some(c), None) = (rec.child, rec.exit_code) {
+        // Interrupted: the command runs on; wait for it as a shell would.
+        if let Ok(st) = waitpid(nix::unistd::Pid::from_raw(c as i32), None) {
+            rec.exit_code = match st {
+                nix::sys::wait::WaitStatus::Exited(_, code) => Some(code),
+                nix::sys::wait::WaitStatus::Signaled(_, sig, _) => Some(128 + sig as i32),
+                _ => None,
+            };
+        }
+    }
+    let end = RecordEnd { intervals, reason };
+    out.finish(&end)?;
+    Ok(RecordOutcome {
+        header,
+        end,
+        bytes: out.bytes(),
+        exit_code: rec.exit_code,
+    })
+}
+
+/// The interval loop; returns the intervals written and why it stopped.
+fn run(
+    rec: &mut Recorder<'_>,
+    out: &mut RecordWriter<std::fs::File>,
+    start: Instant,
+    live: &Live,
+) -> Result<(u64, String)> {
+    let config = rec.config;
+    let pids = rec.targets()?;
+    rec.attach_new(&pids)?;
+    for p in rec.new_processes(&pids, 0) {
+        out.process(&p)?;
+    }
+    rec.probe.reset(&pids)?;
+    let mut begun = start;
+    let mut cpu = own_cpu_ns();
+    let mut seq = 0u64;
+    loop {
+        let deadline = start + config.interval * (seq as u32 + 1);
+        let deadline = match config.duration {
+            Some(d) => deadline.min(start + d),
+            None => deadline,
+        };
+        let mut reason = None;
+        while reason.is_none() {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            match wait_signal(deadline - now) {
+                Some(Signal::SIGINT | Signal::SIGTERM) => reason = Some("interrupted"),
+                Some(_) => rec.drain_children(),
+                None => {}
+            }
+            if rec.child.is_some() && rec.exit_code.is_some() {
+                reason = Some("exited");
+            }
+        }
+        if let Some(f) = rec.freezer.as_mut() {
+            let exits = f.freeze().map_err(|e| Error::io("ptrace", e))?;
+            for e in exits {
+                rec.on_exit(e);
+            }
+        }
+        let ended = Instant::now();
+        let pids = rec.targets()?;
+        let mut interval = Interval {
+            seq,
+            start_ns: (begun - start).as_nanos() as u64,
+            end_ns: (ended - start).as_nanos() as u64,
+            ..Interval::default()
+        };
+        let collected = rec.probe.collect(&pids, &mut interval);
+        // New processes are attached and reset while everything is stopped.
+        let attached = rec.attach_new(&pids);
+        let fresh: Vec<u32> = pids
+            .iter()
+            .copied()
+            .filter(|p| !rec.seen.contains(p))
+            .collect();
+        let reset = rec.probe.reset(&fresh);
+        if let Some(f) = rec.freezer.as_mut() {
+            f.thaw();
+        }
+        collected?;
+        attached?;
+        reset?;
+        for p in rec.new_processes(&pids, seq + 1) {
+            out.process(&p)?;
+        }
+        interval.kernel = kernel_resident(&rec.root.proc, rec.page_size)?;
+        let now_cpu = own_cpu_ns();
+        interval.recorder_cpu_ns = now_cpu - cpu;
+        cpu = now_cpu;
+        out.interval(&interval)?;
+        let span = (ended - begun).as_nanos().max(1) as u64;
+        live.intervals.store(seq + 1, Ordering::Relaxed);
+        live.referenced
+            .store(interval.total().referenced(), Ordering::Relaxed);
+        live.cpu_permille
+            .store(interval.recorder_cpu_ns * 1000 / span, Ordering::Relaxed);
+        live.bytes.store(out.bytes(), Ordering::Relaxed);
+        begun = ended;
+        seq += 1;
+        if let Some(r) = reason {
+            return Ok((seq, r.into()));
+        }
+        if config.duration.is_some_and(|d| ended - start >= d) {
+            return Ok((seq, "duration".into()));
+        }
+        if !matches!(config.target, Target::Command(_)) && pids.is_empty() {
+            return Ok((seq, "exited".into()));
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! `pagescope record`, and `analyze` of a recording.
+
+use crate::cli::{AnalyzeArgs, AnalyzeView, BackendArg, RecordArgs};
+use crate::progress::Spinner;
+use crate::BadInput;
+use anyhow::{anyhow, Context, Result};
+use pagescope_core::analysis::temporal::Recording;
+use pagescope_core::format::read_record;
+use pagescope_core::record::Backend;
+use pagescope_linux::record::{Choice, Live, RecordConfig, Target};
+use pagescope_render::record_views;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Finds a cgroup directory: as given, or under the cgroup mounts.
+fn cgroup_dir(p: &Path) -> Result<PathBuf> {
+    let candidates = [
+        p.to_path_buf(),
+        Path::new("/sys/fs/cgroup").join(p.strip_prefix("/").unwrap_or(p)),
+        Path::new("/sys/fs/cgroup/unified").join(p.strip_prefix("/").unwrap_or(p)),
+    ];
+    candidates
+        .into_iter()
+        .find(|d| d.join("cgroup.procs").is_file())
+        .ok_or_else(|| anyhow!("{}: not a cgroup directory (no cgroup.procs)", p.display()))
+        .context(BadInput)
+}
+
+fn target(args: &RecordArgs) -> Result<Target> {
+    if !args.command.is_empty() {
+        return Ok(Target::Command(args.command.clone()));
+    }
+    if let Some(c) = &args.cgroup {
+        return Ok(Target::Cgroup(cgroup_dir(c)?));
+    }
+    if args.system {
+        return Ok(Target::System);
+    }
+    for pid in &args.pids {
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            return Err(anyhow!("no process {pid}").context(BadInput));
+        }
+    }
+    Ok(Target::Pids(args.pids.clone()))
+}
+
+/// Runs `record`; returns the exit code: the launched command's own.
+pub fn record(args: RecordArgs) -> Result<u8> {
+    let config = RecordConfig {
+        target: target(&args)?,
+        interval: args.interval,
+        block: args.block,
+        duration: args.duration,
+        backend: match args.backend {
+            BackendArg::Auto => Choice::Auto,
+            BackendArg::Refs => Choice::Use(Backend::Refs),
+        },
+        freeze: !args.no_freeze,
+        output: args.output.clone(),
+    };
+    // Before any thread starts, so that every thread has them blocked.
+    pagescope_linux::record::block_signals().context("cannot block signals")?;
+    let live = Arc::new(Live::default());
+    let progress = {
+        let live = live.clone();
+        Spinner::start(args.quiet, move || {
+            format!(
+                "interval {} · referenced {:.1} MiB · recorder CPU {:.1}% · {} KiB written",
+                live.intervals.load(Ordering::Relaxed),
+                (live.referenced.load(Ordering::Relaxed) * 4096) as f64 / (1 << 20) as f64,
+                live.cpu_permille.load(Ordering::Relaxed) as f64 / 10.0,
+                live.bytes.load(Ordering::Relaxed) / 1024
+            )
+        })
+    };
+    let outcome = pagescope_linux::record::record(&config, &live);
+    progress.finish();
+    let outcome = outcome.context("record failed")?;
+    if !args.quiet {
+        let h = &outcome.header;
+        eprintln!(
+            "wrote {}: {} intervals of {:?} with the {} backend ({}), {} bytes; {}",
+            args.output.display(),
+            outcome.end.intervals,
+            args.interval,
+            h.backend.name(),
+            h.why,
+            outcome.bytes,
+            outcome.end.reason
+        );
+        for n in &h.notes {
+            eprintln!("note: {n}");
+        }
+    }
+    Ok(outcome
+        .exit_code
+        .map_or(0, |c| u8::try_from(c).unwrap_or(1)))
+}
+
+/// Runs `analyze` on a recording.
+pub fn analyze(args: &AnalyzeArgs) -> Result<u8> {
+    let mut r = Recording::default();
+    let file = std::fs::File::open(&args.file)
+        .map_err(|e| pagescope_core::Error::io(&args.file, e))
+        .context(BadInput)?;
+    read_record(std::io::BufReader::new(file), &args.file, &mut r).context(BadInput)?;
+    let report = match args.view {
+        AnalyzeView::Temporal => record_views::temporal(&r, args.range),
+        AnalyzeView::Spatial => record_views::spatial(&r, args.range),
+        AnalyzeView::Refs | AnalyzeView::Mrc => unreachable!("trace views go to trace_cmd"),
+    }
+    .context(BadInput)?;
+    crate::commands::emit(&report, args.format)?;
+    Ok(0)
+}

@@ -1,0 +1,350 @@
+//! `pagescope record` on this machine's kernel: the memref paper's data
+//! verification (section 4) against pagetest's known access pattern, for
+//! each backend this kernel has; the recorder killed or interrupted; bad
+//! input.
+
+#[macro_use]
+mod util;
+
+use pagescope_core::analysis::temporal::Recording;
+use pagescope_core::format::{read_record, Completeness};
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use util::*;
+
+fn read(path: &str) -> (Recording, Completeness) {
+    let mut r = Recording::default();
+    let f = std::fs::File::open(path).unwrap();
+    let done = read_record(std::io::BufReader::new(f), Path::new(path), &mut r).unwrap();
+    (r, done)
+}
+
+fn temporal(path: &str, range: Option<(u64, u64)>) -> Vec<Value> {
+    let mut args = vec!["analyze", path, "temporal", "--format", "json"];
+    let r;
+    if let Some((s, e)) = range {
+        r = format!("{s:#x}-{e:#x}");
+        args.extend(["--range", &r]);
+    }
+    report_json(&args)["intervals"].as_array().unwrap().clone()
+}
+
+/// A spike: a run of consecutive intervals with references to the buffer
+/// (an iteration may straddle interval boundaries).
+#[derive(Debug)]
+struct Spike {
+    user: u64,
+    written: Option<u64>,
+    first_seq: u64,
+}
+
+/// Intervals with more than `quiet` pages are in a spike; the others must
+/// hold at most `quiet` pages.
+fn spikes(rows: &[Value], quiet: u64) -> Vec<Spike> {
+    let mut out: Vec<Spike> = Vec::new();
+    let mut inside = false;
+    for r in rows {
+        let user = r["user_pages"].as_u64().unwrap();
+        let written = r["written_pages"].as_u64();
+        if user > quiet {
+            if !inside {
+                out.push(Spike {
+                    user: 0,
+                    written: written.map(|_| 0),
+                    first_seq: r["seq"].as_u64().unwrap(),
+                });
+            }
+            let s = out.last_mut().unwrap();
+            s.user += user;
+            s.written = s.written.zip(written).map(|(a, b)| a + b);
+            inside = true;
+        } else {
+            inside = false;
+        }
+    }
+    out
+}
+
+/// Records pagetest (1 GiB, 10 iterations 1 s apart) at 100 ms with
+/// `backend` and checks the spikes of its buffer: 10 of them, each within
+/// 2% of the buffer's pages, nothing between them, writes as the op says.
+fn verify(backend: &str, op: &str) {
+    let _guard = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = temp_path(dir.path(), "r.rec");
+    let bin = pagescope_bin();
+    let wrapper = [
+        bin.to_str().unwrap(),
+        "record",
+        "-q",
+        "--backend",
+        backend,
+        "--interval",
+        "100ms",
+        "-o",
+        &out,
+        "--",
+    ];
+    let mut pt = Pagetest::start(
+        &wrapper,
+        &[
+            "--size",
+            "1G",
+            "--mode",
+            "malloc",
+            "--op",
+            op,
+            "--iterations",
+            "10",
+            "--sleep",
+            "1s",
+            "--delay",
+            "1s",
+        ],
+        "done",
+    );
+    let status = pt.child.wait().unwrap();
+    assert!(status.success(), "record exited with {status}");
+    let (rec, done) = read(&out);
+    assert_eq!(done, Completeness::Complete);
+    assert_eq!(rec.end.as_ref().unwrap().reason, "exited");
+    let h = rec.header();
+    let start = pt.ready["start"].as_u64().unwrap();
+    let end = pt.ready["end"].as_u64().unwrap();
+    let pages = pt.pages();
+    let rows = temporal(&out, Some((start, end)));
+    assert_eq!(rows.len(), rec.intervals.len());
+    // The first iteration's start, in recording time: spikes before it
+    // are the fill of a read run.
+    let first = pt.lines[1]["start_ns"].as_u64().unwrap() - h.start_monotonic_ns;
+    let after: Vec<Value> = rows
+        .iter()
+        .filter(|r| r["end_ns"].as_u64().unwrap() > first)
+        .cloned()
+        .collect();
+    let quiet = 64;
+    let found = spikes(&after, quiet);
+    assert_eq!(
+        found.len(),
+        10,
+        "{backend}/{op}: expected 10 spikes, found {found:?}"
+    );
+    for s in &found {
+        let err = (s.user as f64 - pages as f64).abs() / pages as f64;
+        assert!(
+            err <= 0.02,
+            "{backend}/{op}: spike at interval {} holds {} pages, buffer {pages} ({:.2}% off)",
+            s.first_seq,
+            s.user,
+            err * 100.0
+        );
+        match (op, s.written) {
+            ("write", Some(w)) => assert!(w as f64 >= 0.98 * pages as f64, "{s:?}"),
+            ("read", Some(w)) => assert!(w <= quiet, "a read run wrote: {s:?}"),
+            _ => {}
+        }
+    }
+    if h.writes == pagescope_core::record::WriteSource::None {
+        assert!(rows.iter().all(|r| r["written_pages"].is_null()));
+    }
+    // Kernel resident pages are meminfo's, read at each boundary.
+    let last = rec.intervals.last().unwrap().kernel;
+    assert!(last.slab > 0 && last.page_tables > 0 && last.kernel_stack > 0);
+}
+
+#[test]
+fn refs_backend_sees_every_iteration_write() {
+    verify("refs", "write");
+}
+
+#[test]
+fn refs_backend_sees_every_iteration_read() {
+    verify("refs", "read");
+}
+
+/// Kernel pages resident, as recorded, against /proc/meminfo read at the
+/// same moment.
+#[test]
+fn kernel_resident_matches_meminfo() {
+    let root = pagescope_linux::Root::default();
+    let ps = pagescope_linux::system::page_size();
+    let k = pagescope_linux::record::kernel_resident(&root.proc, ps).unwrap();
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let kb = |key: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}:")))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    assert_close("slab", (k.slab * ps / 1024) as f64, kb("Slab") as f64, 5.0);
+    assert_close(
+        "page tables",
+        (k.page_tables * ps / 1024) as f64,
+        (kb("PageTables") + kb("SecPageTables")) as f64,
+        5.0,
+    );
+    assert_close(
+        "kernel stacks",
+        (k.kernel_stack * ps / 1024) as f64,
+        kb("KernelStack") as f64,
+        5.0,
+    );
+}
+
+/// Waits up to `limit` for `f`.
+fn wait_for(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// The state letter of a process (`R`, `S`, `t` for traced-stopped...).
+fn state(pid: u32) -> Option<char> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    s.rsplit_once(") ")?.1.chars().next()
+}
+
+/// A pagetest writing 64 MiB every `sleep`, recorded at 50 ms into `out`.
+fn record_running_pagetest(out: &str, sleep: &str) -> (Pagetest, std::process::Child) {
+    let pt = Pagetest::start(
+        &[],
+        &[
+            "--size",
+            "64M",
+            "--op",
+            "write",
+            "--iterations",
+            "1000",
+            "--sleep",
+            sleep,
+        ],
+        "ready",
+    );
+    let rec = Command::new(pagescope_bin())
+        .args(["record", "-q", "--interval", "50ms", "-o", out, "--pid"])
+        .arg(pt.pid().to_string())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    (pt, rec)
+}
+
+#[test]
+fn killed_recorder_leaves_readable_file_and_running_program() {
+    let _guard = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = temp_path(dir.path(), "k.rec");
+    let (pt, mut rec) = record_running_pagetest(&out, "50ms");
+    let grown = wait_for(Duration::from_secs(10), || {
+        std::fs::metadata(&out).is_ok_and(|m| m.len() > 2000)
+    });
+    rec.kill().unwrap();
+    rec.wait().unwrap();
+    assert!(grown, "the recorder wrote nothing");
+    let (r, done) = read(&out);
+    assert!(matches!(done, Completeness::CutShort { .. }));
+    assert!(r.intervals.len() >= 3, "{} intervals", r.intervals.len());
+    assert!(r.intervals.iter().any(|i| i.total().user > 0));
+    // The kernel detached the program: it runs on, not stopped.
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        matches!(state(pt.pid()), Some('R' | 'S')),
+        "pagetest is {:?}",
+        state(pt.pid())
+    );
+    let report = run_ok(&["analyze", &out, "temporal"]);
+    assert!(String::from_utf8_lossy(&report.stderr).contains("cut short"));
+}
+
+#[test]
+fn interrupted_recorder_completes_its_file_and_lets_go() {
+    let _guard = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = temp_path(dir.path(), "i.rec");
+    let (pt, rec) = record_running_pagetest(&out, "20ms");
+    std::thread::sleep(Duration::from_millis(700));
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(rec.id() as i32).unwrap(),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let status = rec.wait_with_output().unwrap().status;
+    assert!(status.success(), "{status}");
+    let (r, done) = read(&out);
+    assert_eq!(done, Completeness::Complete);
+    assert_eq!(r.end.as_ref().unwrap().reason, "interrupted");
+    assert!(r.header().frozen);
+    assert!(r.intervals.len() >= 5);
+    // Every 64 MiB pass is seen whole within an interval or two.
+    let pages = pt.pages();
+    assert!(r.intervals.iter().any(|i| i.total().user >= pages * 9 / 10));
+    assert!(matches!(state(pt.pid()), Some('R' | 'S')));
+}
+
+#[test]
+fn duration_ends_a_recording() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = temp_path(dir.path(), "d.rec");
+    let t = Instant::now();
+    run_ok(&[
+        "record",
+        "-q",
+        "--interval",
+        "100ms",
+        "--duration",
+        "450ms",
+        "-o",
+        &out,
+        "--pid",
+        &std::process::id().to_string(),
+        "--no-freeze",
+    ]);
+    assert!(t.elapsed() < Duration::from_secs(5));
+    let (r, done) = read(&out);
+    assert_eq!(done, Completeness::Complete);
+    assert_eq!(r.end.as_ref().unwrap().reason, "duration");
+    assert_eq!(r.intervals.len(), 5);
+    assert!(!r.header().frozen);
+    assert!(r.header().notes.iter().any(|n| n.contains("--no-freeze")));
+}
+
+#[test]
+fn bad_input_is_refused_with_a_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = temp_path(dir.path(), "b.rec");
+    let cases: &[&[&str]] = &[
+        &["record", "-o", &out],
+        &["record", "-o", &out, "--pid", "999999999"],
+        &["record", "-o", &out, "--block", "3000", "--system"],
+        &["record", "-o", &out, "--interval", "0", "--system"],
+        &["record", "-o", &out, "--cgroup", "/nonexistent/cg"],
+        &["record", "-o", &out, "--system", "--pid", "1"],
+        &["analyze", "/nonexistent.rec", "temporal"],
+    ];
+    for args in cases {
+        let o = run(&[], args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(!err.trim().is_empty());
+    }
+    // A trace is not a recording.
+    let trace = temp_path(dir.path(), "t.trace");
+    std::fs::write(&trace, b"").unwrap();
+    let o = run(&[], &["analyze", &trace, "spatial"]);
+    assert_eq!(o.status.code(), Some(2));
+    // A command that does not exist.
+    let o = run(
+        &[],
+        &["record", "-q", "-o", &out, "--", "/nonexistent/program"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/program"));
+}
