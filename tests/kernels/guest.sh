@@ -59,6 +59,94 @@ else
     check physmap fail "$(head -1 /tmp/pm.err)"
 fi
 
+# record: the memref paper's data verification. pagetest writes (or
+# reads) its buffer 10 times, 1 s apart, recorded at 100 ms: from its first
+# iteration on, the intervals with references to the buffer form 10
+# spikes, each summing to the buffer's pages within 2%, with at most a few
+# pages between them; written pages (where known) are the buffer in a
+# write run, none in a read run. Transparent huge pages are set to
+# madvise, as on the host and as in the paper: a huge page is referenced
+# 512 pages at a time, so an iteration that straddles a boundary would
+# count the huge page it was in twice.
+# spikes OP PAGES FIRST: temporal CSV rows on stdin; FIRST is the first
+# iteration's start in recording time. Prints a verdict.
+spikes() {
+    awk -F, -v op="$1" -v pages="$2" -v first="$3" '
+        NR == 1 || $3 <= first { next }
+        {
+            user = $4; written = $7
+            if (user > 64) {
+                if (!inside) { n++; u[n] = 0; w[n] = 0 }
+                u[n] += user; if (written != "") { w[n] += written; known = 1 }
+                inside = 1
+            } else inside = 0
+        }
+        END {
+            if (n != 10) { print "fail spikes=" n; exit }
+            for (i = 1; i <= n; i++) {
+                d = u[i] - pages; if (d < 0) d = -d
+                if (d > pages * 0.02) { print "fail spike" i "=" u[i] "/" pages; exit }
+                if (known && op == "write" && w[i] < pages * 0.98) { print "fail written" i "=" w[i]; exit }
+                if (known && op == "read" && w[i] > 64) { print "fail written" i "=" w[i]; exit }
+            }
+            print "pass spikes=10 pages=" pages (known ? " with-writes" : " no-writes")
+        }'
+}
+# record_check NAME BACKEND: the write and the read run with BACKEND.
+record_check() {
+    verdict=""
+    for op in write read; do
+        if ! /pagescope record -q --backend "$2" --interval 100ms -o /tmp/r.rec -- \
+            /pagetest --size 256M --mode malloc --op $op --iterations 10 --sleep 1s --delay 1s \
+            > /tmp/rpt.out 2> /tmp/r.err; then
+            verdict="fail record-exited:$(head -c 200 /tmp/r.err | tr '\n' ' ')"
+            break
+        fi
+        start=$(sed -n 's/.*"start":\([0-9]*\).*/\1/p' /tmp/rpt.out | head -1)
+        end=$(sed -n 's/.*"end":\([0-9]*\).*/\1/p' /tmp/rpt.out | head -1)
+        pages=$(sed -n 's/.*"pages":\([0-9]*\).*/\1/p' /tmp/rpt.out | head -1)
+        t0=$(/pagescope analyze /tmp/r.rec temporal --format json 2>/dev/null | sed -n 's/.*"start_monotonic_ns": *\([0-9]*\).*/\1/p' | head -1)
+        it0=$(sed -n 's/.*"index":0,"start_ns":\([0-9]*\).*/\1/p' /tmp/rpt.out | head -1)
+        first=$(awk -v a="$it0" -v b="$t0" 'BEGIN { printf "%.0f", a - b }')
+        v=$(/pagescope analyze /tmp/r.rec temporal --range "$start-$end" --format csv 2>/dev/null | spikes $op "$pages" "$first")
+        case "$v" in
+            pass*) verdict="$verdict $op:${v#pass }" ;;
+            *)
+                verdict="fail $op:$v"
+                echo "first iteration at $first ns; the buffer's intervals:"
+                /pagescope analyze /tmp/r.rec temporal --range "$start-$end" --format csv 2>&1 | head -150
+                break ;;
+        esac
+    done
+    case "$verdict" in fail*) check "$1" fail "${verdict#fail }" ;; *) check "$1" pass "$verdict" ;; esac
+}
+# refused NAME BACKEND OPTION: the backend must refuse, naming OPTION.
+refused() {
+    if /pagescope record -q --backend "$2" -o /tmp/x.rec --duration 200ms --pid "$sleeper" 2> /tmp/x.err; then
+        check "$1" fail "recorded without the interface"
+    elif grep -q "$3" /tmp/x.err; then
+        check "$1" refused-as-expected "$(head -1 /tmp/x.err)"
+    else
+        check "$1" fail "$(head -1 /tmp/x.err)"
+    fi
+}
+thp=/sys/kernel/mm/transparent_hugepage/enabled
+[ -w $thp ] && echo madvise > $thp
+sleep 600 &
+sleeper=$!
+if [ -e /sys/kernel/mm/page_idle/bitmap ]; then
+    record_check idle idle
+else
+    refused idle idle CONFIG_IDLE_PAGE_TRACKING
+fi
+# refs with soft-dirty writes (both guest kernels have soft-dirty).
+record_check soft-dirty refs
+# auto: idle where the kernel has it, refs elsewhere.
+want=refs; [ -e /sys/kernel/mm/page_idle/bitmap ] && want=idle
+got=$(/pagescope record --duration 300ms -o /tmp/a.rec --pid "$sleeper" 2>&1 >/dev/null | sed -n 's/.* with the \([a-z]*\) backend.*/\1/p')
+if [ "$got" = "$want" ]; then check auto pass "$want"; else check auto fail "chose '$got', expected $want"; fi
+kill $sleeper
+
 # The interfaces this kernel offers; the host compares them with what the
 # kernel's configuration promises.
 iface() { if [ -e "$2" ]; then echo "PAGESCOPE-IFACE $1 present"; else echo "PAGESCOPE-IFACE $1 absent"; fi; }

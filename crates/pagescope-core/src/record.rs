@@ -46,6 +46,17 @@ pub enum WriteSource {
     Backend,
 }
 
+impl WriteSource {
+    /// `SoftDirty` if the kernel has soft-dirty bits, else `None`.
+    pub fn soft_dirty_if(available: bool) -> WriteSource {
+        if available {
+            WriteSource::SoftDirty
+        } else {
+            WriteSource::None
+        }
+    }
+}
+
 /// What was recorded.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Scope {
@@ -224,4 +235,8 @@ pub struct RecordEnd {
     pub intervals: u64,
     /// Why the recording ended ("exited", "interrupted", "duration").
     pub reason: String,
+    /// Boundaries that took so long that the next interval was started a
+    /// full interval later than planned (the intervals' own times are
+    /// exact either way).
+    pub overruns: u64,
 }

@@ -45,6 +45,33 @@ impl PfnFile {
         Ok(PfnFile { fd: f.into(), path })
     }
 
+    /// Opens a PFN-indexed file for reading and writing (the idle page
+    /// bitmap).
+    pub(crate) fn open_rw(path: PathBuf) -> Result<PfnFile> {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        Ok(PfnFile { fd: f.into(), path })
+    }
+
+    /// Writes `words` at entries `[index, index + words.len())`.
+    pub(crate) fn write(&self, index: u64, words: &[u64]) -> Result<()> {
+        let le: Vec<u64> = words.iter().map(|w| w.to_le()).collect();
+        let bytes: &[u8] = bytemuck::cast_slice(&le);
+        let mut done = 0;
+        while done < bytes.len() {
+            let n = rustix::io::pwrite(&self.fd, &bytes[done..], index * 8 + done as u64)
+                .map_err(|e| errno(&self.path, e))?;
+            if n == 0 {
+                break;
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
     /// Reads entries `[pfn, pfn + out.len())`; entries past the end of
     /// the file read as zero.
     pub(crate) fn read(&self, pfn: u64, out: &mut [u64]) -> Result<()> {

@@ -84,6 +84,11 @@ pub fn temporal(r: &Recording, range: Option<Range>) -> Result<Report> {
         fields: vec![
             ("backend", "backend", Value::from(h.backend.name())),
             ("interval_ns", "interval (ns)", Value::Int(h.interval_ns)),
+            (
+                "start_monotonic_ns",
+                "start (CLOCK_MONOTONIC ns; interval times are after it)",
+                Value::Int(h.start_monotonic_ns),
+            ),
             ("intervals", "intervals", Value::Int(rows.len() as u64)),
             (
                 "user_pages",

@@ -72,6 +72,8 @@ fn parse_pool(s: &str) -> Result<u64, String> {
 pub enum BackendArg {
     /// The best this kernel offers (and say which and why).
     Auto,
+    /// The idle page bitmap: exact per page (CONFIG_IDLE_PAGE_TRACKING).
+    Idle,
     /// `clear_refs` and smaps `Referenced:`: exact per VMA, any kernel.
     Refs,
 }

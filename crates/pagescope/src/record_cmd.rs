@@ -54,6 +54,7 @@ pub fn record(args: RecordArgs) -> Result<u8> {
         duration: args.duration,
         backend: match args.backend {
             BackendArg::Auto => Choice::Auto,
+            BackendArg::Idle => Choice::Use(Backend::Idle),
             BackendArg::Refs => Choice::Use(Backend::Refs),
         },
         freeze: !args.no_freeze,
@@ -91,6 +92,13 @@ pub fn record(args: RecordArgs) -> Result<u8> {
         );
         for n in &h.notes {
             eprintln!("note: {n}");
+        }
+        if outcome.end.overruns > 0 {
+            eprintln!(
+                "note: {} boundaries took longer than half an interval, and the next interval \
+                 was started late so that the programs ran (try a longer --interval)",
+                outcome.end.overruns
+            );
         }
     }
     Ok(outcome

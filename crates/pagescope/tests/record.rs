@@ -164,6 +164,39 @@ fn refs_backend_sees_every_iteration_read() {
     verify("refs", "read");
 }
 
+/// The idle page bitmap where the kernel has it; elsewhere a refusal that
+/// names the kernel option (this machine: no CONFIG_IDLE_PAGE_TRACKING;
+/// the guest kernels of tests/kernels run both sides).
+#[test]
+fn idle_backend_verifies_or_refuses() {
+    if Path::new("/sys/kernel/mm/page_idle/bitmap").exists() && pfns_visible() {
+        verify("idle", "write");
+        verify("idle", "read");
+        return;
+    }
+    let o = run(
+        &[],
+        &[
+            "record",
+            "-q",
+            "--backend",
+            "idle",
+            "--duration",
+            "100ms",
+            "-o",
+            "/dev/null",
+            "--pid",
+            &std::process::id().to_string(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("CONFIG_IDLE_PAGE_TRACKING") || err.contains("root"),
+        "{err}"
+    );
+}
+
 /// Kernel pages resident, as recorded, against /proc/meminfo read at the
 /// same moment.
 #[test]
@@ -286,6 +319,60 @@ fn interrupted_recorder_completes_its_file_and_lets_go() {
     let pages = pt.pages();
     assert!(r.intervals.iter().any(|i| i.total().user >= pages * 9 / 10));
     assert!(matches!(state(pt.pid()), Some('R' | 'S')));
+}
+
+/// A launched shell that starts two pagetests: all three are recorded
+/// (the children are attached as they fork), and both buffers are seen.
+#[test]
+fn launched_command_and_its_children_are_recorded() {
+    let _guard = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = temp_path(dir.path(), "c.rec");
+    let pt = pagetest_bin();
+    let pt = pt.to_str().unwrap();
+    let script = format!(
+        "{pt} --size 16M --iterations 6 --sleep 100ms >/dev/null & \
+         {pt} --size 16M --iterations 6 --sleep 100ms >/dev/null; wait"
+    );
+    run_ok(&[
+        "record",
+        "-q",
+        "--interval",
+        "50ms",
+        "-o",
+        &out,
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    let (r, done) = read(&out);
+    assert_eq!(done, Completeness::Complete);
+    let pagetests: Vec<u32> = r
+        .processes
+        .iter()
+        .filter(|p| p.command.first().is_some_and(|c| c.ends_with("pagetest")))
+        .map(|p| p.pid)
+        .collect();
+    assert_eq!(pagetests.len(), 2, "{:?}", r.processes);
+    for pid in pagetests {
+        let most = r
+            .intervals
+            .iter()
+            .map(|i| {
+                i.virt
+                    .iter()
+                    .filter(|v| v.pid == pid)
+                    .map(|v| v.counts.user)
+                    .sum::<u64>()
+            })
+            .max()
+            .unwrap();
+        assert!(
+            most >= 4096,
+            "pagetest {pid}: at most {most} pages in an interval"
+        );
+    }
 }
 
 #[test]

@@ -3,9 +3,7 @@
 //! each block was referenced over the run (`spatial`, figures 15-22).
 
 use crate::format::RecordVisitor;
-use crate::record::{
-    Counts, Granularity, Interval, ProcessInfo, RecordEnd, RecordHeader, Scope, WriteSource,
-};
+use crate::record::{Counts, Granularity, Interval, ProcessInfo, RecordEnd, RecordHeader, Scope};
 use crate::{Error, Result};
 use std::collections::BTreeMap;
 
@@ -196,9 +194,6 @@ impl Recording {
                 h.backend.name()
             ));
         }
-        if h.writes == WriteSource::None {
-            notes.push("written_pages is missing: writes were not recorded".into());
-        }
         if self.end.is_none() {
             notes.push(format!(
                 "the recording was cut short (the recorder was killed): {} complete intervals",
@@ -217,7 +212,7 @@ impl Recording {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{Backend, PhysRow, VirtRow};
+    use crate::record::{Backend, PhysRow, VirtRow, WriteSource};
 
     fn recording(scope: Scope) -> Recording {
         let c = |user, written| Counts {

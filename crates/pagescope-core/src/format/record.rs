@@ -200,6 +200,7 @@ mod tests {
         w.finish(&RecordEnd {
             intervals: n,
             reason: "exited".into(),
+            overruns: 0,
         })
         .unwrap();
         (w.file.frames.into_inner(), all)

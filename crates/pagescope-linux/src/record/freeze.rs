@@ -57,6 +57,33 @@ pub struct Freezer {
     threads: HashMap<u32, State>,
 }
 
+/// The exit a wait status reports, if it reports one.
+pub fn exit_of(status: WaitStatus) -> Option<Exit> {
+    match status {
+        WaitStatus::Exited(pid, code) => Some(Exit {
+            pid: pid.as_raw() as u32,
+            code,
+        }),
+        WaitStatus::Signaled(pid, sig, _) => Some(Exit {
+            pid: pid.as_raw() as u32,
+            code: 128 + sig as i32,
+        }),
+        _ => None,
+    }
+}
+
+/// Whether this process is already `tid`'s tracer.
+fn traced_by_us(tid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("TracerPid:"))
+                .and_then(|v| v.trim().parse::<u32>().ok())
+        })
+        == Some(std::process::id())
+}
+
 fn is_job_stop(sig: Signal) -> bool {
     matches!(
         sig,
@@ -109,6 +136,13 @@ impl Freezer {
                         new += 1;
                     }
                     Err(Errno::ESRCH) => {}
+                    // Attached already: a child or thread the kernel
+                    // attached (TRACEFORK, TRACECLONE) whose first stop
+                    // has not been read yet.
+                    Err(Errno::EPERM) if traced_by_us(tid) => {
+                        self.threads.insert(tid, State::Running);
+                        new += 1;
+                    }
                     Err(Errno::EPERM) => {
                         return Err(io::Error::new(
                             io::ErrorKind::PermissionDenied,
@@ -144,21 +178,11 @@ impl Freezer {
                 resume(tid, r)
             }
         };
+        if let Some(e) = exit_of(status) {
+            self.threads.remove(&e.pid);
+            return Some(e);
+        }
         match status {
-            WaitStatus::Exited(pid, code) => {
-                self.threads.remove(&(pid.as_raw() as u32));
-                Some(Exit {
-                    pid: pid.as_raw() as u32,
-                    code,
-                })
-            }
-            WaitStatus::Signaled(pid, sig, _) => {
-                self.threads.remove(&(pid.as_raw() as u32));
-                Some(Exit {
-                    pid: pid.as_raw() as u32,
-                    code: 128 + sig as i32,
-                })
-            }
             WaitStatus::PtraceEvent(pid, sig, event) => {
                 let tid = pid.as_raw() as u32;
                 let r = if event == libc::PTRACE_EVENT_STOP && is_job_stop(sig) {

@@ -9,6 +9,7 @@
 #![allow(unsafe_code)]
 
 pub mod freeze;
+mod idle;
 mod refs;
 
 use crate::procfs::{self, ProcDir};
@@ -175,25 +176,41 @@ pub fn kernel_resident(proc_root: &Path, page_size: u64) -> Result<KernelResiden
 
 /// Picks the backend: the best this kernel offers for the target, or the
 /// one asked for if the kernel has it. Returns it with the reason.
-fn choose(choice: Choice, root: &crate::Root, page_size: u64) -> Result<(Box<dyn Probe>, String)> {
-    match choice {
-        Choice::Use(Backend::Refs) => Ok((
-            Box::new(refs::Refs::new(&root.proc, page_size)),
-            "asked for".into(),
-        )),
+fn choose(
+    config: &RecordConfig,
+    root: &crate::Root,
+    page_size: u64,
+) -> Result<(Box<dyn Probe>, String)> {
+    let system = matches!(config.target, Target::System);
+    let idle = || -> Result<Box<dyn Probe>> {
+        Ok(Box::new(idle::Idle::new(
+            root,
+            page_size,
+            config.block,
+            system,
+        )?))
+    };
+    let refs = || -> Box<dyn Probe> { Box::new(refs::Refs::new(&root.proc, page_size)) };
+    match config.backend {
+        Choice::Use(Backend::Refs) => Ok((refs(), "asked for".into())),
+        Choice::Use(Backend::Idle) => match idle::unavailable(root, page_size) {
+            Some(why) => Err(Error::Unsupported {
+                what: "the idle backend".into(),
+                needs: why,
+            }),
+            None => Ok((idle()?, "asked for".into())),
+        },
         Choice::Use(other) => Err(Error::Unsupported {
             what: format!("the {} backend", other.name()),
-            needs: "this build records with `refs` only".into(),
+            needs: "this build records with `idle` and `refs` only".into(),
         }),
-        Choice::Auto => {
-            let idle = root.sys.join("kernel/mm/page_idle/bitmap");
-            let why = if idle.exists() {
-                "refs: the idle page tracking backend is not in this build"
-            } else {
-                "refs: no idle page tracking here (CONFIG_IDLE_PAGE_TRACKING)"
-            };
-            Ok((Box::new(refs::Refs::new(&root.proc, page_size)), why.into()))
-        }
+        Choice::Auto => match idle::unavailable(root, page_size) {
+            None => Ok((
+                idle()?,
+                "idle: exact per page, with physical and virtual placement".into(),
+            )),
+            Some(why) => Ok((refs(), format!("refs: {why}"))),
+        },
     }
 }
 
@@ -235,6 +252,8 @@ struct Recorder<'a> {
     child: Option<u32>,
     exit_code: Option<i32>,
     seen: HashSet<u32>,
+    /// Boundaries after which a full interval could not be kept.
+    overruns: u64,
     page_size: u64,
     buf: Vec<u8>,
 }
@@ -273,17 +292,7 @@ impl Recorder<'_> {
             }
             let exit = match self.freezer.as_mut() {
                 Some(f) => f.on_status(st, false),
-                None => match st {
-                    nix::sys::wait::WaitStatus::Exited(p, code) => Some(Exit {
-                        pid: p.as_raw() as u32,
-                        code,
-                    }),
-                    nix::sys::wait::WaitStatus::Signaled(p, sig, _) => Some(Exit {
-                        pid: p.as_raw() as u32,
-                        code: 128 + sig as i32,
-                    }),
-                    _ => None,
-                },
+                None => freeze::exit_of(st),
             };
             if let Some(e) = exit {
                 self.on_exit(e);
@@ -328,7 +337,7 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
     let root = crate::Root::default();
     let page_size = crate::system::page_size();
     block_signals().map_err(|e| Error::io("sigprocmask", e))?;
-    let (probe, why) = choose(config.backend, &root, page_size)?;
+    let (probe, why) = choose(config, &root, page_size)?;
     let scope = match &config.target {
         Target::Pids(p) => Scope::Processes(p.clone()),
         Target::Cgroup(d) => Scope::Cgroup(d.display().to_string()),
@@ -365,6 +374,7 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         child: None,
         exit_code: None,
         seen: HashSet::new(),
+        overruns: 0,
         page_size,
         buf: Vec::new(),
     };
@@ -406,6 +416,7 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
             let _ = out.finish(&RecordEnd {
                 intervals: live.intervals.load(Ordering::Relaxed),
                 reason: format!("error: {e}"),
+                overruns: rec.overruns,
             });
             return Err(e);
         }
@@ -413,14 +424,14 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
     if let (Some(c), None) = (rec.child, rec.exit_code) {
         // Interrupted: the command runs on; wait for it as a shell would.
         if let Ok(st) = waitpid(nix::unistd::Pid::from_raw(c as i32), None) {
-            rec.exit_code = match st {
-                nix::sys::wait::WaitStatus::Exited(_, code) => Some(code),
-                nix::sys::wait::WaitStatus::Signaled(_, sig, _) => Some(128 + sig as i32),
-                _ => None,
-            };
+            rec.exit_code = freeze::exit_of(st).map(|e| e.code);
         }
     }
-    let end = RecordEnd { intervals, reason };
+    let end = RecordEnd {
+        intervals,
+        reason,
+        overruns: rec.overruns,
+    };
     out.finish(&end)?;
     Ok(RecordOutcome {
         header,
@@ -447,11 +458,20 @@ fn run(
     let mut begun = start;
     let mut cpu = own_cpu_ns();
     let mut seq = 0u64;
+    let mut next = start;
     loop {
-        let deadline = start + config.interval * (seq as u32 + 1);
+        // Deadlines are absolute, so intervals don't drift; a boundary that
+        // took so long that the next deadline is less than half an interval
+        // away starts a full interval from now, so that the programs run.
+        next += config.interval;
+        let now = Instant::now();
+        if next < now + config.interval / 2 {
+            next = now + config.interval;
+            rec.overruns += 1;
+        }
         let deadline = match config.duration {
-            Some(d) => deadline.min(start + d),
-            None => deadline,
+            Some(d) => next.min(start + d),
+            None => next,
         };
         let mut reason = None;
         while reason.is_none() {

@@ -54,7 +54,8 @@ pub fn has_soft_dirty(proc_root: &Path) -> bool {
     dirty
 }
 
-fn clear(dir: &ProcDir, what: &[u8]) -> Result<()> {
+/// Writes `what` to the process's `clear_refs`.
+pub(super) fn clear(dir: &ProcDir, what: &[u8]) -> Result<()> {
     let mut f = dir.open_write("clear_refs")?;
     f.write_all(what)
         .map_err(|e| Error::io(dir.path().join("clear_refs"), e))
@@ -126,11 +127,7 @@ impl Probe for Refs {
     }
 
     fn writes(&self) -> WriteSource {
-        if self.soft_dirty {
-            WriteSource::SoftDirty
-        } else {
-            WriteSource::None
-        }
+        WriteSource::soft_dirty_if(self.soft_dirty)
     }
 
     fn needs_freeze(&self) -> bool {

@@ -1,0 +1,315 @@
+//! The `idle` backend: `/sys/kernel/mm/page_idle/bitmap`
+//! (CONFIG_IDLE_PAGE_TRACKING), exact per page.
+//!
+//! The bitmap has one bit per page frame. Writing a 1 marks the frame's
+//! page idle (and clears the accessed bits of the PTEs mapping it); any
+//! access clears the mark, and so does a new allocation; reading gives 1
+//! for pages still idle. Only pages on an LRU list (user pages and page
+//! cache) are tracked: others read as 0, so kpageflags decides which bits
+//! mean anything. Reads and writes go by runs of 64-frame words, and each
+//! run is written back right after it is read, so a reference can only
+//! slip between the two within microseconds.
+//!
+//! For processes, the frames come from pagemap, so each referenced page is
+//! placed both physically and virtually; written pages come from
+//! soft-dirty bits where the kernel has them. For the machine, every RAM
+//! frame is read, and referenced frames are classed by kpageflags: mapped
+//! (user), or file pages no process maps (page cache).
+
+use super::refs::{clear, gone_ok};
+use super::Probe;
+use crate::kpage::PfnFile;
+use crate::pagemap::PagemapReader;
+use crate::procfs::ProcDir;
+use crate::Root;
+use pagescope_core::kpageflags::KPageFlags;
+use pagescope_core::record::{
+    Backend, Counts, Granularity, Interval, PhysRow, VirtRow, WriteSource,
+};
+use pagescope_core::{Error, Result};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// The bitmap's path under sysfs.
+pub const BITMAP: &str = "kernel/mm/page_idle/bitmap";
+
+/// Frames per read when scanning the machine (a multiple of 64).
+const CHUNK: u64 = 64 * 1024;
+
+/// Why the backend can't be used here, if it can't.
+pub fn unavailable(root: &Root, page_size: u64) -> Option<String> {
+    if !root.sys.join(BITMAP).exists() {
+        return Some("no idle page tracking here (CONFIG_IDLE_PAGE_TRACKING)".into());
+    }
+    if !crate::system::pfns_visible(root, page_size) {
+        return Some("the idle page bitmap and page frame numbers need root".into());
+    }
+    None
+}
+
+/// One resident page of a recorded process.
+#[derive(Clone, Copy, Debug)]
+struct Page {
+    pfn: u64,
+    pid: u32,
+    vaddr: u64,
+    vma: (u64, u64),
+    dirty: bool,
+}
+
+/// Receives each tracked page of a sweep, and whether it was referenced.
+type Visit<'a> = dyn FnMut(&Page, bool) + 'a;
+
+/// See the module documentation.
+#[derive(Debug)]
+pub struct Idle {
+    proc_root: PathBuf,
+    bitmap: PfnFile,
+    flags: PfnFile,
+    page_size: u64,
+    block: u64,
+    /// RAM frame ranges `[first, last)` when recording the machine.
+    system: Option<Vec<(u64, u64)>>,
+    soft_dirty: bool,
+    buf: Vec<u8>,
+}
+
+/// Whether a frame's idle bit means anything: an LRU page, or any page of
+/// a transparent huge page (whose tail pages don't carry the LRU flag in
+/// kpageflags on older kernels, while the bitmap tracks them by their
+/// head), but never the zero page.
+fn tracked(flags: u64) -> bool {
+    let f = KPageFlags::from_bits_retain(flags);
+    (f.contains(KPageFlags::LRU) || f.contains(KPageFlags::THP))
+        && !f.contains(KPageFlags::ZERO_PAGE)
+}
+
+impl Idle {
+    /// Opens the bitmap. `system` records every RAM frame instead of the
+    /// processes' own.
+    pub fn new(root: &Root, page_size: u64, block: u64, system: bool) -> Result<Idle> {
+        let ram = if system {
+            let info = crate::system::collect(root, &[0])?;
+            if info.ram_ranges.is_empty() {
+                return Err(Error::Unsupported {
+                    what: "recording the machine with the idle backend".into(),
+                    needs: "the RAM ranges of /proc/iomem (root)".into(),
+                });
+            }
+            Some(
+                info.ram_ranges
+                    .iter()
+                    .map(|&(s, e)| (s.div_ceil(page_size), (e + 1) / page_size))
+                    .collect(),
+            )
+        } else {
+            None
+        };
+        Ok(Idle {
+            proc_root: root.proc.clone(),
+            bitmap: PfnFile::open_rw(root.sys.join(BITMAP))?,
+            flags: PfnFile::open(root.proc.join("kpageflags"))?,
+            page_size,
+            block,
+            soft_dirty: !system && super::refs::has_soft_dirty(&root.proc),
+            system: ram,
+            buf: Vec::new(),
+        })
+    }
+
+    /// Every resident page of `pids`, sorted by frame.
+    fn pages(&mut self, pids: &[u32]) -> Result<Vec<Page>> {
+        let mut out = Vec::new();
+        for &pid in pids {
+            let r = (|| -> Result<()> {
+                let dir = ProcDir::open(&self.proc_root, pid)?;
+                let maps = dir.maps(&mut self.buf)?;
+                let file = dir.open_file("pagemap")?;
+                let mut pm = PagemapReader::new(file, dir.path().join("pagemap"), self.page_size);
+                for m in maps {
+                    pm.for_each(m.start, m.end, |vaddr, e| {
+                        if let Some(pfn) = e.pfn().filter(|_| e.is_present()) {
+                            out.push(Page {
+                                pfn: pfn.0,
+                                pid,
+                                vaddr,
+                                vma: (m.start, m.end),
+                                dirty: e.is_soft_dirty(),
+                            });
+                        }
+                    })?;
+                }
+                Ok(())
+            })();
+            gone_ok(r)?;
+        }
+        out.sort_unstable_by_key(|p| p.pfn);
+        Ok(out)
+    }
+
+    /// Goes over `pages` (sorted by frame) by runs of bitmap words: reads
+    /// each run's bits and flags (if `f` wants them), calls `f` with each
+    /// tracked page and whether it was referenced, and marks the run's
+    /// pages idle again at once.
+    fn sweep(&self, pages: &[Page], mut f: Option<&mut Visit<'_>>) -> Result<()> {
+        let (mut words, mut masks, mut flags) = (Vec::new(), Vec::new(), Vec::new());
+        let mut i = 0;
+        while i < pages.len() {
+            let w0 = pages[i].pfn / 64;
+            let mut j = i;
+            let mut w1 = w0;
+            while j < pages.len() && pages[j].pfn / 64 <= w1 + 1 && w1 - w0 < 4096 {
+                w1 = pages[j].pfn / 64;
+                j += 1;
+            }
+            let n = (w1 - w0 + 1) as usize;
+            masks.clear();
+            masks.resize(n, 0u64);
+            if let Some(f) = f.as_mut() {
+                words.resize(n, 0);
+                flags.resize(n * 64, 0);
+                self.bitmap.read(w0, &mut words)?;
+                self.flags.read(w0 * 64, &mut flags)?;
+                for p in &pages[i..j] {
+                    let (w, bit) = ((p.pfn / 64 - w0) as usize, p.pfn % 64);
+                    if tracked(flags[(p.pfn - w0 * 64) as usize]) {
+                        f(p, words[w] >> bit & 1 == 0);
+                    }
+                }
+            }
+            for p in &pages[i..j] {
+                masks[(p.pfn / 64 - w0) as usize] |= 1 << (p.pfn % 64);
+            }
+            self.bitmap.write(w0, &masks)?;
+            i = j;
+        }
+        Ok(())
+    }
+
+    /// The machine: every RAM frame, read and marked idle chunk by chunk.
+    fn sweep_system(&self, out: Option<&mut Interval>) -> Result<()> {
+        let ranges = self.system.as_deref().unwrap_or_default();
+        let mut rows: BTreeMap<u64, Counts> = BTreeMap::new();
+        let (mut words, mut flags) = (Vec::new(), Vec::new());
+        let reading = out.is_some();
+        for &(first, last) in ranges {
+            let mut pfn = first / 64 * 64;
+            while pfn < last {
+                let n = (last - pfn).min(CHUNK).div_ceil(64) as usize;
+                if reading {
+                    words.resize(n, 0);
+                    flags.resize(n * 64, 0);
+                    self.bitmap.read(pfn / 64, &mut words)?;
+                    self.flags.read(pfn, &mut flags)?;
+                    for (k, &fl) in flags.iter().enumerate() {
+                        let frame = pfn + k as u64;
+                        if frame < first
+                            || frame >= last
+                            || !tracked(fl)
+                            || words[k / 64] >> (k % 64) & 1 == 1
+                        {
+                            continue;
+                        }
+                        let f = KPageFlags::from_bits_retain(fl);
+                        let c = rows.entry(frame * self.page_size / self.block).or_default();
+                        if !f.contains(KPageFlags::MMAP) && !f.contains(KPageFlags::ANON) {
+                            c.page_cache += 1;
+                        } else {
+                            c.user += 1;
+                        }
+                    }
+                }
+                words.clear();
+                words.resize(n, u64::MAX);
+                self.bitmap.write(pfn / 64, &words)?;
+                pfn += n as u64 * 64;
+            }
+        }
+        if let Some(out) = out {
+            out.phys.extend(
+                rows.into_iter()
+                    .map(|(block, counts)| PhysRow { block, counts }),
+            );
+        }
+        Ok(())
+    }
+
+    fn clear_soft_dirty(&self, pids: &[u32]) -> Result<()> {
+        if self.soft_dirty {
+            for &pid in pids {
+                if let Ok(dir) = ProcDir::open(&self.proc_root, pid) {
+                    gone_ok(clear(&dir, b"4"))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Probe for Idle {
+    fn backend(&self) -> Backend {
+        Backend::Idle
+    }
+
+    fn granularity(&self) -> Granularity {
+        Granularity::Page
+    }
+
+    fn writes(&self) -> WriteSource {
+        WriteSource::soft_dirty_if(self.soft_dirty)
+    }
+
+    fn needs_freeze(&self) -> bool {
+        // The bitmap is read and rewritten run by run; only soft-dirty
+        // (pagemap, then clear_refs) takes two passes.
+        self.soft_dirty
+    }
+
+    fn reset(&mut self, pids: &[u32]) -> Result<()> {
+        if self.system.is_some() {
+            return self.sweep_system(None);
+        }
+        let pages = self.pages(pids)?;
+        self.sweep(&pages, None)?;
+        self.clear_soft_dirty(pids)
+    }
+
+    fn collect(&mut self, pids: &[u32], out: &mut Interval) -> Result<()> {
+        if self.system.is_some() {
+            return self.sweep_system(Some(out));
+        }
+        let pages = self.pages(pids)?;
+        let (ps, block) = (self.page_size, self.block);
+        let mut phys: BTreeMap<u64, Counts> = BTreeMap::new();
+        let mut virt: BTreeMap<(u32, u64, u64), Counts> = BTreeMap::new();
+        let soft_dirty = self.soft_dirty;
+        let mut add = |p: &Page, referenced: bool| {
+            if !referenced {
+                return;
+            }
+            let written = u64::from(soft_dirty && p.dirty);
+            let c = phys.entry(p.pfn * ps / block).or_default();
+            c.user += 1;
+            c.written += written;
+            let vb = p.vaddr / block * block;
+            let key = (p.pid, vb.max(p.vma.0), (vb + block).min(p.vma.1));
+            let c = virt.entry(key).or_default();
+            c.user += 1;
+            c.written += written;
+        };
+        self.sweep(&pages, Some(&mut add))?;
+        self.clear_soft_dirty(pids)?;
+        out.phys.extend(
+            phys.into_iter()
+                .map(|(block, counts)| PhysRow { block, counts }),
+        );
+        out.virt
+            .extend(virt.into_iter().map(|((pid, start, end), counts)| VirtRow {
+                pid,
+                start,
+                end,
+                counts,
+            }));
+        Ok(())
+    }
+}
