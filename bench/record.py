@@ -1,20 +1,22 @@
-"""Runs the configurations of bench/record.sh and prints a table.
+"""The configurations of bench/record.sh, and a table of their results.
 
-Throughput is pages written per second over pagetest's iterations 1..N
-(iteration 0 faults the buffer in); slowdown is the ratio to the run
-without a recorder in the same round. Recorder CPU is the sum of the
-recording's recorder_cpu_ns over its duration, in % of one core.
+Each run starts one pagetest writing its buffer over and over, lets it
+fault the buffer in, then measures its throughput (pages written per
+second, from its own iteration times) for WINDOW seconds unrecorded and
+then for WINDOW seconds while `pagescope record --pid` records it: the
+slowdown is the ratio of the two, in the same process. The recorder's CPU
+is the sum of the recording's recorder_cpu_ns over its duration, in % of
+one core.
 """
 import json
 import statistics
 import subprocess
 import sys
+import time
 
-BIN, WORK, SIZE, ITER, RUNS = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
-
+BIN, WORK, SIZE, WINDOW, RUNS = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5])
 
 CONFIGS = [
-    ("none", None),
     ("refs 100ms", ["--backend", "refs", "--interval", "100ms"]),
     ("refs 1s", ["--backend", "refs", "--interval", "1s"]),
     ("refs 100ms --no-freeze", ["--backend", "refs", "--interval", "100ms", "--no-freeze"]),
@@ -22,44 +24,66 @@ CONFIGS = [
 ]
 
 
+def throughput(its, t0, t1, pages):
+    inside = [i for i in its if i["start_ns"] >= t0 and i["end_ns"] <= t1]
+    if len(inside) < 2:
+        return float("nan")
+    return pages * len(inside) / ((inside[-1]["end_ns"] - inside[0]["start_ns"]) / 1e9)
+
+
 def run(opts):
-    pt = [f"{BIN}/pagetest", "--size", SIZE, "--mode", "anon", "--op", "write",
-          "--iterations", ITER, "--sleep", "0"]
-    rec = f"{WORK}/b.rec"
-    cmd = pt if opts is None else [f"{BIN}/pagescope", "record", "-q", "-o", rec, *opts, "--", *pt]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    lines = [json.loads(l) for l in out.splitlines()]
-    pages = lines[0]["pages"]
-    its = [l for l in lines if l["event"] == "iteration"][1:]
-    secs = (its[-1]["end_ns"] - its[0]["start_ns"]) / 1e9
-    thr = pages * len(its) / secs
-    cpu = None
-    if opts is not None:
+    pt = subprocess.Popen([f"{BIN}/pagetest", "--size", SIZE, "--mode", "anon", "--op", "write",
+                           "--iterations", "100000000", "--sleep", "0"],
+                          stdout=subprocess.PIPE, text=True)
+    try:
+        ready = json.loads(pt.stdout.readline())
+        pages = ready["pages"]
+        its = []
+
+        def read_until(deadline_ns, proc=None):
+            while time.monotonic_ns() < deadline_ns or (proc is not None and proc.poll() is None):
+                line = json.loads(pt.stdout.readline())
+                if line["event"] == "iteration":
+                    its.append(line)
+                if proc is not None and proc.poll() is not None:
+                    break
+
+        read_until(time.monotonic_ns())  # the first pass faults the buffer in
+        its.clear()
+        t0 = time.monotonic_ns()
+        read_until(t0 + int(WINDOW * 1e9))
+        t1 = time.monotonic_ns()
+        rec = f"{WORK}/b.rec"
+        r = subprocess.Popen([f"{BIN}/pagescope", "record", "-q", "-o", rec, "--duration", f"{WINDOW}s",
+                              *opts, "--pid", str(ready["pid"])])
+        read_until(0, r)
+        t2 = time.monotonic_ns()
+        base, recorded = throughput(its, t0, t1, pages), throughput(its, t1, t2, pages)
         j = json.loads(subprocess.run([f"{BIN}/pagescope", "analyze", rec, "temporal", "-f", "json"],
                                       check=True, capture_output=True, text=True).stdout)
         rows = j["intervals"]
         cpu = sum(r["recorder_cpu_ns"] for r in rows) / max(rows[-1]["end_ns"], 1) * 100
-    return thr, cpu
+        return base, recorded, cpu
+    finally:
+        pt.kill()
+        pt.wait()
 
 
 results = {name: [] for name, _ in CONFIGS}
 for r in range(RUNS):
-    base = None
     for name, opts in CONFIGS:
-        thr, cpu = run(opts)
-        if base is None:
-            base = thr
-        results[name].append((thr, thr / base, cpu))
-        print(f"round {r + 1}: {name}: {thr / 1e6:.2f} M pages/s, "
-              f"{'' if cpu is None else f'recorder {cpu:.1f}% CPU, '}{base / thr:.3f}x", file=sys.stderr)
+        base, rec, cpu = run(opts)
+        results[name].append((base, rec, cpu))
+        print(f"round {r + 1}: {name}: {base / 1e6:.2f} -> {rec / 1e6:.2f} M pages/s "
+              f"({base / rec:.2f}x), recorder {cpu:.1f}% CPU", file=sys.stderr)
 
-print(f"pagetest --size {SIZE} --op write --iterations {ITER} --sleep 0, {RUNS} rounds (medians):\n")
-print("| recorder | M pages/s | slowdown | recorder CPU (% of one core) |")
-print("|---|---|---|---|")
+print(f"pagetest --size {SIZE} --op write --sleep 0 (one word per page, every page, over and over), "
+      f"{WINDOW:.0f} s unrecorded then {WINDOW:.0f} s recorded, {RUNS} runs (medians):\n")
+print("| recorder | M pages/s unrecorded | M pages/s recorded | slowdown | recorder CPU (% of one core) |")
+print("|---|---|---|---|---|")
 for name, _ in CONFIGS:
     rs = results[name]
-    thr = statistics.median(x[0] for x in rs)
-    slow = statistics.median(1 / x[1] for x in rs)
-    cpus = [x[2] for x in rs if x[2] is not None]
-    cpu = f"{statistics.median(cpus):.1f}" if cpus else "-"
-    print(f"| {name} | {thr / 1e6:.2f} | {slow:.3f}x | {cpu} |")
+    print(f"| {name} | {statistics.median(x[0] for x in rs) / 1e6:.2f} | "
+          f"{statistics.median(x[1] for x in rs) / 1e6:.2f} | "
+          f"{statistics.median(x[0] / x[1] for x in rs):.2f}x | "
+          f"{statistics.median(x[2] for x in rs):.1f} |")
