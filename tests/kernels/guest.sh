@@ -109,6 +109,12 @@ record_check() {
         it0=$(sed -n 's/.*"index":0,"start_ns":\([0-9]*\).*/\1/p' /tmp/rpt.out | head -1)
         first=$(awk -v a="$it0" -v b="$t0" 'BEGIN { printf "%.0f", a - b }')
         v=$(/pagescope analyze /tmp/r.rec temporal --range "$start-$end" --format csv 2>/dev/null | spikes $op "$pages" "$first")
+        if [ "$2" = idle ] && [ "${v%% *}" = pass ]; then
+            # The working set over 10 intervals (1 s, so always holding
+            # one whole iteration) is the buffer.
+            wss=$(/pagescope analyze /tmp/r.rec wss --window 10 --range "$start-$end" --format json 2>/dev/null | sed -n 's/.*"max_window_pages": *\([0-9]*\).*/\1/p')
+            if within 2 "${wss:-0}" "$pages"; then v="$v wss=$wss"; else v="fail wss=${wss:-none}/$pages"; fi
+        fi
         case "$v" in
             pass*) verdict="$verdict $op:${v#pass }" ;;
             *)
@@ -139,6 +145,46 @@ if [ -e /sys/kernel/mm/page_idle/bitmap ]; then
 else
     refused idle idle CONFIG_IDLE_PAGE_TRACKING
 fi
+# numa and hugepages (idle): a pagetest writing its 256 MiB buffer every
+# 50 ms, recorded for 3 s at 500 ms. In each interval that referenced the
+# whole buffer (pages of its 2 MiB regions >= the buffer's; the last one
+# may be cut short by --duration), the pages per node against the
+# buffer's numa_maps (2%), and at least 126 of the buffer's 128 2 MiB
+# regions referenced in every page (the two at its ends may be shared
+# with other mappings).
+if [ -e /sys/kernel/mm/page_idle/bitmap ]; then
+    /pagetest --size 256M --mode anon --op write --iterations 100000 --sleep 50ms > /tmp/np.out &
+    nppid=$!
+    while ! grep -q '"iteration"' /tmp/np.out 2>/dev/null; do sleep 0.1; done
+    npid=$(sed -n 's/.*"pid":\([0-9]*\).*/\1/p' /tmp/np.out | head -1)
+    nstart=$(sed -n 's/.*"start":\([0-9]*\).*/\1/p' /tmp/np.out | head -1)
+    npages=$(sed -n 's/.*"pages":\([0-9]*\).*/\1/p' /tmp/np.out | head -1)
+    /pagescope record -q --backend idle --interval 500ms --duration 3s -o /tmp/n.rec --pid "$npid"
+    line=$(grep "^$(printf '%x' "$nstart") " /proc/$npid/numa_maps)
+    kill $nppid
+    /pagescope analyze /tmp/n.rec hugepages --format csv > /tmp/h.csv 2>/dev/null
+    whole=$(awk -F, -v p="$npages" 'NR > 1 && $4 >= p { printf "%s ", $1 }' /tmp/h.csv)
+    /pagescope analyze /tmp/n.rec numa --format csv > /tmp/nm.csv 2>/dev/null
+    verdict=pass
+    detail="whole intervals: ${whole:-none};"
+    [ -n "$whole" ] || verdict=fail
+    for seq in $whole; do
+        for node in $(ls -d /sys/devices/system/node/node* | sed 's/.*node//'); do
+            want=$(echo "$line" | tr ' ' '\n' | sed -n "s/^N$node=//p")
+            got=$(awk -F, -v s="$seq" -v k="$node" '$1 == s && $2 == k { print $3 }' /tmp/nm.csv)
+            within 2 "${got:-0}" "${want:-0}" || { verdict=fail; detail="$detail $seq:N$node=${got:-0}/${want:-0}"; }
+        done
+    done
+    check numa-record $verdict "$detail numa_maps: $(echo "$line" | tr ' ' '\n' | grep '^N' | tr '\n' ' ')"
+    full=$(awk -F, -v ws=" $whole" 'NR > 1 && index(ws, " " $1 " ") { printf "%s ", $3 }' /tmp/h.csv)
+    bad=$(awk -F, -v ws=" $whole" 'NR > 1 && index(ws, " " $1 " ") && $3 < 126 { print $1 }' /tmp/h.csv)
+    if [ -n "$whole" ] && [ -z "$bad" ]; then
+        check hugepages pass "full regions in whole intervals: $full"
+    else
+        check hugepages fail "full regions in whole intervals: ${full:-none}"
+    fi
+fi
+
 # refs with soft-dirty writes (both guest kernels have soft-dirty).
 record_check soft-dirty refs
 # auto: idle where the kernel has it, refs elsewhere.

@@ -114,6 +114,9 @@ pub struct RecordHeader {
     pub kernel: String,
     /// What the recording does not hold, in words.
     pub notes: Vec<String>,
+    /// PFN ranges of each NUMA node (from sysfs memory blocks), to place
+    /// physical rows on nodes.
+    pub nodes: Vec<crate::model::NodeRange>,
 }
 
 /// Page counts of one row.
@@ -201,6 +204,62 @@ pub struct Interval {
     pub kernel: KernelResident,
     /// CPU time the recorder used in the interval.
     pub recorder_cpu_ns: u64,
+    /// How densely the 2 MiB regions with a reference were referenced:
+    /// `(pages referenced in the region, regions)`, ascending, when the
+    /// backend knows pages (virtual regions for processes, physical ones
+    /// for the machine). A region referenced in all its pages (512 of
+    /// 4 KiB) would have paid as one huge page.
+    pub huge: Vec<(u16, u32)>,
+    /// The referenced pages themselves, per process, when a page-exact
+    /// backend records processes: what working sets over several
+    /// intervals are computed from.
+    pub pages: Vec<PageRuns>,
+}
+
+/// Referenced virtual pages of one process, as runs of consecutive pages.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PageRuns {
+    /// The process.
+    pub pid: u32,
+    /// `(first page number, pages)`, ascending, the first page stored as
+    /// the distance from the end of the run before (small numbers, which
+    /// compress well).
+    pub runs: Vec<(u64, u64)>,
+}
+
+impl PageRuns {
+    /// Runs of the sorted, distinct page numbers `pages`.
+    pub fn from_sorted(pid: u32, pages: &[u64]) -> PageRuns {
+        let mut runs = Vec::new();
+        let mut end = 0;
+        for run in pages.chunk_by(|a, b| b == &(a + 1)) {
+            runs.push((run[0] - end, run.len() as u64));
+            end = run[0] + run.len() as u64;
+        }
+        PageRuns { pid, runs }
+    }
+
+    /// The runs as `(first page, pages)`.
+    pub fn absolute(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let mut end = 0u64;
+        self.runs.iter().map(move |&(gap, len)| {
+            let start = end.saturating_add(gap);
+            end = start.saturating_add(len);
+            (start, len)
+        })
+    }
+}
+
+/// Builds an interval's `huge` histogram from the 2 MiB region of each
+/// referenced page (any order, one entry per page).
+pub fn huge_histogram(mut regions: Vec<u64>) -> Vec<(u16, u32)> {
+    regions.sort_unstable();
+    let mut per: std::collections::BTreeMap<u16, u32> = std::collections::BTreeMap::new();
+    for run in regions.chunk_by(|a, b| a == b) {
+        *per.entry(run.len().min(u16::MAX as usize) as u16)
+            .or_default() += 1;
+    }
+    per.into_iter().collect()
 }
 
 impl Interval {

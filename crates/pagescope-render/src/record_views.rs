@@ -1,9 +1,9 @@
 //! The views of a recording: `temporal` and `spatial`.
 
-use crate::report::{Chart, Report, Table, Value};
+use crate::report::{Chart, Report, Style, Table, Value};
 use crate::views::{col, opt};
-use pagescope_core::analysis::temporal::{Range, Recording, SpatialRow, TemporalRow};
-use pagescope_core::record::WriteSource;
+use pagescope_core::analysis::temporal::{HeatCell, Range, Recording, SpatialRow, TemporalRow};
+use pagescope_core::record::{Counts, WriteSource};
 use pagescope_core::Result;
 
 fn written(r: &Recording, n: u64) -> Value {
@@ -12,6 +12,29 @@ fn written(r: &Recording, n: u64) -> Value {
     } else {
         Value::Int(n)
     }
+}
+
+type Field = (&'static str, &'static str, Value);
+
+fn backend_field(r: &Recording) -> Field {
+    ("backend", "backend", Value::from(r.header().backend.name()))
+}
+
+fn intervals_field(r: &Recording) -> Field {
+    (
+        "intervals",
+        "intervals",
+        Value::Int(r.intervals.len() as u64),
+    )
+}
+
+/// The user, page-cache and written cells of a row.
+fn count_values(r: &Recording, c: &Counts) -> [Value; 3] {
+    [
+        Value::Int(c.user),
+        Value::Int(c.page_cache),
+        written(r, c.written),
+    ]
 }
 
 fn range_notes(r: &Recording, range: Option<Range>) -> Vec<String> {
@@ -74,7 +97,7 @@ pub fn temporal(r: &Recording, range: Option<Range>) -> Result<Report> {
                 )
             })
             .collect(),
-        lines: false,
+        style: Style::Bars,
     };
     let sum = |f: fn(&TemporalRow) -> u64| rows.iter().map(f).sum::<u64>();
     Ok(Report {
@@ -82,7 +105,7 @@ pub fn temporal(r: &Recording, range: Option<Range>) -> Result<Report> {
         page_size: h.page_size,
         notes: range_notes(r, range),
         fields: vec![
-            ("backend", "backend", Value::from(h.backend.name())),
+            backend_field(r),
             ("interval_ns", "interval (ns)", Value::Int(h.interval_ns)),
             (
                 "start_monotonic_ns",
@@ -130,15 +153,14 @@ pub fn spatial(r: &Recording, range: Option<Range>) -> Result<Report> {
         rows: rows
             .iter()
             .map(|s| {
-                vec![
+                let mut row = vec![
                     s.pid.map_or(Value::Missing, |p| Value::Int(p as u64)),
                     Value::Hex(s.start),
                     Value::Hex(s.end),
                     Value::Int(s.intervals),
-                    Value::Int(s.counts.user),
-                    Value::Int(s.counts.page_cache),
-                    written(r, s.counts.written),
-                ]
+                ];
+                row.extend(count_values(r, &s.counts));
+                row
             })
             .collect(),
     };
@@ -150,23 +172,352 @@ pub fn spatial(r: &Recording, range: Option<Range>) -> Result<Report> {
             .iter()
             .map(|s| (format!("{:#x}", s.start), vec![s.intervals as f64]))
             .collect(),
-        lines: false,
+        style: Style::Bars,
     };
     Ok(Report {
         view: "spatial",
         page_size: h.page_size,
         notes: range_notes(r, range),
         fields: vec![
-            ("backend", "backend", Value::from(h.backend.name())),
-            (
-                "intervals",
-                "intervals",
-                Value::Int(r.intervals.len() as u64),
-            ),
+            backend_field(r),
+            intervals_field(r),
             ("blocks", "blocks referenced", Value::Int(rows.len() as u64)),
         ],
         tables: vec![table],
         text: None,
         chart: Some(chart),
+    })
+}
+
+/// The `heatmap` view: time by address, one cell per row of each
+/// interval; the SVG colours each block's cell by its referenced pages.
+pub fn heatmap(r: &Recording, range: Option<Range>) -> Result<Report> {
+    let cells = r.heatmap(range)?;
+    let h = r.header();
+    let label = |c: &HeatCell| match c.pid {
+        Some(p) => format!("{p}:{:#x}", c.start),
+        None => format!("{:#x}", c.start),
+    };
+    let mut keys: Vec<(Option<u32>, u64)> = cells.iter().map(|c| (c.pid, c.start)).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let series: Vec<String> = keys
+        .iter()
+        .map(|&(pid, start)| {
+            label(&HeatCell {
+                seq: 0,
+                pid,
+                start,
+                end: 0,
+                counts: Default::default(),
+            })
+        })
+        .collect();
+    let mut bars: Vec<(String, Vec<f64>)> = r
+        .intervals
+        .iter()
+        .map(|i| (i.seq.to_string(), vec![0.0; keys.len()]))
+        .collect();
+    let index: std::collections::HashMap<u64, usize> = r
+        .intervals
+        .iter()
+        .enumerate()
+        .map(|(k, i)| (i.seq, k))
+        .collect();
+    for c in &cells {
+        if let (Some(&col), Ok(row)) = (index.get(&c.seq), keys.binary_search(&(c.pid, c.start))) {
+            bars[col].1[row] = c.counts.referenced() as f64;
+        }
+    }
+    let table = Table {
+        key: "cells",
+        columns: vec![
+            col("seq", "SEQ"),
+            opt("pid", "PID", 2),
+            col("start", "START"),
+            opt("end", "END", 1),
+            col("user_pages", "USER"),
+            col("page_cache_pages", "CACHE"),
+            col("written_pages", "WRITTEN"),
+        ],
+        rows: cells
+            .iter()
+            .map(|c| {
+                let mut row = vec![
+                    Value::Int(c.seq),
+                    c.pid.map_or(Value::Missing, |p| Value::Int(p as u64)),
+                    Value::Hex(c.start),
+                    Value::Hex(c.end),
+                ];
+                row.extend(count_values(r, &c.counts));
+                row
+            })
+            .collect(),
+    };
+    Ok(Report {
+        view: "heatmap",
+        page_size: h.page_size,
+        notes: range_notes(r, range),
+        fields: vec![
+            backend_field(r),
+            intervals_field(r),
+            (
+                "blocks",
+                "blocks (rows of the map)",
+                Value::Int(keys.len() as u64),
+            ),
+        ],
+        tables: vec![table],
+        text: None,
+        chart: Some(Chart {
+            title: "Referenced pages by interval and block".into(),
+            y_label: "block".into(),
+            series,
+            bars,
+            style: Style::Heat,
+        }),
+    })
+}
+
+/// The `numa` view: referenced pages per node per interval.
+pub fn numa(r: &Recording) -> Result<Report> {
+    let (rows, unplaced) = r.numa()?;
+    let h = r.header();
+    let mut nodes: Vec<u16> = rows.iter().map(|n| n.node).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    let bars = r
+        .intervals
+        .iter()
+        .map(|i| {
+            let vals = nodes
+                .iter()
+                .map(|&node| {
+                    rows.iter()
+                        .find(|n| n.seq == i.seq && n.node == node)
+                        .map_or(0.0, |n| n.counts.referenced() as f64)
+                })
+                .collect();
+            (i.seq.to_string(), vals)
+        })
+        .collect();
+    let mut notes = r.notes();
+    if unplaced > 0 {
+        notes.push(format!(
+            "{unplaced} referenced pages lie in blocks of no known node (no NUMA information in sysfs)"
+        ));
+    }
+    let total = |node: u16| -> u64 {
+        rows.iter()
+            .filter(|n| n.node == node)
+            .map(|n| n.counts.referenced())
+            .sum()
+    };
+    let mut totals = Table {
+        key: "nodes",
+        columns: vec![col("node", "NODE"), col("referenced_pages", "REFERENCED")],
+        rows: nodes
+            .iter()
+            .map(|&n| vec![Value::Int(n as u64), Value::Int(total(n))])
+            .collect(),
+    };
+    totals.rows.sort_by_key(|row| match row[0] {
+        Value::Int(n) => n,
+        _ => 0,
+    });
+    Ok(Report {
+        view: "numa",
+        page_size: h.page_size,
+        notes,
+        fields: vec![
+            backend_field(r),
+            ("nodes", "nodes", Value::Int(nodes.len() as u64)),
+        ],
+        tables: vec![
+            Table {
+                key: "intervals",
+                columns: vec![
+                    col("seq", "SEQ"),
+                    col("node", "NODE"),
+                    col("user_pages", "USER"),
+                    col("page_cache_pages", "CACHE"),
+                    col("written_pages", "WRITTEN"),
+                ],
+                rows: rows
+                    .iter()
+                    .map(|n| {
+                        let mut row = vec![Value::Int(n.seq), Value::Int(n.node as u64)];
+                        row.extend(count_values(r, &n.counts));
+                        row
+                    })
+                    .collect(),
+            },
+            totals,
+        ],
+        text: None,
+        chart: Some(Chart {
+            title: "Referenced pages per node".into(),
+            y_label: "pages".into(),
+            series: nodes.iter().map(|n| format!("node {n}")).collect(),
+            bars,
+            style: Style::Bars,
+        }),
+    })
+}
+
+/// The `hugepages` view: how densely the referenced 2 MiB regions were
+/// referenced, per interval and over the run.
+pub fn hugepages(r: &Recording) -> Result<Report> {
+    let (rows, hist) = r.hugepages()?;
+    let h = r.header();
+    let per_region = (2 << 20) / h.page_size;
+    let density = |pages: u64, regions: u64| {
+        if regions == 0 {
+            Value::Missing
+        } else {
+            Value::Float(pages as f64 / (regions * per_region) as f64, 3)
+        }
+    };
+    let regions: u64 = rows.iter().map(|x| x.regions).sum();
+    let full: u64 = rows.iter().map(|x| x.full).sum();
+    let pages: u64 = rows.iter().map(|x| x.pages).sum();
+    Ok(Report {
+        view: "hugepages",
+        page_size: h.page_size,
+        notes: r.notes(),
+        fields: vec![
+            backend_field(r),
+            (
+                "regions",
+                "2 MiB regions referenced (summed over intervals)",
+                Value::Int(regions),
+            ),
+            (
+                "full_regions",
+                "of those, referenced in every page",
+                Value::Int(full),
+            ),
+            (
+                "density",
+                "pages referenced per page of those regions",
+                density(pages, regions),
+            ),
+        ],
+        tables: vec![
+            Table {
+                key: "intervals",
+                columns: vec![
+                    col("seq", "SEQ"),
+                    col("regions", "REGIONS"),
+                    col("full_regions", "FULL"),
+                    col("referenced_pages", "PAGES"),
+                    col("density", "DENSITY"),
+                ],
+                rows: rows
+                    .iter()
+                    .map(|x| {
+                        vec![
+                            Value::Int(x.seq),
+                            Value::Int(x.regions),
+                            Value::Int(x.full),
+                            Value::Int(x.pages),
+                            density(x.pages, x.regions),
+                        ]
+                    })
+                    .collect(),
+            },
+            Table {
+                key: "histogram",
+                columns: vec![
+                    col("pages_referenced", "PAGES/REGION"),
+                    col("regions", "REGIONS"),
+                ],
+                rows: hist
+                    .iter()
+                    .map(|&(p, n)| vec![Value::Int(p), Value::Int(n)])
+                    .collect(),
+            },
+        ],
+        text: None,
+        chart: Some(Chart {
+            title: "2 MiB regions by pages referenced in them".into(),
+            y_label: "regions".into(),
+            series: vec!["regions".into()],
+            bars: hist
+                .iter()
+                .map(|&(p, n)| (p.to_string(), vec![n as f64]))
+                .collect(),
+            style: Style::Bars,
+        }),
+    })
+}
+
+/// The `wss` view: the working set per interval and over a window of
+/// intervals.
+pub fn wss(r: &Recording, window: usize, range: Option<Range>) -> Result<Report> {
+    let rows = r.wss(window, range)?;
+    let h = r.header();
+    let max = |f: fn(&pagescope_core::analysis::temporal::WssRow) -> u64| {
+        rows.iter().map(f).max().unwrap_or(0)
+    };
+    Ok(Report {
+        view: "wss",
+        page_size: h.page_size,
+        notes: r.notes(),
+        fields: vec![
+            backend_field(r),
+            ("window", "window (intervals)", Value::Int(window as u64)),
+            (
+                "window_ns",
+                "window (ns)",
+                Value::Int(window as u64 * h.interval_ns),
+            ),
+            (
+                "max_pages",
+                "largest working set of an interval",
+                Value::Int(max(|x| x.pages)),
+            ),
+            (
+                "max_window_pages",
+                "largest working set of a window",
+                Value::Int(max(|x| x.window_pages)),
+            ),
+        ],
+        tables: vec![Table {
+            key: "intervals",
+            columns: vec![
+                col("seq", "SEQ"),
+                col("start_ns", "START_NS"),
+                col("wss_pages", "WSS"),
+                col("window_wss_pages", "WINDOW_WSS"),
+            ],
+            rows: rows
+                .iter()
+                .map(|x| {
+                    vec![
+                        Value::Int(x.seq),
+                        Value::Int(x.start_ns),
+                        Value::Int(x.pages),
+                        Value::Int(x.window_pages),
+                    ]
+                })
+                .collect(),
+        }],
+        text: None,
+        chart: Some(Chart {
+            title: format!("Working set: per interval and over {window} intervals"),
+            y_label: "pages".into(),
+            series: vec!["interval".into(), format!("{window} intervals")],
+            bars: rows
+                .iter()
+                .map(|x| {
+                    (
+                        x.seq.to_string(),
+                        vec![x.pages as f64, x.window_pages as f64],
+                    )
+                })
+                .collect(),
+            style: Style::Lines,
+        }),
     })
 }

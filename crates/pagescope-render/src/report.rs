@@ -106,9 +106,22 @@ pub struct Chart {
     pub series: Vec<String>,
     /// The bars, left to right: a label and one value per series.
     pub bars: Vec<(String, Vec<f64>)>,
-    /// Draw each series as a line through the points instead of stacked
-    /// bars (for curves, whose series must not add up).
-    pub lines: bool,
+    /// How to draw it.
+    pub style: Style,
+}
+
+/// How a [`Chart`] is drawn.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Style {
+    /// Stacked bars.
+    #[default]
+    Bars,
+    /// Each series as a line through the points (for curves, whose
+    /// series must not add up).
+    Lines,
+    /// A heat map: one column per bar, one row per series, each cell's
+    /// colour its value (time by address).
+    Heat,
 }
 
 /// A view's output, before rendering.

@@ -1,7 +1,7 @@
 //! Row-at-a-time output for views too large to hold in memory (the page
 //! dump): the same four formats, written as rows arrive.
 
-use crate::report::{Chart, Report};
+use crate::report::{Chart, Report, Style};
 use crate::{Format, Renderer};
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -203,7 +203,7 @@ impl RowStream for SvgStream<'_> {
                 y_label: "pages".into(),
                 series: vec!["pages".into()],
                 bars: bars.into_iter().map(|(k, n)| (k, vec![n as f64])).collect(),
-                lines: false,
+                style: Style::Bars,
             }),
             ..Report::default()
         };

@@ -2,7 +2,7 @@
 //! bars, or, for a view without one, its first table's first numeric
 //! column as bars labelled by its first text column.
 
-use crate::report::{Chart, Report, Value};
+use crate::report::{Chart, Report, Style, Value};
 use crate::Renderer;
 use plotters::prelude::*;
 use std::io;
@@ -63,7 +63,7 @@ fn fallback(report: &Report) -> Chart {
                         (name, vec![number(&r[vi])])
                     })
                     .collect(),
-                lines: false,
+                style: Style::Bars,
             };
         }
     }
@@ -77,7 +77,7 @@ fn fallback(report: &Report) -> Chart {
             .filter(|(_, _, v)| v.is_numeric())
             .map(|(k, _, v)| (k.to_string(), vec![number(v)]))
             .collect(),
-        lines: false,
+        style: Style::Bars,
     }
 }
 
@@ -107,13 +107,65 @@ fn shorten(s: &str, n: usize) -> String {
     }
 }
 
+/// Columns and rows a heat map draws at most.
+const MAX_HEAT: (usize, usize) = (2000, 256);
+
+/// A heat map: columns are the chart's bars (time), rows its series
+/// (addresses, first at the bottom), white for 0 to dark blue for the
+/// largest value.
+fn draw_heat(chart: &Chart, svg: &mut String) -> Result<(), Box<dyn std::error::Error>> {
+    let cols = &chart.bars[..chart.bars.len().min(MAX_HEAT.0)];
+    let rows = chart.series.len().min(MAX_HEAT.1);
+    let root = SVGBackend::with_string(svg, (960, 200 + 6 * rows as u32)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let top = cols
+        .iter()
+        .flat_map(|(_, v)| v.iter().copied())
+        .fold(0f64, f64::max)
+        .max(1.0);
+    let mut ctx = ChartBuilder::on(&root)
+        .caption(&chart.title, ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(140)
+        .build_cartesian_2d(0..cols.len().max(1), 0..rows.max(1))?;
+    let names = &chart.series;
+    let labels: Vec<&String> = cols.iter().map(|(l, _)| l).collect();
+    ctx.configure_mesh()
+        .disable_mesh()
+        .x_desc("interval")
+        .y_desc(&chart.y_label)
+        .x_label_formatter(&|i| labels.get(*i).map(|s| s.to_string()).unwrap_or_default())
+        .y_label_formatter(&|i| names.get(*i).cloned().unwrap_or_default())
+        .draw()?;
+    ctx.draw_series(cols.iter().enumerate().flat_map(|(x, (_, vals))| {
+        vals.iter()
+            .take(rows)
+            .enumerate()
+            .filter(|(_, v)| **v > 0.0)
+            .map(move |(y, v)| {
+                let t = (v / top).clamp(0.0, 1.0);
+                let shade = |c: f64| (255.0 - t * (255.0 - c)) as u8;
+                Rectangle::new(
+                    [(x, y), (x + 1, y + 1)],
+                    RGBColor(shade(8.0), shade(48.0), shade(107.0)).filled(),
+                )
+            })
+    }))?;
+    root.present()?;
+    Ok(())
+}
+
 fn draw(chart: &Chart, svg: &mut String) -> Result<(), Box<dyn std::error::Error>> {
+    if chart.style == Style::Heat {
+        return draw_heat(chart, svg);
+    }
     let bars = &chart.bars[..chart.bars.len().min(MAX_BARS)];
     let width = (160 + 28 * bars.len() as u32).max(640);
     let root = SVGBackend::with_string(svg, (width, 520)).into_drawing_area();
     root.fill(&WHITE)?;
     let (lo, hi) = bars.iter().fold((0f64, 0f64), |(lo, hi), (_, vals)| {
-        if chart.lines {
+        if chart.style == Style::Lines {
             let top = vals.iter().copied().fold(0f64, f64::max);
             return (lo, hi.max(top));
         }
@@ -146,7 +198,7 @@ fn draw(chart: &Chart, svg: &mut String) -> Result<(), Box<dyn std::error::Error
         .draw()?;
     for (s, name) in chart.series.iter().enumerate() {
         let color = COLORS[s % COLORS.len()];
-        if chart.lines {
+        if chart.style == Style::Lines {
             let points = bars.iter().enumerate().map(|(i, (_, vals))| {
                 (
                     SegmentValue::CenterOf(i),

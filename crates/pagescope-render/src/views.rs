@@ -1,6 +1,6 @@
 //! Builds each view's [`Report`] from the analyses of `pagescope-core`.
 
-use crate::report::{Chart, Column, Report, Table, Value};
+use crate::report::{Chart, Column, Report, Style, Table, Value};
 use pagescope_core::analysis::mrc::Mrc;
 use pagescope_core::analysis::refs::{RefCounts, RefStats, TraceMaps};
 use pagescope_core::analysis::total::Total;
@@ -181,7 +181,7 @@ fn processes_chart(rows: &[&ProcessUsage]) -> Chart {
         y_label: "pages".into(),
         series: CLASSES.iter().map(|(k, _)| k.to_string()).collect(),
         bars,
-        lines: false,
+        style: Style::Bars,
     }
 }
 
@@ -319,7 +319,7 @@ pub fn vmas(u: &Usage, pids: &[u32]) -> Report {
                     )
                 })
                 .collect(),
-            lines: false,
+            style: Style::Bars,
         }),
     }
 }
@@ -397,7 +397,7 @@ pub fn units(u: &Usage) -> Report {
                     )
                 })
                 .collect(),
-            lines: false,
+            style: Style::Bars,
         }),
     }
 }
@@ -469,7 +469,7 @@ pub fn unit_totals(u: &Usage) -> Report {
                     )
                 })
                 .collect(),
-            lines: false,
+            style: Style::Bars,
         }),
     }
 }
@@ -567,7 +567,7 @@ pub fn alerts(u: &Usage) -> Report {
                     )
                 })
                 .collect(),
-            lines: false,
+            style: Style::Bars,
         }),
     }
 }
@@ -888,7 +888,7 @@ pub fn diff(old: &Usage, new: &Usage, old_total: &Total, new_total: &Total) -> R
                     (format!("{} {}", r[0].display(), r[1].display()), vec![v])
                 })
                 .collect(),
-            lines: false,
+            style: Style::Bars,
         }),
     }
 }
@@ -1045,7 +1045,7 @@ pub fn physmap(p: &pagescope_core::analysis::physmap::Physmap) -> Report {
                     )
                 })
                 .collect(),
-            lines: false,
+            style: Style::Bars,
         }),
     }
 }
@@ -1175,7 +1175,7 @@ pub fn refs(s: &RefStats) -> Report {
                 (label, vec![num(&r[6]), num(&r[7])])
             })
             .collect(),
-        lines: false,
+        style: Style::Bars,
     };
     Report {
         view: "refs",
@@ -1218,7 +1218,7 @@ pub fn mrc(m: &Mrc) -> Report {
             .iter()
             .map(|p| (p.pages.to_string(), vec![p.lru, p.fifo, p.clock]))
             .collect(),
-        lines: true,
+        style: Style::Lines,
     };
     let mut notes = trace_notes(&m.maps);
     notes.push(

@@ -137,6 +137,15 @@ pub enum AnalyzeView {
     Temporal,
     /// Recording: how often each block was referenced over the run.
     Spatial,
+    /// Recording: referenced pages by interval and block (SVG: a heat map).
+    Heatmap,
+    /// Recording: working set size per interval and over --window
+    /// intervals (page-exact backends, processes).
+    Wss,
+    /// Recording: how densely referenced 2 MiB regions were used.
+    Hugepages,
+    /// Recording: referenced pages per NUMA node.
+    Numa,
     /// Trace: references, reads, writes and distinct pages, per thread
     /// and mapping.
     Refs,
@@ -155,6 +164,9 @@ pub struct AnalyzeArgs {
     /// or traced processes (hex with 0x, or decimal; END exclusive).
     #[arg(long, value_name = "START-END", value_parser = parse_range)]
     pub range: Option<(u64, u64)>,
+    /// `wss`: intervals per window.
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    pub window: u32,
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = OutputFormat::Table)]
     pub format: OutputFormat,

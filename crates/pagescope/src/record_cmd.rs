@@ -116,6 +116,15 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<u8> {
     let report = match args.view {
         AnalyzeView::Temporal => record_views::temporal(&r, args.range),
         AnalyzeView::Spatial => record_views::spatial(&r, args.range),
+        AnalyzeView::Heatmap => record_views::heatmap(&r, args.range),
+        AnalyzeView::Wss => record_views::wss(&r, args.window as usize, args.range),
+        AnalyzeView::Hugepages | AnalyzeView::Numa if args.range.is_some() => {
+            return Err(
+                anyhow!("--range applies to temporal, spatial and heatmap").context(BadInput)
+            )
+        }
+        AnalyzeView::Hugepages => record_views::hugepages(&r),
+        AnalyzeView::Numa => record_views::numa(&r),
         AnalyzeView::Refs | AnalyzeView::Mrc => unreachable!("trace views go to trace_cmd"),
     }
     .context(BadInput)?;

@@ -84,7 +84,12 @@ fn read(path: &Path, visitor: &mut dyn TraceVisitor) -> Result<()> {
 /// Runs `analyze`.
 pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
     let report = match args.view {
-        AnalyzeView::Temporal | AnalyzeView::Spatial => return crate::record_cmd::analyze(&args),
+        AnalyzeView::Temporal
+        | AnalyzeView::Spatial
+        | AnalyzeView::Heatmap
+        | AnalyzeView::Wss
+        | AnalyzeView::Hugepages
+        | AnalyzeView::Numa => return crate::record_cmd::analyze(&args),
         AnalyzeView::Refs => {
             let mut s = RefStats::new(args.range);
             read(&args.file, &mut s)?;

@@ -21,14 +21,19 @@ fn read(path: &str) -> (Recording, Completeness) {
     (r, done)
 }
 
-fn temporal(path: &str, range: Option<(u64, u64)>) -> Vec<Value> {
-    let mut args = vec!["analyze", path, "temporal", "--format", "json"];
+/// The rows (table `key`) of `analyze PATH VIEW --format json`.
+fn analyze(path: &str, view: &str, key: &str, range: Option<(u64, u64)>) -> Vec<Value> {
+    let mut args = vec!["analyze", path, view, "--format", "json"];
     let r;
     if let Some((s, e)) = range {
         r = format!("{s:#x}-{e:#x}");
         args.extend(["--range", &r]);
     }
-    report_json(&args)["intervals"].as_array().unwrap().clone()
+    report_json(&args)[key].as_array().unwrap().clone()
+}
+
+fn temporal(path: &str, range: Option<(u64, u64)>) -> Vec<Value> {
+    analyze(path, "temporal", "intervals", range)
 }
 
 /// A spike: a run of consecutive intervals with references to the buffer
@@ -144,6 +149,26 @@ fn verify(backend: &str, op: &str) {
             ("write", Some(w)) => assert!(w as f64 >= 0.98 * pages as f64, "{s:?}"),
             ("read", Some(w)) => assert!(w <= quiet, "a read run wrote: {s:?}"),
             _ => {}
+        }
+    }
+    // The heat map's cells over the buffer add up to the same intervals.
+    let cells = analyze(&out, "heatmap", "cells", Some((start, end)));
+    for row in &rows {
+        let seq = &row["seq"];
+        let sum: u64 = cells
+            .iter()
+            .filter(|c| &c["seq"] == seq)
+            .map(|c| c["user_pages"].as_u64().unwrap())
+            .sum();
+        assert_eq!(sum, row["user_pages"].as_u64().unwrap(), "interval {seq}");
+    }
+    if h.granularity == pagescope_core::record::Granularity::Vma {
+        // Pages can't be placed on nodes or in 2 MiB regions, nor
+        // counted over windows.
+        for view in ["hugepages", "numa", "wss"] {
+            let o = run(&[], &["analyze", &out, view]);
+            assert_eq!(o.status.code(), Some(2), "{view}: {o:?}");
+            assert!(String::from_utf8_lossy(&o.stderr).contains(backend));
         }
     }
     if h.writes == pagescope_core::record::WriteSource::None {

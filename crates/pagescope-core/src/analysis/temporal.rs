@@ -1,6 +1,9 @@
 //! Analyses of a recording (`pagescope record`): references per interval
-//! (`temporal`, the memref paper's figures 3-6 and 13-14) and how often
-//! each block was referenced over the run (`spatial`, figures 15-22).
+//! (`temporal`, the memref paper's figures 3-6 and 13-14), how often each
+//! block was referenced over the run (`spatial`, figures 15-22), both at
+//! once (`heatmap`), how densely 2 MiB regions were referenced
+//! (`hugepages`, section 6.2) and references per NUMA node (`numa`,
+//! section 6.3).
 
 use crate::format::RecordVisitor;
 use crate::record::{Counts, Granularity, Interval, ProcessInfo, RecordEnd, RecordHeader, Scope};
@@ -75,6 +78,62 @@ pub struct SpatialRow {
     pub intervals: u64,
     /// Referenced pages summed over intervals, by class, and written.
     pub counts: Counts,
+}
+
+/// One row of one interval: a cell of the heat map.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeatCell {
+    /// The interval.
+    pub seq: u64,
+    /// The process, for virtual rows.
+    pub pid: Option<u32>,
+    /// First address (physical or virtual).
+    pub start: u64,
+    /// One past the last.
+    pub end: u64,
+    /// Its counts.
+    pub counts: Counts,
+}
+
+/// References to one NUMA node in one interval.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NumaRow {
+    /// The interval.
+    pub seq: u64,
+    /// The node.
+    pub node: u16,
+    /// Referenced and written pages on it.
+    pub counts: Counts,
+}
+
+/// The working set at one interval.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WssRow {
+    /// The interval.
+    pub seq: u64,
+    /// Its start, nanoseconds after the recording start.
+    pub start_ns: u64,
+    /// Distinct pages referenced in it.
+    pub pages: u64,
+    /// Distinct pages referenced in it and the intervals before it, up to
+    /// the window.
+    pub window_pages: u64,
+}
+
+/// `(pages referenced in a region, regions)`, ascending.
+pub type Histogram = Vec<(u64, u64)>;
+
+/// How densely one interval referenced its 2 MiB regions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HugeRow {
+    /// The interval.
+    pub seq: u64,
+    /// 2 MiB regions with a reference.
+    pub regions: u64,
+    /// Of those, referenced in every page.
+    pub full: u64,
+    /// Pages referenced in them.
+    pub pages: u64,
 }
 
 impl Recording {
@@ -184,6 +243,180 @@ impl Recording {
             .collect())
     }
 
+    /// Every row of every interval: physical blocks when the backend knew
+    /// frames (and no range is asked for), else virtual rows.
+    pub fn heatmap(&self, range: Option<Range>) -> Result<Vec<HeatCell>> {
+        self.check_range(range)?;
+        let bs = self.header().block_size;
+        let mut out = Vec::new();
+        for i in &self.intervals {
+            if range.is_none() && !i.phys.is_empty() {
+                out.extend(i.phys.iter().map(|r| HeatCell {
+                    seq: i.seq,
+                    pid: None,
+                    start: r.block * bs,
+                    end: (r.block + 1) * bs,
+                    counts: r.counts,
+                }));
+                continue;
+            }
+            out.extend(
+                i.virt
+                    .iter()
+                    .filter(|r| range.is_none_or(|(s, e)| r.start < e && r.end > s))
+                    .map(|r| HeatCell {
+                        seq: i.seq,
+                        pid: Some(r.pid),
+                        start: r.start,
+                        end: r.end,
+                        counts: r.counts,
+                    }),
+            );
+        }
+        Ok(out)
+    }
+
+    fn needs_pages(&self, what: &str) -> Result<()> {
+        let h = self.header();
+        if h.granularity != Granularity::Page {
+            return Err(Error::Unsupported {
+                what: format!(
+                    "`{what}` of a recording made with the {} backend",
+                    h.backend.name()
+                ),
+                needs: "a backend that knows pages (idle, fault)".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// References per node per interval; also the physical rows that fall
+    /// on no known node (their pages).
+    pub fn numa(&self) -> Result<(Vec<NumaRow>, u64)> {
+        self.needs_pages("numa")?;
+        let h = self.header();
+        if self.intervals.iter().all(|i| i.phys.is_empty()) && !self.intervals.is_empty() {
+            return Err(Error::Unsupported {
+                what: "`numa` of this recording".into(),
+                needs: "physical rows (page frame numbers, root)".into(),
+            });
+        }
+        let mut out = Vec::new();
+        let mut unplaced = 0;
+        for i in &self.intervals {
+            let mut per: BTreeMap<u16, Counts> = BTreeMap::new();
+            for r in &i.phys {
+                let pfn = r.block * h.block_size / h.page_size;
+                match h
+                    .nodes
+                    .iter()
+                    .find(|n| n.start_pfn <= pfn && pfn < n.end_pfn)
+                {
+                    Some(n) => per.entry(n.node).or_default().add(&r.counts),
+                    None => unplaced += r.counts.referenced(),
+                }
+            }
+            out.extend(per.into_iter().map(|(node, counts)| NumaRow {
+                seq: i.seq,
+                node,
+                counts,
+            }));
+        }
+        Ok((out, unplaced))
+    }
+
+    /// 2 MiB regions per interval, and over the run the histogram of
+    /// pages referenced per region (`(pages, regions)`).
+    pub fn hugepages(&self) -> Result<(Vec<HugeRow>, Histogram)> {
+        self.needs_pages("hugepages")?;
+        let per_region = (2 << 20) / self.header().page_size;
+        let mut all: BTreeMap<u64, u64> = BTreeMap::new();
+        let rows = self
+            .intervals
+            .iter()
+            .map(|i| {
+                let mut row = HugeRow {
+                    seq: i.seq,
+                    regions: 0,
+                    full: 0,
+                    pages: 0,
+                };
+                for &(pages, regions) in &i.huge {
+                    let (pages, regions) = (pages as u64, regions as u64);
+                    row.regions += regions;
+                    row.pages += pages * regions;
+                    if pages >= per_region {
+                        row.full += regions;
+                    }
+                    *all.entry(pages).or_default() += regions;
+                }
+                row
+            })
+            .collect();
+        Ok((rows, all.into_iter().collect()))
+    }
+
+    /// Working set sizes: distinct pages referenced in each interval, and
+    /// in each window of `window` intervals ending with it, restricted to
+    /// `range` when given.
+    pub fn wss(&self, window: usize, range: Option<Range>) -> Result<Vec<WssRow>> {
+        let h = self.header();
+        if h.granularity != Granularity::Page || h.scope == Scope::System {
+            return Err(Error::Unsupported {
+                what: format!(
+                    "`wss` of a {} recording made with the {} backend",
+                    if h.scope == Scope::System {
+                        "system-wide"
+                    } else {
+                        "process"
+                    },
+                    h.backend.name()
+                ),
+                needs: "the referenced pages of processes: record processes with a \
+                        page-exact backend (idle, fault)"
+                    .into(),
+            });
+        }
+        let ps = h.page_size;
+        let (lo, hi) = range.map_or((0, u64::MAX), |(s, e)| (s / ps, e.div_ceil(ps)));
+        let distinct = |intervals: &[Interval]| -> u64 {
+            let mut runs: Vec<(u32, u64, u64)> = intervals
+                .iter()
+                .flat_map(|i| &i.pages)
+                .flat_map(|p| {
+                    p.absolute()
+                        .map(move |(s, n)| (p.pid, s, s.saturating_add(n)))
+                })
+                .map(|(pid, s, e)| (pid, s.max(lo), e.min(hi)))
+                .filter(|(_, s, e)| s < e)
+                .collect();
+            runs.sort_unstable();
+            let mut total = 0;
+            let mut cur: Option<(u32, u64, u64)> = None;
+            for (pid, s, e) in runs {
+                match cur {
+                    Some((p, cs, ce)) if p == pid && s <= ce => cur = Some((p, cs, ce.max(e))),
+                    _ => {
+                        if let Some((_, cs, ce)) = cur {
+                            total += ce - cs;
+                        }
+                        cur = Some((pid, s, e));
+                    }
+                }
+            }
+            total + cur.map_or(0, |(_, s, e)| e - s)
+        };
+        let w = window.max(1);
+        Ok((0..self.intervals.len())
+            .map(|t| WssRow {
+                seq: self.intervals[t].seq,
+                start_ns: self.intervals[t].start_ns,
+                pages: distinct(&self.intervals[t..=t]),
+                window_pages: distinct(&self.intervals[(t + 1).saturating_sub(w)..=t]),
+            })
+            .collect())
+    }
+
     /// Lines for a report about what the figures can and can't say.
     pub fn notes(&self) -> Vec<String> {
         let h = self.header();
@@ -235,6 +468,7 @@ mod tests {
                 start_monotonic_ns: 0,
                 kernel: String::new(),
                 notes: vec![],
+                nodes: vec![],
             }),
             ..Recording::default()
         };
@@ -284,6 +518,80 @@ mod tests {
         let s = r.spatial(None).unwrap();
         assert_eq!(s.len(), 3);
         assert_eq!(s[1].start, 1 << 20);
+    }
+
+    #[test]
+    fn heatmap_numa_hugepages() {
+        let mut r = recording(Scope::Processes(vec![7]));
+        let cells = r.heatmap(None).unwrap();
+        assert_eq!(cells.len(), 3); // one physical block per interval
+        assert_eq!(cells[2].start, 2 << 20);
+        let cells = r.heatmap(Some((0x40000, 0x50000))).unwrap();
+        assert_eq!(cells.len(), 3);
+        assert!(cells.iter().all(|c| c.pid == Some(7)));
+        // Per VMA rows can't be placed on nodes or in 2 MiB regions.
+        assert!(r.numa().is_err() && r.hugepages().is_err());
+        let h = r.header.as_mut().unwrap();
+        h.granularity = Granularity::Page;
+        h.nodes = vec![
+            crate::model::NodeRange {
+                node: 0,
+                start_pfn: 0,
+                end_pfn: 256,
+            },
+            crate::model::NodeRange {
+                node: 1,
+                start_pfn: 256,
+                end_pfn: 1024,
+            },
+        ];
+        r.intervals[0].huge = vec![(3, 2), (512, 4)];
+        let (rows, unplaced) = r.numa().unwrap();
+        // Block 0 (pfn 0) on node 0, blocks 1 and 2 (pfns 256, 512) on 1.
+        assert_eq!(unplaced, 0);
+        assert_eq!(
+            rows.iter().map(|n| (n.seq, n.node)).collect::<Vec<_>>(),
+            [(0, 0), (1, 1), (2, 1)]
+        );
+        let (rows, hist) = r.hugepages().unwrap();
+        assert_eq!((rows[0].regions, rows[0].full, rows[0].pages), (6, 4, 2054));
+        assert_eq!(hist, [(3, 2), (512, 4)]);
+        assert_eq!(rows[1].regions, 0);
+    }
+
+    #[test]
+    fn wss_unites_windows() {
+        use crate::record::PageRuns;
+        let mut r = recording(Scope::Processes(vec![7]));
+        assert!(r.wss(2, None).is_err()); // VMA rows hold no pages
+        r.header.as_mut().unwrap().granularity = Granularity::Page;
+        // Interval 0: pages 10-19; 1: 15-24 and, in pid 8, 10-11; 2: none.
+        r.intervals[0].pages = vec![PageRuns::from_sorted(7, &(10..20).collect::<Vec<_>>())];
+        r.intervals[1].pages = vec![
+            PageRuns::from_sorted(7, &(15..25).collect::<Vec<_>>()),
+            PageRuns::from_sorted(8, &[10, 11]),
+        ];
+        let w = r.wss(2, None).unwrap();
+        let got: Vec<(u64, u64)> = w.iter().map(|x| (x.pages, x.window_pages)).collect();
+        assert_eq!(got, [(10, 10), (12, 17), (0, 12)]);
+        // Pages 18-21 only (bytes 18*4096 .. 22*4096).
+        let w = r.wss(3, Some((18 * 4096, 22 * 4096))).unwrap();
+        assert_eq!(w[1].window_pages, 4); // pid 8's pages are outside
+        let runs = PageRuns::from_sorted(1, &[3, 4, 5, 9, 11, 12]);
+        assert_eq!(runs.runs, [(3, 3), (3, 1), (1, 2)]);
+        assert_eq!(
+            runs.absolute().collect::<Vec<_>>(),
+            [(3, 3), (9, 1), (11, 2)]
+        );
+    }
+
+    #[test]
+    fn huge_histogram_counts_pages_per_region() {
+        let regions = vec![5, 1, 5, 5, 2, 1];
+        assert_eq!(
+            crate::record::huge_histogram(regions),
+            [(1, 1), (2, 1), (3, 1)]
+        );
     }
 
     #[test]

@@ -162,6 +162,7 @@ mod tests {
             start_monotonic_ns: 2,
             kernel: "6.18".into(),
             notes: vec![],
+            nodes: vec![],
         }
     }
 

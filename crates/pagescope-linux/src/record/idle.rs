@@ -24,7 +24,7 @@ use crate::procfs::ProcDir;
 use crate::Root;
 use pagescope_core::kpageflags::KPageFlags;
 use pagescope_core::record::{
-    Backend, Counts, Granularity, Interval, PhysRow, VirtRow, WriteSource,
+    huge_histogram, Backend, Counts, Granularity, Interval, PageRuns, PhysRow, VirtRow, WriteSource,
 };
 use pagescope_core::{Error, Result};
 use std::collections::BTreeMap;
@@ -190,6 +190,7 @@ impl Idle {
     fn sweep_system(&self, out: Option<&mut Interval>) -> Result<()> {
         let ranges = self.system.as_deref().unwrap_or_default();
         let mut rows: BTreeMap<u64, Counts> = BTreeMap::new();
+        let mut regions = Vec::new();
         let (mut words, mut flags) = (Vec::new(), Vec::new());
         let reading = out.is_some();
         for &(first, last) in ranges {
@@ -211,6 +212,7 @@ impl Idle {
                             continue;
                         }
                         let f = KPageFlags::from_bits_retain(fl);
+                        regions.push((frame * self.page_size) >> 21);
                         let c = rows.entry(frame * self.page_size / self.block).or_default();
                         if !f.contains(KPageFlags::MMAP) && !f.contains(KPageFlags::ANON) {
                             c.page_cache += 1;
@@ -226,6 +228,7 @@ impl Idle {
             }
         }
         if let Some(out) = out {
+            out.huge = huge_histogram(regions);
             out.phys.extend(
                 rows.into_iter()
                     .map(|(block, counts)| PhysRow { block, counts }),
@@ -282,11 +285,15 @@ impl Probe for Idle {
         let (ps, block) = (self.page_size, self.block);
         let mut phys: BTreeMap<u64, Counts> = BTreeMap::new();
         let mut virt: BTreeMap<(u32, u64, u64), Counts> = BTreeMap::new();
+        let mut regions = Vec::new();
+        let mut referenced: Vec<(u32, u64)> = Vec::new();
         let soft_dirty = self.soft_dirty;
-        let mut add = |p: &Page, referenced: bool| {
-            if !referenced {
+        let mut add = |p: &Page, r: bool| {
+            if !r {
                 return;
             }
+            referenced.push((p.pid, p.vaddr / ps));
+            regions.push(((p.pid as u64) << 44) | (p.vaddr >> 21));
             let written = u64::from(soft_dirty && p.dirty);
             let c = phys.entry(p.pfn * ps / block).or_default();
             c.user += 1;
@@ -299,6 +306,13 @@ impl Probe for Idle {
         };
         self.sweep(&pages, Some(&mut add))?;
         self.clear_soft_dirty(pids)?;
+        out.huge = huge_histogram(regions);
+        referenced.sort_unstable();
+        referenced.dedup();
+        for run in referenced.chunk_by(|a, b| a.0 == b.0) {
+            let vpages: Vec<u64> = run.iter().map(|&(_, p)| p).collect();
+            out.pages.push(PageRuns::from_sorted(run[0].0, &vpages));
+        }
         out.phys.extend(
             phys.into_iter()
                 .map(|(block, counts)| PhysRow { block, counts }),

@@ -400,6 +400,9 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         start_monotonic_ns: now_ns(libc::CLOCK_MONOTONIC),
         kernel: crate::system::kernel_release(),
         notes,
+        nodes: crate::node::block_size(&rec.root.sys)
+            .and_then(|bs| crate::node::node_ranges(&rec.root.sys, bs, page_size))
+            .unwrap_or_default(),
     };
     let file = std::fs::File::create(&config.output).map_err(|e| Error::io(&config.output, e))?;
     let mut out = RecordWriter::new(file, &config.output, &header)?;
