@@ -185,6 +185,37 @@ if [ -e /sys/kernel/mm/page_idle/bitmap ]; then
     fi
 fi
 
+# The machine (idle --system): a 64 MiB file in tmpfs read over and over
+# with cat (page cache no process maps) while pagetest writes its 64 MiB
+# buffer (user pages): in the intervals in between the first and the last,
+# page-cache pages referenced are the file's pages (2%, plus what the
+# system itself touches: at most 1024 pages), and user pages at least the
+# buffer's. Under TCG a sweep of every frame takes about a second, so the
+# intervals are 2 s.
+if [ -e /sys/kernel/mm/page_idle/bitmap ]; then
+    dd if=/dev/zero of=/tmp/cache.bin bs=1M count=64 2>/dev/null
+    (while :; do cat /tmp/cache.bin > /dev/null; sleep 0.05; done) &
+    catpid=$!
+    /pagetest --size 64M --mode anon --op write --iterations 100000 --sleep 50ms > /tmp/sp.out &
+    sppid=$!
+    while ! grep -q '"iteration"' /tmp/sp.out 2>/dev/null; do sleep 0.1; done
+    /pagescope record -q --system --backend idle --interval 2s --duration 10s -o /tmp/sys.rec
+    kill $sppid $catpid
+    v=$(/pagescope analyze /tmp/sys.rec temporal --format csv 2>/dev/null | awk -F, '
+        NR > 1 { n++; u[n] = $4; c[n] = $5 }
+        END {
+            if (n < 3) { print "fail intervals=" n; exit }
+            for (i = 2; i < n; i++) {
+                if (c[i] < 16384 * 0.98 || c[i] > 16384 * 1.02 + 1024) { print "fail cache" i "=" c[i]; exit }
+                if (u[i] < 16384) { print "fail user" i "=" u[i]; exit }
+                d = d " " c[i] "/" u[i]
+            }
+            print "pass cache/user:" d
+        }')
+    rm -f /tmp/cache.bin
+    check idle-system "${v%% *}" "${v#* }"
+fi
+
 # refs with soft-dirty writes (both guest kernels have soft-dirty).
 record_check soft-dirty refs
 # auto: idle where the kernel has it, refs elsewhere.

@@ -112,7 +112,7 @@ const MAX_HEAT: (usize, usize) = (2000, 256);
 
 /// A heat map: columns are the chart's bars (time), rows its series
 /// (addresses, first at the bottom), white for 0 to dark blue for the
-/// largest value.
+/// largest value on a logarithmic scale.
 fn draw_heat(chart: &Chart, svg: &mut String) -> Result<(), Box<dyn std::error::Error>> {
     let cols = &chart.bars[..chart.bars.len().min(MAX_HEAT.0)];
     let rows = chart.series.len().min(MAX_HEAT.1);
@@ -144,7 +144,9 @@ fn draw_heat(chart: &Chart, svg: &mut String) -> Result<(), Box<dyn std::error::
             .enumerate()
             .filter(|(_, v)| **v > 0.0)
             .map(move |(y, v)| {
-                let t = (v / top).clamp(0.0, 1.0);
+                // Logarithmic, so that a few pages still show next to
+                // a block referenced in full.
+                let t = (v.ln_1p() / top.ln_1p()).clamp(0.0, 1.0);
                 let shade = |c: f64| (255.0 - t * (255.0 - c)) as u8;
                 Rectangle::new(
                     [(x, y), (x + 1, y + 1)],

@@ -400,6 +400,73 @@ fn launched_command_and_its_children_are_recorded() {
     }
 }
 
+/// `--cgroup`: a cgroup (v2) holding one pagetest is recorded, and only
+/// its processes are.
+#[test]
+fn cgroup_processes_are_recorded() {
+    let _guard = serial();
+    let Some(root) = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
+        .into_iter()
+        .find(|d| {
+            Path::new(d).join("cgroup.procs").exists()
+                && Path::new(d).join("cgroup.controllers").exists()
+        })
+    else {
+        eprintln!("skipped: no cgroup v2 hierarchy mounted (CONFIG_CGROUPS, cgroup2 mount)");
+        return;
+    };
+    let cg = format!("{root}/pagescope-test-{}", std::process::id());
+    if let Err(e) = std::fs::create_dir(&cg) {
+        eprintln!("skipped: cannot create {cg}: {e}");
+        return;
+    }
+    let pt = Pagetest::start(
+        &[],
+        &[
+            "--size",
+            "16M",
+            "--op",
+            "write",
+            "--iterations",
+            "100000",
+            "--sleep",
+            "20ms",
+        ],
+        "ready",
+    );
+    let moved = std::fs::write(format!("{cg}/cgroup.procs"), pt.pid().to_string());
+    let dir = tempfile::tempdir().unwrap();
+    let out = temp_path(dir.path(), "g.rec");
+    let o = moved.as_ref().ok().map(|_| {
+        run(
+            &[],
+            &[
+                "record",
+                "-q",
+                "--interval",
+                "100ms",
+                "--duration",
+                "500ms",
+                "-o",
+                &out,
+                "--cgroup",
+                &cg,
+            ],
+        )
+    });
+    drop(pt); // killed, so the cgroup empties
+    let _ = wait_for(Duration::from_secs(5), || {
+        std::fs::read_to_string(format!("{cg}/cgroup.procs")).is_ok_and(|s| s.trim().is_empty())
+    });
+    std::fs::remove_dir(&cg).unwrap();
+    moved.unwrap();
+    let o = o.unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let (r, _) = read(&out);
+    assert_eq!(r.processes.len(), 1, "{:?}", r.processes);
+    assert!(r.intervals.iter().any(|i| i.total().user >= 4096));
+}
+
 #[test]
 fn duration_ends_a_recording() {
     let dir = tempfile::tempdir().unwrap();
