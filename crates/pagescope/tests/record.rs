@@ -519,6 +519,24 @@ fn bad_input_is_refused_with_a_message() {
     std::fs::write(&trace, b"").unwrap();
     let o = run(&[], &["analyze", &trace, "spatial"]);
     assert_eq!(o.status.code(), Some(2));
+    // An output that can't be created: refused before the command runs.
+    let marker = temp_path(dir.path(), "ran");
+    let o = run(
+        &[],
+        &[
+            "record",
+            "-q",
+            "-o",
+            "/nonexistent/dir/r.rec",
+            "--",
+            "touch",
+            &marker,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/dir/r.rec"));
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!Path::new(&marker).exists(), "the command ran");
     // A command that does not exist.
     let o = run(
         &[],

@@ -287,6 +287,7 @@ impl Probe for Idle {
         let mut virt: BTreeMap<(u32, u64, u64), Counts> = BTreeMap::new();
         let mut regions = Vec::new();
         let mut referenced: Vec<(u32, u64)> = Vec::new();
+        let mut last_pfn = None;
         let soft_dirty = self.soft_dirty;
         let mut add = |p: &Page, r: bool| {
             if !r {
@@ -295,9 +296,14 @@ impl Probe for Idle {
             referenced.push((p.pid, p.vaddr / ps));
             regions.push(((p.pid as u64) << 44) | (p.vaddr >> 21));
             let written = u64::from(soft_dirty && p.dirty);
-            let c = phys.entry(p.pfn * ps / block).or_default();
-            c.user += 1;
-            c.written += written;
+            // A frame mapped twice (shared, or at two addresses) is one
+            // physical page; pages arrive sorted by frame.
+            if last_pfn != Some(p.pfn) {
+                last_pfn = Some(p.pfn);
+                let c = phys.entry(p.pfn * ps / block).or_default();
+                c.user += 1;
+                c.written += written;
+            }
             let vb = p.vaddr / block * block;
             let key = (p.pid, vb.max(p.vma.0), (vb + block).min(p.vma.1));
             let c = virt.entry(key).or_default();

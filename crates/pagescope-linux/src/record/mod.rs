@@ -360,11 +360,15 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         ));
     }
     if probe.writes() == WriteSource::None {
-        notes.push(
+        notes.push(if matches!(config.target, Target::System) {
+            "written pages are not recorded for the whole machine (soft-dirty bits are \
+             per process)"
+                .into()
+        } else {
             "written pages are not known: this kernel has no soft-dirty bits \
              (CONFIG_MEM_SOFT_DIRTY)"
-                .into(),
-        );
+                .into()
+        });
     }
     let mut rec = Recorder {
         config,
@@ -378,6 +382,8 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         page_size,
         buf: Vec::new(),
     };
+    // The file first: a bad -o must not leave a launched command behind.
+    let file = std::fs::File::create(&config.output).map_err(|e| Error::io(&config.output, e))?;
     if let Target::Command(argv) = &config.target {
         let child = std::process::Command::new(&argv[0])
             .args(&argv[1..])
@@ -404,7 +410,6 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
             .and_then(|bs| crate::node::node_ranges(&rec.root.sys, bs, page_size))
             .unwrap_or_default(),
     };
-    let file = std::fs::File::create(&config.output).map_err(|e| Error::io(&config.output, e))?;
     let mut out = RecordWriter::new(file, &config.output, &header)?;
     let result = run(&mut rec, &mut out, start, live);
     if let Some(f) = rec.freezer.as_mut() {
