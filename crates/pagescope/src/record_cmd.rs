@@ -42,7 +42,10 @@ fn target(args: &RecordArgs) -> Result<Target> {
             return Err(anyhow!("no process {pid}").context(BadInput));
         }
     }
-    Ok(Target::Pids(args.pids.clone()))
+    let mut pids = args.pids.clone();
+    pids.sort_unstable();
+    pids.dedup();
+    Ok(Target::Pids(pids))
 }
 
 /// Runs `record`; returns the exit code: the launched command's own.

@@ -122,6 +122,12 @@ fn check_interval(i: &Interval, h: &RecordHeader) -> std::result::Result<(), Str
     let block_pages = h.block_size / h.page_size;
     for r in &i.phys {
         let c = &r.counts;
+        if r.block.checked_mul(h.block_size).is_none() {
+            return Err(format!(
+                "interval {}: block {} is past any address",
+                i.seq, r.block
+            ));
+        }
         if c.referenced() > block_pages || c.written > c.referenced() {
             return Err(format!(
                 "interval {}: block {} counts {c:?}, more than its {block_pages} pages",

@@ -18,17 +18,20 @@
 
 use nix::errno::Errno;
 use nix::sys::ptrace;
-use nix::sys::signal::Signal;
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use std::collections::HashMap;
 use std::io;
+use std::time::{Duration, Instant};
+
+/// How long a boundary waits for every thread to stop.
+const FREEZE_WAIT: Duration = Duration::from_millis(250);
 
 /// What restarts a stopped thread.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Resume {
-    /// `PTRACE_CONT`, delivering this signal.
-    Cont(Option<Signal>),
+    /// `PTRACE_CONT`, delivering this signal (0 for none; raw numbers, so
+    /// that real-time signals pass too).
+    Cont(i32),
     /// `PTRACE_LISTEN`: it is in a job-control stop and stays there.
     Listen,
 }
@@ -57,18 +60,73 @@ pub struct Freezer {
     threads: HashMap<u32, State>,
 }
 
+/// One wait status, as the kernel gave it. Decoded here rather than by
+/// nix, whose `Signal` can't hold real-time signals (a status carrying
+/// one would be lost, and its thread left stopped).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Status {
+    /// The thread.
+    pub tid: u32,
+    /// The raw status.
+    pub raw: i32,
+}
+
+/// Waits for any child or tracee (`__WALL`); `None` if `nohang` and
+/// nothing is pending, or if there is nothing to wait for.
+pub fn wait_any(nohang: bool) -> io::Result<Option<Status>> {
+    let mut raw = 0;
+    let flags = libc::__WALL | if nohang { libc::WNOHANG } else { 0 };
+    loop {
+        // SAFETY: raw is valid for the call.
+        let r = unsafe { libc::waitpid(-1, &mut raw, flags) };
+        if r > 0 {
+            return Ok(Some(Status { tid: r as u32, raw }));
+        }
+        if r == 0 {
+            return Ok(None);
+        }
+        match io::Error::last_os_error() {
+            e if e.raw_os_error() == Some(libc::EINTR) => continue,
+            e if e.raw_os_error() == Some(libc::ECHILD) => return Ok(None),
+            e => return Err(e),
+        }
+    }
+}
+
+/// Waits for one process (blocking); its exit, if it exited.
+pub fn wait_pid(pid: u32) -> Option<Exit> {
+    let mut raw = 0;
+    // SAFETY: raw is valid for the call.
+    let r = unsafe { libc::waitpid(pid as libc::pid_t, &mut raw, libc::__WALL) };
+    (r > 0).then(|| exit_of(Status { tid: pid, raw })).flatten()
+}
+
 /// The exit a wait status reports, if it reports one.
-pub fn exit_of(status: WaitStatus) -> Option<Exit> {
-    match status {
-        WaitStatus::Exited(pid, code) => Some(Exit {
-            pid: pid.as_raw() as u32,
-            code,
-        }),
-        WaitStatus::Signaled(pid, sig, _) => Some(Exit {
-            pid: pid.as_raw() as u32,
-            code: 128 + sig as i32,
-        }),
-        _ => None,
+pub fn exit_of(st: Status) -> Option<Exit> {
+    let raw = st.raw;
+    if libc::WIFEXITED(raw) {
+        Some(Exit {
+            pid: st.tid,
+            code: libc::WEXITSTATUS(raw),
+        })
+    } else if libc::WIFSIGNALED(raw) {
+        Some(Exit {
+            pid: st.tid,
+            code: 128 + libc::WTERMSIG(raw),
+        })
+    } else {
+        None
+    }
+}
+
+/// Whether a task is gone or can no longer stop (exiting: zombie or dead).
+fn is_ending(tid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{tid}/stat")) {
+        Ok(s) => s
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.chars().next())
+            .is_none_or(|c| c == 'Z' || c == 'X'),
+        Err(_) => true,
     }
 }
 
@@ -84,24 +142,28 @@ fn traced_by_us(tid: u32) -> bool {
         == Some(std::process::id())
 }
 
-fn is_job_stop(sig: Signal) -> bool {
+fn is_job_stop(sig: i32) -> bool {
     matches!(
         sig,
-        Signal::SIGSTOP | Signal::SIGTSTP | Signal::SIGTTIN | Signal::SIGTTOU
+        libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
     )
+}
+
+fn ptrace_raw(request: libc::c_uint, tid: u32, data: usize) {
+    // SAFETY: CONT, LISTEN and DETACH take no pointers; data is a signal
+    // number.
+    let _ = unsafe { libc::ptrace(request, tid as libc::pid_t, 0usize, data) };
 }
 
 /// Restarts a stopped thread; returns its new state.
 fn resume(tid: u32, r: Resume) -> State {
     match r {
         Resume::Cont(sig) => {
-            let _ = ptrace::cont(Pid::from_raw(tid as i32), sig);
+            ptrace_raw(libc::PTRACE_CONT, tid, sig as usize);
             State::Running
         }
         Resume::Listen => {
-            // SAFETY: PTRACE_LISTEN takes no pointers.
-            let _ =
-                unsafe { libc::ptrace(libc::PTRACE_LISTEN, tid as libc::pid_t, 0usize, 0usize) };
+            ptrace_raw(libc::PTRACE_LISTEN, tid, 0);
             State::Listening
         }
     }
@@ -109,7 +171,7 @@ fn resume(tid: u32, r: Resume) -> State {
 
 fn options() -> ptrace::Options {
     use ptrace::Options as O;
-    O::PTRACE_O_TRACEFORK | O::PTRACE_O_TRACEVFORK | O::PTRACE_O_TRACECLONE
+    O::PTRACE_O_TRACEFORK | O::PTRACE_O_TRACEVFORK | O::PTRACE_O_TRACECLONE | O::PTRACE_O_TRACEEXEC
 }
 
 impl Freezer {
@@ -143,6 +205,8 @@ impl Freezer {
                         self.threads.insert(tid, State::Running);
                         new += 1;
                     }
+                    // Exiting: it can't be attached, and needn't be.
+                    Err(Errno::EPERM) if is_ending(tid) => {}
                     Err(Errno::EPERM) => {
                         return Err(io::Error::new(
                             io::ErrorKind::PermissionDenied,
@@ -170,38 +234,46 @@ impl Freezer {
     /// Takes one wait status: a thread that stopped or ended. Returns the
     /// exit of a process (or thread) that ended. While `freezing`, stopped
     /// threads are left stopped.
-    pub fn on_status(&mut self, status: WaitStatus, freezing: bool) -> Option<Exit> {
-        let restart = |tid: u32, r: Resume| {
-            if freezing {
-                State::Stopped(r)
-            } else {
-                resume(tid, r)
-            }
-        };
-        if let Some(e) = exit_of(status) {
+    pub fn on_status(&mut self, st: Status, freezing: bool) -> Option<Exit> {
+        if let Some(e) = exit_of(st) {
             self.threads.remove(&e.pid);
             return Some(e);
         }
-        match status {
-            WaitStatus::PtraceEvent(pid, sig, event) => {
-                let tid = pid.as_raw() as u32;
-                let r = if event == libc::PTRACE_EVENT_STOP && is_job_stop(sig) {
-                    Resume::Listen
-                } else {
-                    Resume::Cont(None)
-                };
-                let s = restart(tid, r);
-                self.threads.insert(tid, s);
-                None
-            }
-            WaitStatus::Stopped(pid, sig) => {
-                let tid = pid.as_raw() as u32;
-                let s = restart(tid, Resume::Cont(Some(sig)));
-                self.threads.insert(tid, s);
-                None
-            }
-            _ => None,
+        let (tid, raw) = (st.tid, st.raw);
+        if !libc::WIFSTOPPED(raw) {
+            return None;
         }
+        let sig = libc::WSTOPSIG(raw);
+        let event = raw >> 16;
+        if event == libc::PTRACE_EVENT_EXEC {
+            // A thread other than the leader that execs takes the
+            // leader's id; its own id disappears without an exit.
+            let mut former: libc::c_ulong = 0;
+            // SAFETY: GETEVENTMSG writes one unsigned long to `former`.
+            unsafe {
+                libc::ptrace(
+                    libc::PTRACE_GETEVENTMSG,
+                    tid as libc::pid_t,
+                    0usize,
+                    &mut former as *mut libc::c_ulong,
+                )
+            };
+            if former as u32 != tid {
+                self.threads.remove(&(former as u32));
+            }
+        }
+        let r = match event {
+            0 => Resume::Cont(sig), // signal-delivery-stop: deliver it
+            libc::PTRACE_EVENT_STOP if is_job_stop(sig) => Resume::Listen,
+            _ => Resume::Cont(0),
+        };
+        let s = if freezing {
+            State::Stopped(r)
+        } else {
+            resume(tid, r)
+        };
+        self.threads.insert(tid, s);
+        None
     }
 
     /// Stops every thread; returns the exits seen meanwhile.
@@ -212,15 +284,19 @@ impl Freezer {
             }
         }
         let mut exits = Vec::new();
+        let deadline = Instant::now() + FREEZE_WAIT;
         while self.threads.values().any(|s| *s == State::Running) {
-            match waitpid(None, Some(WaitPidFlag::__WALL)) {
-                Ok(st) => exits.extend(self.on_status(st, true)),
-                Err(Errno::EINTR) => {}
-                Err(Errno::ECHILD) => {
-                    self.threads.clear();
+            match wait_any(true)? {
+                Some(st) => exits.extend(self.on_status(st, true)),
+                None if Instant::now() >= deadline => {
+                    // Threads in an unkillable wait (a vfork parent) or
+                    // already exiting don't stop; they run no code of
+                    // their own meanwhile. Forget the ones that are gone.
+                    self.threads
+                        .retain(|&t, s| *s != State::Running || !is_ending(t));
                     break;
                 }
-                Err(e) => return Err(e.into()),
+                None => std::thread::sleep(Duration::from_micros(200)),
             }
         }
         Ok(exits)
@@ -258,9 +334,9 @@ impl Freezer {
         for (tid, s) in self.threads.drain() {
             let sig = match s {
                 State::Stopped(Resume::Cont(sig)) => sig,
-                _ => None,
+                _ => 0,
             };
-            let _ = ptrace::detach(Pid::from_raw(tid as i32), sig);
+            ptrace_raw(libc::PTRACE_DETACH, tid, sig as usize);
         }
         exits
     }

@@ -74,10 +74,10 @@ pub struct Idle {
     buf: Vec<u8>,
 }
 
-/// Whether a frame's idle bit means anything: an LRU page, or any page of
-/// a transparent huge page (whose tail pages don't carry the LRU flag in
-/// kpageflags on older kernels, while the bitmap tracks them by their
-/// head), but never the zero page.
+/// Whether a frame's idle state means anything: an LRU page, or any page
+/// of a transparent huge page (whose tail pages don't carry the LRU flag
+/// in kpageflags on older kernels; their state is their head's), but never
+/// the zero page.
 fn tracked(flags: u64) -> bool {
     let f = KPageFlags::from_bits_retain(flags);
     (f.contains(KPageFlags::LRU) || f.contains(KPageFlags::THP))
@@ -111,7 +111,7 @@ impl Idle {
             flags: PfnFile::open(root.proc.join("kpageflags"))?,
             page_size,
             block,
-            soft_dirty: !system && super::refs::has_soft_dirty(&root.proc),
+            soft_dirty: !system && super::refs::has_soft_dirty(&root.proc, page_size),
             system: ram,
             buf: Vec::new(),
         })
@@ -147,12 +147,32 @@ impl Idle {
         Ok(out)
     }
 
+    /// The head frame of the large folio (transparent huge page, large
+    /// page-cache folio) whose tail frame `pfn` is, or `None`. The bitmap
+    /// tracks a folio by its head only: a tail's own bit never changes.
+    /// Folios are naturally aligned and at most 512 frames here, so the
+    /// head is within the 512-aligned frames before it.
+    fn head_of(&self, pfn: u64, scratch: &mut Vec<u64>) -> Result<Option<u64>> {
+        let first = pfn & !511;
+        scratch.resize((pfn - first + 1) as usize, 0);
+        self.flags.read(first, scratch)?;
+        Ok(scratch
+            .iter()
+            .rposition(|&f| KPageFlags::from_bits_retain(f).contains(KPageFlags::COMPOUND_HEAD))
+            .map(|k| first + k as u64))
+    }
+
     /// Goes over `pages` (sorted by frame) by runs of bitmap words: reads
-    /// each run's bits and flags (if `f` wants them), calls `f` with each
-    /// tracked page and whether it was referenced, and marks the run's
-    /// pages idle again at once.
+    /// each run's bits and flags, calls `f` (if given) with each tracked
+    /// page and whether it was referenced, and marks the run's pages idle
+    /// again at once. A page of a large folio goes by its head's bit.
     fn sweep(&self, pages: &[Page], mut f: Option<&mut Visit<'_>>) -> Result<()> {
         let (mut words, mut masks, mut flags) = (Vec::new(), Vec::new(), Vec::new());
+        let mut scratch = Vec::new();
+        // The last head whose state was read, with its idle bit as read
+        // (before this sweep marked it again): a folio's tails in the next
+        // run go by it.
+        let mut last_head: Option<(u64, bool)> = None;
         let mut i = 0;
         while i < pages.len() {
             let w0 = pages[i].pfn / 64;
@@ -165,20 +185,51 @@ impl Idle {
             let n = (w1 - w0 + 1) as usize;
             masks.clear();
             masks.resize(n, 0u64);
-            if let Some(f) = f.as_mut() {
-                words.resize(n, 0);
-                flags.resize(n * 64, 0);
-                self.bitmap.read(w0, &mut words)?;
-                self.flags.read(w0 * 64, &mut flags)?;
-                for p in &pages[i..j] {
-                    let (w, bit) = ((p.pfn / 64 - w0) as usize, p.pfn % 64);
-                    if tracked(flags[(p.pfn - w0 * 64) as usize]) {
+            words.resize(n, 0);
+            flags.resize(n * 64, 0);
+            self.bitmap.read(w0, &mut words)?;
+            self.flags.read(w0 * 64, &mut flags)?;
+            for p in &pages[i..j] {
+                let fl = flags[(p.pfn - w0 * 64) as usize];
+                let mut frame = p.pfn;
+                if KPageFlags::from_bits_retain(fl).contains(KPageFlags::COMPOUND_TAIL) {
+                    match self.head_of(p.pfn, &mut scratch)? {
+                        Some(h) if h >= w0 * 64 => frame = h,
+                        Some(h) => {
+                            // The head is before this run: its own word.
+                            let idle = match last_head {
+                                Some((lh, idle)) if lh == h => idle,
+                                _ => {
+                                    let mut w = [0u64];
+                                    self.bitmap.read(h / 64, &mut w)?;
+                                    self.bitmap.write(h / 64, &[1 << (h % 64)])?;
+                                    let idle = w[0] >> (h % 64) & 1 == 1;
+                                    last_head = Some((h, idle));
+                                    idle
+                                }
+                            };
+                            if let Some(f) = f.as_mut() {
+                                if tracked(fl) {
+                                    f(p, !idle);
+                                }
+                            }
+                            continue;
+                        }
+                        None => continue, // no head found: can't be read
+                    }
+                }
+                let (w, bit) = ((frame / 64 - w0) as usize, frame % 64);
+                masks[w] |= 1 << bit;
+                if frame != p.pfn
+                    || KPageFlags::from_bits_retain(fl).contains(KPageFlags::COMPOUND_HEAD)
+                {
+                    last_head = Some((frame, words[w] >> bit & 1 == 1));
+                }
+                if let Some(f) = f.as_mut() {
+                    if tracked(fl) {
                         f(p, words[w] >> bit & 1 == 0);
                     }
                 }
-            }
-            for p in &pages[i..j] {
-                masks[(p.pfn / 64 - w0) as usize] |= 1 << (p.pfn % 64);
             }
             self.bitmap.write(w0, &masks)?;
             i = j;
@@ -192,6 +243,7 @@ impl Idle {
         let mut rows: BTreeMap<u64, Counts> = BTreeMap::new();
         let mut regions = Vec::new();
         let (mut words, mut flags) = (Vec::new(), Vec::new());
+        let mut head: Option<(u64, bool)> = None;
         let reading = out.is_some();
         for &(first, last) in ranges {
             let mut pfn = first / 64 * 64;
@@ -204,14 +256,23 @@ impl Idle {
                     self.flags.read(pfn, &mut flags)?;
                     for (k, &fl) in flags.iter().enumerate() {
                         let frame = pfn + k as u64;
-                        if frame < first
-                            || frame >= last
-                            || !tracked(fl)
-                            || words[k / 64] >> (k % 64) & 1 == 1
-                        {
+                        let f = KPageFlags::from_bits_retain(fl);
+                        let idle = words[k / 64] >> (k % 64) & 1 == 1;
+                        // A large folio is tracked by its head's bit.
+                        let idle = if f.contains(KPageFlags::COMPOUND_HEAD) {
+                            head = Some((frame, idle));
+                            idle
+                        } else if f.contains(KPageFlags::COMPOUND_TAIL) {
+                            match head {
+                                Some((h, head_idle)) if frame - h < 512 => head_idle,
+                                _ => true, // head unknown: not counted
+                            }
+                        } else {
+                            idle
+                        };
+                        if frame < first || frame >= last || !tracked(fl) || idle {
                             continue;
                         }
-                        let f = KPageFlags::from_bits_retain(fl);
                         regions.push((frame * self.page_size) >> 21);
                         let c = rows.entry(frame * self.page_size / self.block).or_default();
                         if !f.contains(KPageFlags::MMAP) && !f.contains(KPageFlags::ANON) {

@@ -15,7 +15,6 @@ mod refs;
 use crate::procfs::{self, ProcDir};
 use freeze::{Exit, Freezer};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
-use nix::sys::wait::{waitpid, WaitPidFlag};
 use pagescope_core::format::RecordWriter;
 use pagescope_core::parse::meminfo;
 use pagescope_core::record::{
@@ -190,7 +189,7 @@ fn choose(
             system,
         )?))
     };
-    let refs = || -> Box<dyn Probe> { Box::new(refs::Refs::new(&root.proc, page_size)) };
+    let refs = || -> Box<dyn Probe> { Box::new(refs::Refs::new(&root.proc, page_size, system)) };
     match config.backend {
         Choice::Use(Backend::Refs) => Ok((refs(), "asked for".into())),
         Choice::Use(Backend::Idle) => match idle::unavailable(root, page_size) {
@@ -264,7 +263,11 @@ impl Recorder<'_> {
         let alive = |p: &u32| self.root.proc.join(p.to_string()).exists();
         Ok(match &self.config.target {
             Target::Pids(p) => p.iter().copied().filter(alive).collect(),
-            Target::Cgroup(dir) => cgroup_pids(dir)?,
+            // A cgroup removed (its service stopped) has no processes.
+            Target::Cgroup(dir) => match cgroup_pids(dir) {
+                Err(e) if e.is_gone() => Vec::new(),
+                other => other?,
+            },
             Target::System => procfs::list_pids(&self.root.proc)?,
             Target::Command(_) => match self.child {
                 Some(c) if self.exit_code.is_none() => descendants(&self.root.proc, c),
@@ -282,14 +285,7 @@ impl Recorder<'_> {
 
     /// Passes on stops and reaps exits until nothing is pending.
     fn drain_children(&mut self) {
-        loop {
-            let flags = WaitPidFlag::WNOHANG | WaitPidFlag::__WALL;
-            let Ok(st) = waitpid(None, Some(flags)) else {
-                return;
-            };
-            if st == nix::sys::wait::WaitStatus::StillAlive {
-                return;
-            }
+        while let Ok(Some(st)) = freeze::wait_any(true) {
             let exit = match self.freezer.as_mut() {
                 Some(f) => f.on_status(st, false),
                 None => freeze::exit_of(st),
@@ -431,9 +427,7 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
     };
     if let (Some(c), None) = (rec.child, rec.exit_code) {
         // Interrupted: the command runs on; wait for it as a shell would.
-        if let Ok(st) = waitpid(nix::unistd::Pid::from_raw(c as i32), None) {
-            rec.exit_code = freeze::exit_of(st).map(|e| e.code);
-        }
+        rec.exit_code = freeze::wait_pid(c).map(|e| e.code);
     }
     let end = RecordEnd {
         intervals,
@@ -510,7 +504,14 @@ fn run(
             end_ns: (ended - start).as_nanos() as u64,
             ..Interval::default()
         };
-        let collected = rec.probe.collect(&pids, &mut interval);
+        // Only processes reset at an earlier boundary: a newcomer's bits
+        // hold references from before it was recorded.
+        let known: Vec<u32> = pids
+            .iter()
+            .copied()
+            .filter(|p| rec.seen.contains(p))
+            .collect();
+        let collected = rec.probe.collect(&known, &mut interval);
         // New processes are attached and reset while everything is stopped.
         let attached = rec.attach_new(&pids);
         let fresh: Vec<u32> = pids

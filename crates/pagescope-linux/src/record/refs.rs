@@ -28,9 +28,9 @@ pub struct Refs {
 /// Every kernel accepts `4` in `clear_refs`, and without the option
 /// pagemap bit 55 is simply never set, so the test is on pagescope
 /// itself: clear, write one page, and see whether its bit comes back.
-pub fn has_soft_dirty(proc_root: &Path) -> bool {
-    let page = vec![0u8; 2 * 4096];
-    let addr = (page.as_ptr() as u64).next_multiple_of(4096);
+pub fn has_soft_dirty(proc_root: &Path, page_size: u64) -> bool {
+    let page = vec![0u8; 2 * page_size as usize];
+    let addr = (page.as_ptr() as u64).next_multiple_of(page_size);
     let ok = std::fs::OpenOptions::new()
         .write(true)
         .open(proc_root.join("self/clear_refs"))
@@ -47,9 +47,9 @@ pub fn has_soft_dirty(proc_root: &Path) -> bool {
     let Ok(file) = std::fs::File::open(proc_root.join("self/pagemap")) else {
         return false;
     };
-    let mut reader = PagemapReader::new(file, proc_root.join("self/pagemap"), 4096);
+    let mut reader = PagemapReader::new(file, proc_root.join("self/pagemap"), page_size);
     let mut dirty = false;
-    let _ = reader.for_each(addr, addr + 4096, |_, e| dirty = e.is_soft_dirty());
+    let _ = reader.for_each(addr, addr + page_size, |_, e| dirty = e.is_soft_dirty());
     std::hint::black_box(&page);
     dirty
 }
@@ -62,12 +62,14 @@ pub(super) fn clear(dir: &ProcDir, what: &[u8]) -> Result<()> {
 }
 
 impl Refs {
-    /// A backend reading `proc_root`.
-    pub fn new(proc_root: &Path, page_size: u64) -> Refs {
+    /// A backend reading `proc_root`. For the whole machine (`system`)
+    /// writes are not tracked: clearing every process's soft-dirty bits
+    /// would disturb other users of them (CRIU).
+    pub fn new(proc_root: &Path, page_size: u64, system: bool) -> Refs {
         Refs {
             proc_root: proc_root.to_path_buf(),
             page_size,
-            soft_dirty: has_soft_dirty(proc_root),
+            soft_dirty: !system && has_soft_dirty(proc_root, page_size),
             buf: Vec::new(),
         }
     }
