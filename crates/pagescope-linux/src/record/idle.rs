@@ -193,8 +193,19 @@ impl Idle {
                 let fl = flags[(p.pfn - w0 * 64) as usize];
                 let mut frame = p.pfn;
                 if KPageFlags::from_bits_retain(fl).contains(KPageFlags::COMPOUND_TAIL) {
-                    match self.head_of(p.pfn, &mut scratch)? {
-                        Some(h) if h >= w0 * 64 => frame = h,
+                    // The head among this run's flags, else read apart.
+                    let base = w0 * 64;
+                    let lo = ((p.pfn & !511).max(base) - base) as usize;
+                    let local = flags[lo..=(p.pfn - base) as usize].iter().rposition(|&f| {
+                        KPageFlags::from_bits_retain(f).contains(KPageFlags::COMPOUND_HEAD)
+                    });
+                    let head = match local {
+                        Some(k) => Some(base + (lo + k) as u64),
+                        None if (p.pfn & !511) < base => self.head_of(p.pfn, &mut scratch)?,
+                        None => None,
+                    };
+                    match head {
+                        Some(h) if h >= base => frame = h,
                         Some(h) => {
                             // The head is before this run: its own word.
                             let idle = match last_head {
