@@ -252,7 +252,7 @@ impl PageRuns {
 
 /// Builds an interval's `huge` histogram from the 2 MiB region of each
 /// referenced page (any order, one entry per page).
-pub fn huge_histogram(mut regions: Vec<u64>) -> Vec<(u16, u32)> {
+pub fn huge_histogram<T: Ord>(mut regions: Vec<T>) -> Vec<(u16, u32)> {
     regions.sort_unstable();
     let mut per: std::collections::BTreeMap<u16, u32> = std::collections::BTreeMap::new();
     for run in regions.chunk_by(|a, b| a == b) {

@@ -68,11 +68,12 @@ pub fn record(args: RecordArgs) -> Result<u8> {
     let live = Arc::new(Live::default());
     let progress = {
         let live = live.clone();
+        let page_size = pagescope_linux::system::page_size();
         Spinner::start(args.quiet, move || {
             format!(
                 "interval {} · referenced {:.1} MiB · recorder CPU {:.1}% · {} KiB written",
                 live.intervals.load(Ordering::Relaxed),
-                (live.referenced.load(Ordering::Relaxed) * 4096) as f64 / (1 << 20) as f64,
+                (live.referenced.load(Ordering::Relaxed) * page_size) as f64 / (1 << 20) as f64,
                 live.cpu_permille.load(Ordering::Relaxed) as f64 / 10.0,
                 live.bytes.load(Ordering::Relaxed) / 1024
             )

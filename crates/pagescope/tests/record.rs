@@ -489,7 +489,18 @@ fn duration_ends_a_recording() {
     let (r, done) = read(&out);
     assert_eq!(done, Completeness::Complete);
     assert_eq!(r.end.as_ref().unwrap().reason, "duration");
-    assert_eq!(r.intervals.len(), 5);
+    // 100 ms intervals cut at 450 ms: 5, or fewer if a boundary overran
+    // on a loaded machine; the last one ends at the duration.
+    assert!(
+        (3..=5).contains(&r.intervals.len()),
+        "{}",
+        r.intervals.len()
+    );
+    let last = r.intervals.last().unwrap();
+    assert!(
+        (440_000_000..1_000_000_000).contains(&last.end_ns),
+        "{last:?}"
+    );
     assert!(!r.header().frozen);
     assert!(r.header().notes.iter().any(|n| n.contains("--no-freeze")));
 }

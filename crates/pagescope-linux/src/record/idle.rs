@@ -366,7 +366,7 @@ impl Probe for Idle {
                 return;
             }
             referenced.push((p.pid, p.vaddr / ps));
-            regions.push(((p.pid as u64) << 44) | (p.vaddr >> 21));
+            regions.push((p.pid, p.vaddr >> 21));
             let written = u64::from(soft_dirty && p.dirty);
             // A frame mapped twice (shared, or at two addresses) is one
             // physical page; pages arrive sorted by frame.
