@@ -70,10 +70,12 @@ fi
 # madvise, as on the host and as in the paper: a huge page is referenced
 # 512 pages at a time, so an iteration that straddles a boundary would
 # count the huge page it was in twice.
-# spikes OP PAGES FIRST: temporal CSV rows on stdin; FIRST is the first
-# iteration's start in recording time. Prints a verdict.
+# spikes OP PAGES FIRST TOL [WTOL]: temporal CSV rows on stdin; FIRST is the
+# first iteration's start in recording time; each spike within TOL percent,
+# its written pages within WTOL percent (default TOL). Prints a verdict,
+# with the largest errors.
 spikes() {
-    awk -F, -v op="$1" -v pages="$2" -v first="$3" '
+    awk -F, -v op="$1" -v pages="$2" -v first="$3" -v tol="$4" -v wtol="${5:-$4}" '
         NR == 1 || $3 <= first { next }
         {
             user = $4; written = $7
@@ -87,19 +89,25 @@ spikes() {
             if (n != 10) { print "fail spikes=" n; exit }
             for (i = 1; i <= n; i++) {
                 d = u[i] - pages; if (d < 0) d = -d
-                if (d > pages * 0.02) { print "fail spike" i "=" u[i] "/" pages; exit }
-                if (known && op == "write" && w[i] < pages * 0.98) { print "fail written" i "=" w[i]; exit }
+                if (d * 100 / pages > maxe) maxe = d * 100 / pages
+                if (known && op == "write" && (pages - w[i]) * 100 / pages > maxw) maxw = (pages - w[i]) * 100 / pages
+                if (d > pages * tol / 100) { print "fail spike" i "=" u[i] "/" pages; exit }
+                if (known && op == "write" && w[i] < pages * (100 - wtol) / 100) { print "fail written" i "=" w[i]; exit }
                 if (known && op == "read" && w[i] > 64) { print "fail written" i "=" w[i]; exit }
             }
-            print "pass spikes=10 pages=" pages (known ? " with-writes" : " no-writes")
+            printf "pass spikes=10 pages=%d maxerr=%.2f%%%s\n", pages, maxe, (known ? (op == "write" ? sprintf(" with-writes maxwritemiss=%.2f%%", maxw) : " with-writes") : " no-writes")
         }'
 }
-# record_check NAME BACKEND: the write and the read run with BACKEND.
+# record_check NAME BACKEND TOL[/WTOL] [OPS [PAGETEST-ARGS [ARGS...]]]: the
+# write and the read run (or OPS) with BACKEND and record ARGS, each spike
+# within TOL percent (its written pages within WTOL).
 record_check() {
+    name=$1 backend=$2 tol=${3%/*} wtol=${3#*/} ops=${4:-"write read"} ptargs=$5
+    shift 3; [ $# -gt 0 ] && shift; [ $# -gt 0 ] && shift
     verdict=""
-    for op in write read; do
-        if ! /pagescope record -q --backend "$2" --interval 100ms -o /tmp/r.rec -- \
-            /pagetest --size 256M --mode malloc --op $op --iterations 10 --sleep 2s --delay 2s \
+    for op in $ops; do
+        if ! /pagescope record -q --backend "$backend" --interval 100ms "$@" -o /tmp/r.rec -- \
+            /pagetest --size 256M --mode malloc --op $op --iterations 10 --sleep 2s --delay 2s $ptargs \
             > /tmp/rpt.out 2> /tmp/r.err; then
             verdict="fail record-exited:$(head -c 200 /tmp/r.err | tr '\n' ' ')"
             break
@@ -110,8 +118,8 @@ record_check() {
         t0=$(/pagescope analyze /tmp/r.rec temporal --format json 2>/dev/null | sed -n 's/.*"start_monotonic_ns": *\([0-9]*\).*/\1/p' | head -1)
         it0=$(sed -n 's/.*"index":0,"start_ns":\([0-9]*\).*/\1/p' /tmp/rpt.out | head -1)
         first=$(awk -v a="$it0" -v b="$t0" 'BEGIN { printf "%.0f", a - b }')
-        v=$(/pagescope analyze /tmp/r.rec temporal --range "$start-$end" --format csv 2>/dev/null | spikes $op "$pages" "$first")
-        if [ "$2" = idle ] && [ "${v%% *}" = pass ]; then
+        v=$(/pagescope analyze /tmp/r.rec temporal --range "$start-$end" --format csv 2>/dev/null | spikes $op "$pages" "$first" "$tol" "$wtol")
+        if [ "$backend" = idle ] && [ "${v%% *}" = pass ]; then
             # The working set over 30 intervals (3 s or more, so some
             # window holds a whole iteration) is the buffer.
             wss=$(/pagescope analyze /tmp/r.rec wss --window 30 --range "$start-$end" --format json 2>/dev/null | sed -n 's/.*"max_window_pages": *\([0-9]*\).*/\1/p')
@@ -126,7 +134,22 @@ record_check() {
                 break ;;
         esac
     done
-    case "$verdict" in fail*) check "$1" fail "${verdict#fail }" ;; *) check "$1" pass "$verdict" ;; esac
+    case "$verdict" in fail*) check "$name" fail "${verdict#fail }" ;; *) check "$name" pass "$verdict" ;; esac
+}
+# The machine's workload for --system: a 64 MiB file in tmpfs read over
+# and over with cat (page cache no process maps) while pagetest writes its
+# 64 MiB buffer every 50 ms (user pages).
+machine_start() {
+    dd if=/dev/zero of=/tmp/cache.bin bs=1M count=64 2>/dev/null
+    (while :; do cat /tmp/cache.bin > /dev/null; sleep 0.05; done) &
+    catpid=$!
+    /pagetest --size 64M --mode anon --op write --iterations 100000 --sleep 50ms > /tmp/sp.out &
+    sppid=$!
+    while ! grep -q '"iteration"' /tmp/sp.out 2>/dev/null; do sleep 0.1; done
+}
+machine_stop() {
+    kill $sppid $catpid
+    rm -f /tmp/cache.bin
 }
 # refused NAME BACKEND OPTION: the backend must refuse, naming OPTION.
 refused() {
@@ -143,7 +166,7 @@ thp=/sys/kernel/mm/transparent_hugepage/enabled
 sleep 600 &
 sleeper=$!
 if [ -e /sys/kernel/mm/page_idle/bitmap ]; then
-    record_check idle idle
+    record_check idle idle 2
 else
     refused idle idle CONFIG_IDLE_PAGE_TRACKING
 fi
@@ -230,14 +253,9 @@ fi
 # buffer's. Under TCG a sweep of every frame takes about a second, so the
 # intervals are 2 s.
 if [ -e /sys/kernel/mm/page_idle/bitmap ]; then
-    dd if=/dev/zero of=/tmp/cache.bin bs=1M count=64 2>/dev/null
-    (while :; do cat /tmp/cache.bin > /dev/null; sleep 0.05; done) &
-    catpid=$!
-    /pagetest --size 64M --mode anon --op write --iterations 100000 --sleep 50ms > /tmp/sp.out &
-    sppid=$!
-    while ! grep -q '"iteration"' /tmp/sp.out 2>/dev/null; do sleep 0.1; done
+    machine_start
     /pagescope record -q --system --backend idle --interval 2s --duration 10s -o /tmp/sys.rec
-    kill $sppid $catpid
+    machine_stop
     v=$(/pagescope analyze /tmp/sys.rec temporal --format csv 2>/dev/null | awk -F, '
         NR > 1 { n++; u[n] = $4; c[n] = $5 }
         END {
@@ -249,12 +267,89 @@ if [ -e /sys/kernel/mm/page_idle/bitmap ]; then
             }
             print "pass cache/user:" d
         }')
-    rm -f /tmp/cache.bin
     check idle-system "${v%% *}" "${v#* }"
 fi
 
+# damon: the same verification with DAMON (vaddr) at its default settings,
+# each spike within 10%: DAMON checks one page per region at each sample
+# and counts a region seen accessed in all its resident pages, so a region
+# that an iteration only partly covered before a boundary counts whole on
+# both sides; writes are counted in the regions seen accessed only, so
+# DAMON's misses show there undiluted, and are held to 20%. The buffer is
+# written once before the iterations
+# (--prefault): a first pass over fresh memory takes a page fault per page,
+# which under TCG stretches it over tens of intervals while DAMON's
+# regions are still fitting the new mapping (docs/performance.md has its
+# error). With pagescope.damon_sweep=MIN-MAX,MIN-MAX... on the kernel's
+# command line (PAGESCOPE_DAMON_SWEEP for tests/kernels/run), the write run
+# is repeated for each region setting and its largest error printed.
+damon=/sys/kernel/mm/damon/admin/kdamonds
+if [ -d $damon ]; then
+    record_check damon damon 10/20 "write read" --prefault
+    for regions in $(sed -n 's/.*pagescope.damon_sweep=\([0-9,-]*\).*/\1/p' /proc/cmdline | tr , ' '); do
+        record_check damon-regions-$regions damon 100 write --prefault --damon-regions "$regions"
+    done
+    # The machine (paddr): the idle-system workload for 14 s at 1 s. DAMON
+    # adapts its physical regions over the first seconds, and a region
+    # holding the hot file pages and cold ones counts whole, so the
+    # intervals from 4 s on (but the last) are held by their median:
+    # page cache within 10% of the file's pages (plus 1024 for what the
+    # system itself touches), user pages at least 90% of the buffer's.
+    machine_start
+    /pagescope record -q --system --backend damon --interval 1s --duration 14s -o /tmp/ds.rec 2> /tmp/ds.err
+    machine_stop
+    /pagescope analyze /tmp/ds.rec temporal --format csv 2>/dev/null > /tmp/ds.csv
+    n=$(awk -F, 'NR > 1 && $2 >= 4000000000 { n++ } END { print n + 0 }' /tmp/ds.csv)
+    median() { awk -F, -v k="$1" 'NR > 1 && $2 >= 4000000000 { print $k }' /tmp/ds.csv | sed '$d' | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] + 0 }'; }
+    cache=$(median 5)
+    user=$(median 4)
+    all=$(awk -F, 'NR > 1 { printf "%s/%s ", $5, $4 }' /tmp/ds.csv)
+    if [ -s /tmp/ds.err ]; then
+        check damon-paddr fail "$(head -c 200 /tmp/ds.err | tr '\n' ' ')"
+    elif [ "$n" -ge 5 ] && [ "$cache" -ge 14745 ] && [ "$cache" -le 19046 ] && [ "$user" -ge 14745 ]; then
+        check damon-paddr pass "median cache=$cache user=$user; cache/user per interval: $all"
+    else
+        check damon-paddr fail "median cache=$cache user=$user over $n; cache/user per interval: $all"
+    fi
+    # A kdamond that pagescope did not create: refused, and left exactly
+    # as it was (state, pid, count).
+    echo 1 > $damon/nr_kdamonds
+    echo 1 > $damon/0/contexts/nr_contexts
+    echo vaddr > $damon/0/contexts/0/operations
+    echo 1 > $damon/0/contexts/0/targets/nr_targets
+    echo "$sleeper" > $damon/0/contexts/0/targets/0/pid_target
+    echo on > $damon/0/state
+    before="$(cat $damon/nr_kdamonds) $(cat $damon/0/state) $(cat $damon/0/pid)"
+    v=refused-as-expected
+    for what in "--pid $sleeper" --system; do
+        if /pagescope record -q --backend damon --duration 300ms -o /tmp/f.rec $what 2> /tmp/f.err; then
+            v=fail
+        elif ! grep -q "did not create" /tmp/f.err; then
+            v=fail
+        fi
+    done
+    after="$(cat $damon/nr_kdamonds) $(cat $damon/0/state) $(cat $damon/0/pid)"
+    [ "$before" = "$after" ] || v=fail
+    check damon-foreign $v "before=[$before] after=[$after] $(head -1 /tmp/f.err)"
+    echo off > $damon/0/state
+    echo 0 > $damon/nr_kdamonds
+else
+    refused damon damon CONFIG_DAMON_SYSFS
+fi
+
+# fault: userfaultfd with UFFDIO_MOVE (Linux 6.8+). Where the kernel has
+# it, the same verification, exact; where it doesn't (6.1), a refusal that
+# names the missing feature, before the command runs.
+if /pagescope record -q --backend fault -o /tmp/fa.rec -- /pagetest --size 1M > /dev/null 2> /tmp/fa.err; then
+    record_check fault fault 2
+elif grep -q "MOVE (Linux 6.8)" /tmp/fa.err; then
+    check fault refused-as-expected "$(head -1 /tmp/fa.err)"
+else
+    check fault fail "$(head -1 /tmp/fa.err)"
+fi
+
 # refs with soft-dirty writes (both guest kernels have soft-dirty).
-record_check soft-dirty refs
+record_check soft-dirty refs 2
 # auto: idle where the kernel has it, refs elsewhere.
 want=refs; [ -e /sys/kernel/mm/page_idle/bitmap ] && want=idle
 got=$(/pagescope record --duration 300ms -o /tmp/a.rec --pid "$sleeper" 2>&1 >/dev/null | sed -n 's/.* with the \([a-z]*\) backend.*/\1/p')

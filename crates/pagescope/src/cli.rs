@@ -76,6 +76,13 @@ pub enum BackendArg {
     Idle,
     /// `clear_refs` and smaps `Referenced:`: exact per VMA, any kernel.
     Refs,
+    /// DAMON (CONFIG_DAMON_SYSFS): sampled regions, estimates; `vaddr`
+    /// for processes, `paddr` with --system. Never used unless asked for.
+    Damon,
+    /// userfaultfd: every page moved out at each boundary, and what faults
+    /// back was referenced; exact per page, with writes. A launched
+    /// command only (Linux 6.8+). Never used unless asked for.
+    Fault,
 }
 
 /// `pagescope record`.
@@ -107,6 +114,16 @@ pub struct RecordArgs {
     /// Where reference bits come from.
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     pub backend: BackendArg,
+    /// DAMON's sampling interval (the damon backend).
+    #[arg(long, value_name = "DUR", default_value = "5ms", value_parser = parse_interval)]
+    pub damon_sample: std::time::Duration,
+    /// The fewest and most regions DAMON keeps (the damon backend).
+    #[arg(long, value_name = "MIN-MAX", default_value = "1000-2000", value_parser = parse_regions)]
+    pub damon_regions: (u32, u32),
+    /// The fault backend: move only this random fraction of the resident
+    /// pages out at each boundary, and scale what comes back (0 < F <= 1).
+    #[arg(long, value_name = "FRACTION", default_value_t = 1.0, value_parser = parse_fraction)]
+    pub sample: f64,
     /// Let the processes run while a two-pass backend (refs) reads and
     /// clears: cheaper, but references in that moment are missed.
     #[arg(long)]
@@ -120,6 +137,30 @@ pub struct RecordArgs {
     /// The command to launch and record, after `--`.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(f) if f > 0.0 && f <= 1.0 => Ok(f),
+        _ => Err(format!(
+            "{s:?}: expected a fraction above 0 and at most 1, e.g. 0.1"
+        )),
+    }
+}
+
+fn parse_regions(s: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("{s:?}: expected MIN-MAX, e.g. 10-1000");
+    let (a, b) = s.split_once('-').ok_or_else(bad)?;
+    let (min, max) = (
+        a.trim().parse().map_err(|_| bad())?,
+        b.trim().parse().map_err(|_| bad())?,
+    );
+    if min < 3 || max < min {
+        return Err(format!(
+            "{s:?}: DAMON keeps at least 3 regions, and MAX must be at least MIN"
+        ));
+    }
+    Ok((min, max))
 }
 
 fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
@@ -140,7 +181,7 @@ pub enum AnalyzeView {
     /// Recording: referenced pages by interval and block (SVG: a heat map).
     Heatmap,
     /// Recording: working set size per interval and over --window
-    /// intervals (page-exact backends, processes).
+    /// intervals (backends that place pages, processes).
     Wss,
     /// Recording: how densely referenced 2 MiB regions were used.
     Hugepages,

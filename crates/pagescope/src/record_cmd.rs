@@ -7,7 +7,7 @@ use anyhow::{anyhow, Context, Result};
 use pagescope_core::analysis::temporal::Recording;
 use pagescope_core::format::read_record;
 use pagescope_core::record::Backend;
-use pagescope_linux::record::{Choice, Live, RecordConfig, Target};
+use pagescope_linux::record::{Choice, DamonSettings, Live, RecordConfig, Target};
 use pagescope_render::record_views;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -59,10 +59,28 @@ pub fn record(args: RecordArgs) -> Result<u8> {
             BackendArg::Auto => Choice::Auto,
             BackendArg::Idle => Choice::Use(Backend::Idle),
             BackendArg::Refs => Choice::Use(Backend::Refs),
+            BackendArg::Damon => Choice::Use(Backend::Damon),
+            BackendArg::Fault => Choice::Use(Backend::Fault),
         },
         freeze: !args.no_freeze,
         output: args.output.clone(),
+        damon: DamonSettings {
+            sample: args.damon_sample,
+            min_regions: args.damon_regions.0,
+            max_regions: args.damon_regions.1,
+        },
+        sample: args.sample,
     };
+    if args.sample < 1.0 && args.backend != BackendArg::Fault {
+        return Err(anyhow!("--sample applies to --backend fault only").context(BadInput));
+    }
+    if args.backend == BackendArg::Damon {
+        config
+            .damon
+            .check(config.interval)
+            .map_err(|e| anyhow!("--damon-sample/--damon-regions: {e}"))
+            .context(BadInput)?;
+    }
     // Before any thread starts, so that every thread has them blocked.
     pagescope_linux::record::block_signals().context("cannot block signals")?;
     let live = Arc::new(Live::default());

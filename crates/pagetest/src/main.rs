@@ -72,6 +72,11 @@ struct Args {
     /// attached at `ready`, or the fill of `--op read`, stays apart from it).
     #[arg(long, value_parser = parse_duration, default_value = "0")]
     delay: Duration,
+    /// Write every page once before `ready`, so that the first iteration
+    /// touches memory already there, as the later ones do (`--op read`
+    /// always does).
+    #[arg(long)]
+    prefault: bool,
     /// Keep the memory after the last iteration until killed.
     #[arg(long)]
     hold: bool,
@@ -212,7 +217,7 @@ fn run(args: Args) -> Result<()> {
         bail!("size too large");
     }
     let buf = map_buffer(&args, len)?;
-    if args.op == Op::Read {
+    if args.op == Op::Read || args.prefault {
         touch(&buf, page, Op::Write, 1);
     }
     let start = buf.base as u64;

@@ -278,13 +278,13 @@ impl Recording {
 
     fn needs_pages(&self, what: &str) -> Result<()> {
         let h = self.header();
-        if h.granularity != Granularity::Page {
+        if h.granularity == Granularity::Vma {
             return Err(Error::Unsupported {
                 what: format!(
                     "`{what}` of a recording made with the {} backend",
                     h.backend.name()
                 ),
-                needs: "a backend that knows pages (idle, fault)".into(),
+                needs: "a backend that places pages (idle, damon, fault)".into(),
             });
         }
         Ok(())
@@ -361,7 +361,7 @@ impl Recording {
     /// `range` when given.
     pub fn wss(&self, window: usize, range: Option<Range>) -> Result<Vec<WssRow>> {
         let h = self.header();
-        if h.granularity != Granularity::Page || h.scope == Scope::System {
+        if h.granularity == Granularity::Vma || h.scope == Scope::System {
             return Err(Error::Unsupported {
                 what: format!(
                     "`wss` of a {} recording made with the {} backend",
@@ -373,7 +373,7 @@ impl Recording {
                     h.backend.name()
                 ),
                 needs: "the referenced pages of processes: record processes with a \
-                        page-exact backend (idle, fault)"
+                        backend that places pages (idle, damon, fault)"
                     .into(),
             });
         }
@@ -424,6 +424,13 @@ impl Recording {
         if h.granularity == Granularity::Vma {
             notes.push(format!(
                 "the {} backend places references by VMA: rows are whole VMAs",
+                h.backend.name()
+            ));
+        }
+        if h.granularity == Granularity::Region {
+            notes.push(format!(
+                "the {} backend samples one page per region: a region seen accessed counts \
+                 as referenced in all its resident pages, so counts are estimates",
                 h.backend.name()
             ));
         }

@@ -16,18 +16,13 @@
 //! frame is read, and referenced frames are classed by kpageflags: mapped
 //! (user), or file pages no process maps (page cache).
 
-use super::refs::{clear, gone_ok};
+use super::pages::{clear_soft_dirty, resident, tracked, FrameTally, Page, ProcessTally};
 use super::Probe;
 use crate::kpage::PfnFile;
-use crate::pagemap::PagemapReader;
-use crate::procfs::ProcDir;
 use crate::Root;
 use pagescope_core::kpageflags::KPageFlags;
-use pagescope_core::record::{
-    huge_histogram, Backend, Counts, Granularity, Interval, PageRuns, PhysRow, VirtRow, WriteSource,
-};
+use pagescope_core::record::{Backend, Granularity, Interval, WriteSource};
 use pagescope_core::{Error, Result};
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// The bitmap's path under sysfs.
@@ -47,16 +42,6 @@ pub fn unavailable(root: &Root, page_size: u64) -> Option<String> {
     None
 }
 
-/// One resident page of a recorded process.
-#[derive(Clone, Copy, Debug)]
-struct Page {
-    pfn: u64,
-    pid: u32,
-    vaddr: u64,
-    vma: (u64, u64),
-    dirty: bool,
-}
-
 /// Receives each tracked page of a sweep, and whether it was referenced.
 type Visit<'a> = dyn FnMut(&Page, bool) + 'a;
 
@@ -72,16 +57,6 @@ pub struct Idle {
     system: Option<Vec<(u64, u64)>>,
     soft_dirty: bool,
     buf: Vec<u8>,
-}
-
-/// Whether a frame's idle state means anything: an LRU page, or any page
-/// of a transparent huge page (whose tail pages don't carry the LRU flag
-/// in kpageflags on older kernels; their state is their head's), but never
-/// the zero page.
-fn tracked(flags: u64) -> bool {
-    let f = KPageFlags::from_bits_retain(flags);
-    (f.contains(KPageFlags::LRU) || f.contains(KPageFlags::THP))
-        && !f.contains(KPageFlags::ZERO_PAGE)
 }
 
 impl Idle {
@@ -119,32 +94,9 @@ impl Idle {
 
     /// Every resident page of `pids`, sorted by frame.
     fn pages(&mut self, pids: &[u32]) -> Result<Vec<Page>> {
-        let mut out = Vec::new();
-        for &pid in pids {
-            let r = (|| -> Result<()> {
-                let dir = ProcDir::open(&self.proc_root, pid)?;
-                let maps = dir.maps(&mut self.buf)?;
-                let file = dir.open_file("pagemap")?;
-                let mut pm = PagemapReader::new(file, dir.path().join("pagemap"), self.page_size);
-                for m in maps {
-                    pm.for_each(m.start, m.end, |vaddr, e| {
-                        if let Some(pfn) = e.pfn().filter(|_| e.is_present()) {
-                            out.push(Page {
-                                pfn: pfn.0,
-                                pid,
-                                vaddr,
-                                vma: (m.start, m.end),
-                                dirty: e.is_soft_dirty(),
-                            });
-                        }
-                    })?;
-                }
-                Ok(())
-            })();
-            gone_ok(r)?;
-        }
-        out.sort_unstable_by_key(|p| p.pfn);
-        Ok(out)
+        resident(&self.proc_root, self.page_size, pids, &mut self.buf, |_| {
+            vec![(0, u64::MAX)]
+        })
     }
 
     /// The head frame of the large folio (transparent huge page, large
@@ -251,8 +203,7 @@ impl Idle {
     /// The machine: every RAM frame, read and marked idle chunk by chunk.
     fn sweep_system(&self, out: Option<&mut Interval>) -> Result<()> {
         let ranges = self.system.as_deref().unwrap_or_default();
-        let mut rows: BTreeMap<u64, Counts> = BTreeMap::new();
-        let mut regions = Vec::new();
+        let mut tally = FrameTally::new(self.page_size, self.block);
         let (mut words, mut flags) = (Vec::new(), Vec::new());
         let mut head: Option<(u64, bool)> = None;
         let reading = out.is_some();
@@ -284,13 +235,7 @@ impl Idle {
                         if frame < first || frame >= last || !tracked(fl) || idle {
                             continue;
                         }
-                        regions.push((frame * self.page_size) >> 21);
-                        let c = rows.entry(frame * self.page_size / self.block).or_default();
-                        if !f.contains(KPageFlags::MMAP) && !f.contains(KPageFlags::ANON) {
-                            c.page_cache += 1;
-                        } else {
-                            c.user += 1;
-                        }
+                        tally.add(frame, fl);
                     }
                 }
                 words.clear();
@@ -300,24 +245,13 @@ impl Idle {
             }
         }
         if let Some(out) = out {
-            out.huge = huge_histogram(regions);
-            out.phys.extend(
-                rows.into_iter()
-                    .map(|(block, counts)| PhysRow { block, counts }),
-            );
+            tally.finish(out);
         }
         Ok(())
     }
 
     fn clear_soft_dirty(&self, pids: &[u32]) -> Result<()> {
-        if self.soft_dirty {
-            for &pid in pids {
-                if let Ok(dir) = ProcDir::open(&self.proc_root, pid) {
-                    gone_ok(clear(&dir, b"4"))?;
-                }
-            }
-        }
-        Ok(())
+        clear_soft_dirty(&self.proc_root, self.soft_dirty, pids)
     }
 }
 
@@ -354,54 +288,17 @@ impl Probe for Idle {
             return self.sweep_system(Some(out));
         }
         let pages = self.pages(pids)?;
-        let (ps, block) = (self.page_size, self.block);
-        let mut phys: BTreeMap<u64, Counts> = BTreeMap::new();
-        let mut virt: BTreeMap<(u32, u64, u64), Counts> = BTreeMap::new();
-        let mut regions = Vec::new();
-        let mut referenced: Vec<(u32, u64)> = Vec::new();
-        let mut last_pfn = None;
-        let soft_dirty = self.soft_dirty;
-        let mut add = |p: &Page, r: bool| {
-            if !r {
-                return;
-            }
-            referenced.push((p.pid, p.vaddr / ps));
-            regions.push((p.pid, p.vaddr >> 21));
-            let written = u64::from(soft_dirty && p.dirty);
-            // A frame mapped twice (shared, or at two addresses) is one
-            // physical page; pages arrive sorted by frame.
-            if last_pfn != Some(p.pfn) {
-                last_pfn = Some(p.pfn);
-                let c = phys.entry(p.pfn * ps / block).or_default();
-                c.user += 1;
-                c.written += written;
-            }
-            let vb = p.vaddr / block * block;
-            let key = (p.pid, vb.max(p.vma.0), (vb + block).min(p.vma.1));
-            let c = virt.entry(key).or_default();
-            c.user += 1;
-            c.written += written;
-        };
-        self.sweep(&pages, Some(&mut add))?;
+        let mut tally = ProcessTally::new(self.page_size, self.block, self.soft_dirty);
+        self.sweep(
+            &pages,
+            Some(&mut |p: &Page, referenced: bool| {
+                if referenced {
+                    tally.add(p);
+                }
+            }),
+        )?;
         self.clear_soft_dirty(pids)?;
-        out.huge = huge_histogram(regions);
-        referenced.sort_unstable();
-        referenced.dedup();
-        for run in referenced.chunk_by(|a, b| a.0 == b.0) {
-            let vpages: Vec<u64> = run.iter().map(|&(_, p)| p).collect();
-            out.pages.push(PageRuns::from_sorted(run[0].0, &vpages));
-        }
-        out.phys.extend(
-            phys.into_iter()
-                .map(|(block, counts)| PhysRow { block, counts }),
-        );
-        out.virt
-            .extend(virt.into_iter().map(|((pid, start, end), counts)| VirtRow {
-                pid,
-                start,
-                end,
-                counts,
-            }));
+        tally.finish(out);
         Ok(())
     }
 }

@@ -8,8 +8,11 @@
 //! flow is described in docs/design.md.
 #![allow(unsafe_code)]
 
+mod damon;
+mod fault;
 pub mod freeze;
 mod idle;
+mod pages;
 mod refs;
 
 use crate::procfs::{self, ProcDir};
@@ -27,6 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+pub use damon::DamonSettings;
 pub use refs::has_soft_dirty;
 
 /// A source of reference bits.
@@ -45,6 +49,35 @@ pub trait Probe {
     /// Adds what `pids` referenced since the last reset or collect to
     /// `out`, and clears the bits again for the next interval.
     fn collect(&mut self, pids: &[u32], out: &mut Interval) -> Result<()>;
+    /// Launches the command itself, for a backend that must follow the
+    /// program from its first instruction; returns its pid. `None`: the
+    /// recorder launches it.
+    fn launch(&mut self, _argv: &[String]) -> Option<Result<u32>> {
+        None
+    }
+    /// For a backend that launched the command: whether it still runs.
+    /// Its children are the backend's: the recorder never waits for them.
+    fn launched(&mut self) -> Launched {
+        Launched::Running
+    }
+    /// For a backend that launched the command: stops following it, so
+    /// that it runs on unrecorded (or says that it has exited).
+    fn let_go(&mut self) -> Launched {
+        Launched::LetGo
+    }
+}
+
+/// The state of a command a backend launched.
+#[derive(Debug)]
+pub enum Launched {
+    /// It runs, followed by the backend.
+    Running,
+    /// It exited with this code (128 + signal if killed).
+    Exited(i32),
+    /// The backend let it go (Ctrl-C or SIGTERM): it runs on.
+    LetGo,
+    /// The backend failed, and let it go.
+    Failed(Error),
 }
 
 /// What to record.
@@ -86,6 +119,11 @@ pub struct RecordConfig {
     pub freeze: bool,
     /// Output file.
     pub output: PathBuf,
+    /// DAMON's settings (the `damon` backend).
+    pub damon: DamonSettings,
+    /// The fraction of resident pages the `fault` backend moves out at
+    /// each boundary (in (0, 1]).
+    pub sample: f64,
 }
 
 /// Figures for the live line, updated at every boundary.
@@ -175,6 +213,10 @@ pub fn kernel_resident(proc_root: &Path, page_size: u64) -> Result<KernelResiden
 
 /// Picks the backend: the best this kernel offers for the target, or the
 /// one asked for if the kernel has it. Returns it with the reason.
+///
+/// `auto` picks `idle`, else `refs`: both exact. `damon` must be asked
+/// for: its counts are estimates, and its kdamonds are a machine-wide
+/// facility that pagescope takes only when told to.
 fn choose(
     config: &RecordConfig,
     root: &crate::Root,
@@ -189,7 +231,18 @@ fn choose(
             system,
         )?))
     };
+    let damon = || -> Result<Box<dyn Probe>> {
+        Ok(Box::new(damon::Damon::new(
+            root,
+            page_size,
+            config.block,
+            config.interval,
+            config.damon,
+            system,
+        )?))
+    };
     let refs = || -> Box<dyn Probe> { Box::new(refs::Refs::new(&root.proc, page_size, system)) };
+    let damon_why = || format!("asked for; {}", config.damon.describe());
     match config.backend {
         Choice::Use(Backend::Refs) => Ok((refs(), "asked for".into())),
         Choice::Use(Backend::Idle) => match idle::unavailable(root, page_size) {
@@ -199,10 +252,30 @@ fn choose(
             }),
             None => Ok((idle()?, "asked for".into())),
         },
-        Choice::Use(other) => Err(Error::Unsupported {
-            what: format!("the {} backend", other.name()),
-            needs: "this build records with `idle` and `refs` only".into(),
-        }),
+        Choice::Use(Backend::Damon) => Ok((damon()?, damon_why())),
+        Choice::Use(Backend::Fault) => match &config.target {
+            Target::Command(_) => Ok((
+                Box::new(fault::Fault::new(
+                    root,
+                    page_size,
+                    config.block,
+                    config.sample,
+                )),
+                if config.sample < 1.0 {
+                    format!(
+                        "asked for; a fixed random {:.0}% of the pages moved out at each \
+                         boundary, each that comes back counting {:.1} pages",
+                        config.sample * 100.0,
+                        1.0 / config.sample
+                    )
+                } else {
+                    "asked for".into()
+                },
+            )),
+            Target::Pids(_) => Err(fault::refuse("running processes (--pid)")),
+            Target::Cgroup(_) => Err(fault::refuse("a cgroup")),
+            Target::System => Err(fault::refuse("the whole machine")),
+        },
         Choice::Auto => match idle::unavailable(root, page_size) {
             None => Ok((
                 idle()?,
@@ -249,6 +322,8 @@ struct Recorder<'a> {
     freezer: Option<Freezer>,
     /// The launched command.
     child: Option<u32>,
+    /// Whether the backend launched it (and waits for its processes).
+    probe_launched: bool,
     exit_code: Option<i32>,
     seen: HashSet<u32>,
     /// Boundaries after which a full interval could not be kept.
@@ -355,6 +430,14 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
             }
         ));
     }
+    if probe.backend() == Backend::Fault {
+        notes.push(
+            "the fault backend traps private anonymous memory (heap, stacks, anonymous \
+             mappings): references to mapped files, program text and shared memory are not \
+             counted"
+                .into(),
+        );
+    }
     if probe.writes() == WriteSource::None {
         notes.push(if matches!(config.target, Target::System) {
             "written pages are not recorded for the whole machine (soft-dirty bits are \
@@ -372,6 +455,7 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         probe,
         freezer: frozen.then(Freezer::default),
         child: None,
+        probe_launched: false,
         exit_code: None,
         seen: HashSet::new(),
         overruns: 0,
@@ -381,11 +465,17 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
     // The file first: a bad -o must not leave a launched command behind.
     let file = std::fs::File::create(&config.output).map_err(|e| Error::io(&config.output, e))?;
     if let Target::Command(argv) = &config.target {
-        let child = std::process::Command::new(&argv[0])
-            .args(&argv[1..])
-            .spawn()
-            .map_err(|e| Error::io(&argv[0], e))?;
-        rec.child = Some(child.id());
+        rec.child = Some(match rec.probe.launch(argv) {
+            Some(pid) => {
+                rec.probe_launched = true;
+                pid?
+            }
+            None => std::process::Command::new(&argv[0])
+                .args(&argv[1..])
+                .spawn()
+                .map_err(|e| Error::io(&argv[0], e))?
+                .id(),
+        });
     }
     let start = Instant::now();
     let header = RecordHeader {
@@ -413,7 +503,7 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
             rec.on_exit(e);
         }
     }
-    let (intervals, reason) = match result {
+    let (intervals, mut reason) = match result {
         Ok(r) => r,
         Err(e) => {
             // Finish the file so that it reads as complete up to here.
@@ -425,6 +515,13 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
             return Err(e);
         }
     };
+    if rec.probe_launched && rec.exit_code.is_none() {
+        match rec.probe.let_go() {
+            Launched::Exited(code) => rec.exit_code = Some(code),
+            Launched::Failed(e) => reason = format!("{reason}; letting the program go: {e}"),
+            Launched::Running | Launched::LetGo => {}
+        }
+    }
     if let (Some(c), None) = (rec.child, rec.exit_code) {
         // Interrupted: the command runs on; wait for it as a shell would.
         rec.exit_code = freeze::wait_pid(c).map(|e| e.code);
@@ -483,8 +580,16 @@ fn run(
             }
             match wait_signal(deadline - now) {
                 Some(Signal::SIGINT | Signal::SIGTERM) => reason = Some("interrupted"),
-                Some(_) => rec.drain_children(),
-                None => {}
+                Some(_) if !rec.probe_launched => rec.drain_children(),
+                _ => {}
+            }
+            if rec.probe_launched {
+                match rec.probe.launched() {
+                    Launched::Running => {}
+                    Launched::Exited(code) => rec.exit_code = Some(code),
+                    Launched::LetGo => reason = Some("interrupted"),
+                    Launched::Failed(e) => return Err(e),
+                }
             }
             if rec.child.is_some() && rec.exit_code.is_some() {
                 reason = Some("exited");

@@ -116,16 +116,27 @@ impl Mm {
     /// Runs `UFFDIO_MOVE` of one page in the mover. `Err(errno)` for a
     /// refusal; `EAGAIN` when the address space is changing.
     fn move_page(&self, dst: u64, src: u64) -> io::Result<std::result::Result<(), Errno>> {
+        self.move_pages(dst, src, 1).map(|(_, r)| r)
+    }
+
+    /// Runs `UFFDIO_MOVE` of `n` pages in the mover: returns how many
+    /// moved, and the refusal that stopped it short, if any.
+    fn move_pages(
+        &self,
+        dst: u64,
+        src: u64,
+        n: u64,
+    ) -> io::Result<(u64, std::result::Result<(), Errno>)> {
         let Some(m) = &self.mover else {
-            return Ok(Err(Errno::ENODEV));
+            return Ok((0, Err(Errno::ENODEV)));
         };
         let Some(mover) = &m.mover else {
-            return Ok(Err(Errno::ENODEV));
+            return Ok((0, Err(Errno::ENODEV)));
         };
         let mut arg = [0u8; 40];
         arg[0..8].copy_from_slice(&dst.to_ne_bytes());
         arg[8..16].copy_from_slice(&src.to_ne_bytes());
-        arg[16..24].copy_from_slice(&PAGE.to_ne_bytes());
+        arg[16..24].copy_from_slice(&(n * PAGE).to_ne_bytes());
         arg[24..32].copy_from_slice(&super::uffd::MOVE_MODE_DONTWAKE.to_ne_bytes());
         process_vm_writev(
             Pid::from_raw(self.pid as i32),
@@ -139,24 +150,84 @@ impl Mm {
             16, /* ioctl */
             [m.fd as u64, super::uffd::MOVE, m.scratch, 0, 0, 0],
         )?;
-        Ok(if r < 0 {
-            Err(Errno::from_raw(-r as i32))
+        if r >= 0 {
+            return Ok((n, Ok(())));
+        }
+        let moved = if n == 1 {
+            0
         } else {
-            Ok(())
-        })
+            // The kernel reports the bytes it moved before it stopped
+            // (or a negative error) in the argument's `move` field.
+            let mut field = [0u8; 8];
+            process_vm_readv(
+                Pid::from_raw(self.pid as i32),
+                &mut [IoSliceMut::new(&mut field)],
+                &[RemoteIoVec {
+                    base: m.scratch as usize + 32,
+                    len: 8,
+                }],
+            )?;
+            (i64::from_ne_bytes(field).max(0) as u64 / PAGE).min(n)
+        };
+        Ok((moved, Err(Errno::from_raw(-r as i32))))
     }
 
-    fn write_index(&self, slot: u64, value: u64) -> io::Result<()> {
-        let bytes = value.to_ne_bytes();
+    /// Moves the `n` pages from `start` into `n` contiguous fresh slots of
+    /// the store with one `UFFDIO_MOVE`; returns how many moved (from
+    /// `start` on). Fewer than `n`: the page after the last moved one was
+    /// refused, and is left for [`Mm::evict`] to try alone; 0 also when the
+    /// store has no fresh run left (its freed slots are reused one by
+    /// one).
+    pub fn evict_run(&mut self, start: u64, n: u64) -> io::Result<u64> {
+        if self.mover.as_ref().is_none_or(|m| m.mover.is_none())
+            || self.store.next + n >= STORE_SLOTS - PAGE / 8
+        {
+            return Ok(0);
+        }
+        let first = self.store.next;
+        self.store.next += n;
+        if first / 512 != (first + n) / 512 || first % 512 == 0 {
+            // Keep the recorded high-water mark ahead of every used slot.
+            self.write_index(0, (first + n).next_multiple_of(512).min(STORE_SLOTS))?;
+        }
+        // The index names the pages before they move.
+        let names: Vec<u8> = (0..n)
+            .flat_map(|k| (start + k * PAGE).to_ne_bytes())
+            .collect();
+        self.write_indexes(first, &names)?;
+        let (moved, r) = self.move_pages(self.store.addr(first), start, n)?;
+        for k in 0..moved {
+            self.evicted.insert(start + k * PAGE, first + k);
+        }
+        if moved < n {
+            self.write_indexes(first + moved, &vec![0u8; ((n - moved) * 8) as usize])?;
+            self.store.free.extend(first + moved..first + n);
+            if let Err(e) = r {
+                if !matches!(
+                    e,
+                    Errno::EAGAIN | Errno::EBUSY | Errno::EINVAL | Errno::ENOENT | Errno::EEXIST
+                ) {
+                    return Err(e.into());
+                }
+            }
+        }
+        Ok(moved)
+    }
+
+    fn write_indexes(&self, slot: u64, bytes: &[u8]) -> io::Result<()> {
         process_vm_writev(
             Pid::from_raw(self.pid as i32),
-            &[IoSlice::new(&bytes)],
+            &[IoSlice::new(bytes)],
             &[RemoteIoVec {
                 base: (self.store.index + slot * 8) as usize,
-                len: 8,
+                len: bytes.len(),
             }],
         )?;
         Ok(())
+    }
+
+    fn write_index(&self, slot: u64, value: u64) -> io::Result<()> {
+        self.write_indexes(slot, &value.to_ne_bytes())
     }
 
     fn alloc_slot(&mut self) -> io::Result<u64> {

@@ -285,6 +285,11 @@ pub fn catch_stop_signals() -> io::Result<()> {
     Ok(())
 }
 
+/// Asks the tracer to stop, as SIGINT would.
+pub fn request_stop() {
+    STOP.store(true, Ordering::SeqCst);
+}
+
 /// Whether SIGINT or SIGTERM arrived.
 pub fn stop_requested() -> bool {
     STOP.load(Ordering::SeqCst)

@@ -28,12 +28,12 @@ use pagescope_core::trace::{
     TraceHeader,
 };
 use pagescope_core::{Error, Result};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// What to trace and where to write.
@@ -85,6 +85,23 @@ fn now_mono() -> u64 {
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
+/// A page the sampled program faulted in since the last boundary (the
+/// `fault` backend of `record`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sampled {
+    /// Process (thread-group id).
+    pub pid: u32,
+    /// Page address.
+    pub page: u64,
+    /// Whether the fault was a write.
+    pub write: bool,
+    /// How many pages this one stands for: `1 / FRACTION` for a page
+    /// that a boundary moved out with `--sample FRACTION` (one of a fixed
+    /// random sample of the pages), 1 for a page touched for the first
+    /// time (every such page is seen).
+    pub weight: f64,
+}
+
 /// A traced mapping in the fault thread's lookup table.
 #[derive(Clone, Copy, Debug)]
 struct MapRange {
@@ -133,8 +150,15 @@ struct State {
     spaces: HashMap<u32, Space>,
     next_space: u32,
     pool: Pool,
-    writer: TraceWriter<File>,
+    /// The trace file; `None` when sampling for `record`, whose faults go
+    /// to `sampled` instead.
+    writer: Option<TraceWriter<File>>,
     pending: Vec<Ref>,
+    sampled: Vec<Sampled>,
+    /// Pages out of the program because a boundary moved them (not the
+    /// first emptying of a mapping), and the fraction sampled.
+    moved_out: HashSet<(u32, u64)>,
+    fraction: f64,
     last_flush: Instant,
     next_mapping: u32,
     start_mono: u64,
@@ -153,9 +177,22 @@ impl std::fmt::Debug for State {
     }
 }
 
+/// A boundary asked of the fault thread, and its answer.
+#[derive(Debug, Default)]
+struct Boundary {
+    /// The recorder asks for the pages faulted in so far.
+    take: bool,
+    taken: Option<Vec<Sampled>>,
+    /// Then, with faults held meanwhile, for the eviction at this fraction.
+    evict: Option<f64>,
+    answer: Option<std::result::Result<(), String>>,
+}
+
 struct Shared {
     state: Mutex<State>,
     counts: Arc<Counts>,
+    boundary: Mutex<Boundary>,
+    answered: Condvar,
     /// Set when the fault thread must put every page back and stop.
     release: AtomicBool,
     released: AtomicBool,
@@ -174,11 +211,20 @@ impl Shared {
 
 impl State {
     fn flush(&mut self, counts: &Counts) -> Result<()> {
-        self.writer.refs(&self.pending)?;
+        if let Some(w) = self.writer.as_mut() {
+            w.refs(&self.pending)?;
+            counts.bytes.store(w.bytes(), Ordering::Relaxed);
+        }
         self.pending.clear();
         self.last_flush = Instant::now();
-        counts.bytes.store(self.writer.bytes(), Ordering::Relaxed);
         Ok(())
+    }
+
+    fn write_mapping(&mut self, m: &Mapping) -> Result<()> {
+        match self.writer.as_mut() {
+            Some(w) => w.mapping(m),
+            None => Ok(()),
+        }
     }
 
     fn new_mapping(
@@ -190,7 +236,7 @@ impl State {
     ) -> Result<u32> {
         let id = self.next_mapping;
         self.next_mapping += 1;
-        self.writer.mapping(&Mapping {
+        self.write_mapping(&Mapping {
             id,
             pid,
             start: line.start,
@@ -211,7 +257,10 @@ impl State {
             pid,
             kind,
         };
-        self.writer.event(&e)
+        match self.writer.as_mut() {
+            Some(w) => w.event(&e),
+            None => Ok(()),
+        }
     }
 }
 
@@ -277,7 +326,102 @@ fn pool_insert(st: &mut State, key: u32, page: u64, writable: bool) {
     st.pool.gen += 1;
     let gen = st.pool.gen;
     st.pool.live.insert((key, page), (gen, writable));
-    st.pool.fifo.push_back((key, page, gen));
+    // Sampling evicts at boundaries only: no replacement order to keep.
+    if st.writer.is_some() {
+        st.pool.fifo.push_back((key, page, gen));
+    }
+}
+
+/// Whether `page` is in the fixed random sample of `fraction` of the
+/// pages: a hash of its address (splitmix64), the same at every boundary.
+fn in_sample(page: u64, fraction: f64) -> bool {
+    if fraction >= 1.0 {
+        return true;
+    }
+    let mut z = (page / PAGE).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64) < fraction
+}
+
+/// A boundary of the `fault` backend: moves the resident pages of the
+/// sample (every page at `fraction` 1) out again, so that their next touch
+/// faults. The sample is fixed, so every page of it is out when an
+/// interval begins: one that faults back stands for `1 / fraction` pages,
+/// and the estimate is unbiased.
+fn on_boundary(st: &mut State, counts: &Counts, fraction: f64) -> Result<()> {
+    st.fraction = fraction;
+    let mut pages: Vec<(u32, u64)> = st
+        .pool
+        .live
+        .keys()
+        .copied()
+        .filter(|&(_, p)| in_sample(p, fraction))
+        .collect();
+    pages.sort_unstable();
+    // Runs of neighbouring pages inside one mapping go with one move each.
+    let mut i = 0;
+    while i < pages.len() {
+        let (key, start) = pages[i];
+        let Some(space) = st.spaces.get_mut(&key) else {
+            i += 1;
+            continue;
+        };
+        let map_end = space
+            .maps
+            .range(..=start)
+            .next_back()
+            .map_or(start + PAGE, |(_, r)| r.end.max(start + PAGE));
+        let mut j = i + 1;
+        while j < pages.len()
+            && j - i < 4096
+            && pages[j].0 == key
+            && pages[j].1 == start + (j - i) as u64 * PAGE
+            && pages[j].1 < map_end
+        {
+            j += 1;
+        }
+        let n = (j - i) as u64;
+        let moved = if n > 1 {
+            match space.mm.evict_run(start, n) {
+                Ok(m) => m as usize,
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => 0,
+                Err(e) => return Err(sys("UFFDIO_MOVE (evicting pages)", e)),
+            }
+        } else {
+            0
+        };
+        for &(_, page) in &pages[i..i + moved] {
+            st.pool.live.remove(&(key, page));
+            st.moved_out.insert((key, page));
+        }
+        counts.evictions.fetch_add(moved as u64, Ordering::Relaxed);
+        // The rest one by one: the page that stopped the run may be one
+        // the kernel won't move, and the others may still go.
+        for &(_, page) in &pages[i + moved..j] {
+            let Some(space) = st.spaces.get_mut(&key) else {
+                break;
+            };
+            match space.mm.evict(page) {
+                Ok(Some(true)) => {
+                    st.pool.live.remove(&(key, page));
+                    st.moved_out.insert((key, page));
+                    counts.evictions.fetch_add(1, Ordering::Relaxed);
+                }
+                // Can't go (shared after fork, no mover yet): it stays, and
+                // its next touches go unseen until it can.
+                Ok(Some(false)) => {
+                    counts.unevictable.fetch_add(1, Ordering::Relaxed);
+                }
+                // The address space is changing: tried at the next boundary.
+                Ok(None) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(e) => return Err(sys("UFFDIO_MOVE (evicting a page)", e)),
+            }
+        }
+        i = j;
+    }
+    Ok(())
 }
 
 fn lookup_mapping(st: &mut State, key: u32, addr: u64) -> Result<u32> {
@@ -303,6 +447,9 @@ fn lookup_mapping(st: &mut State, key: u32, addr: u64) -> Result<u32> {
     Ok(id)
 }
 
+/// Logs a reference; `evicted`: the page came back from the store (else
+/// it was touched for the first time, or is a write to a page in the
+/// pool).
 fn log_ref(
     st: &mut State,
     counts: &Counts,
@@ -310,9 +457,25 @@ fn log_ref(
     page: u64,
     tid: u32,
     write: bool,
+    evicted: bool,
 ) -> Result<()> {
-    let mapping = lookup_mapping(st, key, page)?;
     let pid = st.spaces[&key].mm.pid;
+    if st.writer.is_none() {
+        let weight = if evicted && st.moved_out.remove(&(key, page)) {
+            1.0 / st.fraction
+        } else {
+            1.0
+        };
+        st.sampled.push(Sampled {
+            pid,
+            page,
+            write,
+            weight,
+        });
+        counts.references.fetch_add(1, Ordering::Relaxed);
+        return Ok(());
+    }
+    let mapping = lookup_mapping(st, key, page)?;
     st.pending.push(Ref {
         time_ns: now_mono().saturating_sub(st.start_mono),
         pid,
@@ -356,7 +519,7 @@ fn on_fault(
                     Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return Ok(false),
                     r => r.map_err(|e| sys("UFFDIO_WRITEPROTECT", e))?,
                 }
-                log_ref(st, counts, key, page, tid, true)?;
+                log_ref(st, counts, key, page, tid, true, false)?;
                 st.pool.live.insert((key, page), (gen, true));
             }
             None => {
@@ -367,7 +530,7 @@ fn on_fault(
                     Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return Ok(false),
                     r => r.map_err(|e| sys("UFFDIO_WRITEPROTECT", e))?,
                 }
-                log_ref(st, counts, key, page, tid, true)?;
+                log_ref(st, counts, key, page, tid, true, false)?;
                 pool_insert(st, key, page, true);
                 shrink_pool(st, counts)?;
             }
@@ -375,6 +538,7 @@ fn on_fault(
         return Ok(true);
     }
     let space = st.spaces.get_mut(&key).expect("space exists");
+    let mut evicted = true;
     let back = match space.mm.bring_back(page, !write) {
         Ok(b) => b,
         Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return Ok(false),
@@ -385,6 +549,7 @@ fn on_fault(
             uffd.wake(page, PAGE).map_err(|e| sys("UFFDIO_WAKE", e))?;
         }
         Some(Restored::Nothing) | None => {
+            evicted = false;
             // First touch: a zero page, write-protected for a read so that
             // the first write is seen. A page that is already there was
             // filled for another thread's fault: not a new reference.
@@ -403,7 +568,7 @@ fn on_fault(
             }
         }
     }
-    log_ref(st, counts, key, page, tid, write)?;
+    log_ref(st, counts, key, page, tid, write, evicted)?;
     pool_insert(st, key, page, write);
     shrink_pool(st, counts)?;
     Ok(true)
@@ -434,6 +599,8 @@ fn drop_range(st: &mut State, key: u32, start: u64, end: u64, unmap: bool) -> Re
     st.pool
         .live
         .retain(|&(k, p), _| k != key || p < start || p >= end);
+    st.moved_out
+        .retain(|&(k, p)| k != key || p < start || p >= end);
     Ok(())
 }
 
@@ -610,6 +777,37 @@ fn fault_thread(shared: Arc<Shared>, wake_r: OwnedFd) {
             prepare_spaces(&mut st);
             return;
         }
+        let mut b = shared.boundary.lock().unwrap_or_else(|p| p.into_inner());
+        if std::mem::take(&mut b.take) {
+            // The pages faulted in so far; no fault is served until the
+            // recorder has read their frames and asks for the eviction, so
+            // none comes in (and goes out again unseen) in between.
+            b.taken = Some(std::mem::take(&mut shared.lock().sampled));
+            shared.answered.notify_all();
+            let fraction = loop {
+                if let Some(f) = b.evict.take() {
+                    break Some(f);
+                }
+                if shared.quit.load(Ordering::SeqCst) || shared.release.load(Ordering::SeqCst) {
+                    break None;
+                }
+                b = shared
+                    .answered
+                    .wait_timeout(b, Duration::from_millis(100))
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            };
+            if let Some(fraction) = fraction {
+                let answer = {
+                    let mut st = shared.lock();
+                    prepare_spaces(&mut st);
+                    on_boundary(&mut st, &shared.counts, fraction).map_err(|e| e.to_string())
+                };
+                b.answer = Some(answer);
+                shared.answered.notify_all();
+            }
+        }
+        drop(b);
         let fds: Vec<(u32, Arc<Uffd>)> = {
             let mut st = shared.lock();
             prepare_spaces(&mut st);
@@ -1047,7 +1245,7 @@ impl Ptracer {
                 };
                 st.new_mapping(pid, &line, MappingKind::Heap, traced)?
             } else {
-                st.writer.mapping(&Mapping {
+                st.write_mapping(&Mapping {
                     id,
                     pid,
                     start,
@@ -1201,11 +1399,13 @@ impl Ptracer {
                 }
             });
             let id = st.new_mapping(tid, line, MappingKind::File, false)?;
-            st.writer.residency(&Residency {
-                mapping: id,
-                pages: (line.end - line.start) / PAGE,
-                resident,
-            })?;
+            if let Some(w) = st.writer.as_mut() {
+                w.residency(&Residency {
+                    mapping: id,
+                    pages: (line.end - line.start) / PAGE,
+                    resident,
+                })?;
+            }
         }
         Ok(())
     }
@@ -1445,10 +1645,8 @@ fn empty_range(mm: &mut Mm, start: u64, end: u64) -> Result<()> {
     Ok(())
 }
 
-/// Traces `config.argv` to `config.output`. `counts` is updated as it runs.
-pub fn trace(config: &TraceConfig, counts: Arc<Counts>) -> Result<TraceOutcome> {
-    let program = pt::resolve(&config.argv[0]).map_err(|e| sys("cannot run", e))?;
-    // Refuse before the program starts if the kernel can't trace it.
+/// Refuses before the program starts if the kernel can't trace it.
+fn check_kernel() -> Result<()> {
     let available = uffd::Uffd::probe_features().map_err(|e| Error::Unsupported {
         what: "userfaultfd".into(),
         needs: format!(
@@ -1464,6 +1662,13 @@ pub fn trace(config: &TraceConfig, counts: Arc<Counts>) -> Result<TraceOutcome> 
                 .into(),
         });
     }
+    Ok(())
+}
+
+/// Traces the program of `config` into its trace file.
+pub fn trace(config: &TraceConfig, counts: Arc<Counts>) -> Result<TraceOutcome> {
+    let program = pt::resolve(&config.argv[0]).map_err(|e| sys("cannot run", e))?;
+    check_kernel()?;
     let file = File::create(&config.output).map_err(|e| Error::io(&config.output, e))?;
     let start_unix_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -1483,8 +1688,32 @@ pub fn trace(config: &TraceConfig, counts: Arc<Counts>) -> Result<TraceOutcome> 
             .into(),
     };
     let writer = TraceWriter::new(file, &config.output, &header)?;
+    run(
+        &program,
+        &config.argv,
+        config.pool_pages.max(1) as usize,
+        Some(writer),
+        start_mono,
+        counts,
+        |_, _| {},
+    )
+}
+
+/// Launches and traces the program until it exits or a stop is asked
+/// for (SIGINT or SIGTERM in this thread). References go to `writer`, or
+/// with no writer to the boundaries of a [`Sampler`]. `started` gets the
+/// shared state and the program's pid once it runs.
+fn run(
+    program: &std::path::Path,
+    argv: &[String],
+    pool_cap: usize,
+    writer: Option<TraceWriter<File>>,
+    start_mono: u64,
+    counts: Arc<Counts>,
+    started: impl FnOnce(&Arc<Shared>, u32),
+) -> Result<TraceOutcome> {
     pt::catch_stop_signals().map_err(|e| sys("sigaction", e))?;
-    let child = pt::spawn(&program, &config.argv).map_err(|e| sys("trace", e))?;
+    let child = pt::spawn(program, argv).map_err(|e| sys("trace", e))?;
     let (wake_r, wake_w) = rustix::pipe::pipe_with(
         rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
     )
@@ -1494,11 +1723,14 @@ pub fn trace(config: &TraceConfig, counts: Arc<Counts>) -> Result<TraceOutcome> 
             spaces: HashMap::new(),
             next_space: 0,
             pool: Pool {
-                cap: config.pool_pages.max(1) as usize,
+                cap: pool_cap,
                 ..Pool::default()
             },
             writer,
             pending: Vec::new(),
+            sampled: Vec::new(),
+            moved_out: HashSet::new(),
+            fraction: 1.0,
             last_flush: Instant::now(),
             next_mapping: 0,
             start_mono,
@@ -1508,6 +1740,8 @@ pub fn trace(config: &TraceConfig, counts: Arc<Counts>) -> Result<TraceOutcome> 
             zero: Box::new([0; PAGE as usize]),
         }),
         counts: counts.clone(),
+        boundary: Mutex::new(Boundary::default()),
+        answered: Condvar::new(),
         release: AtomicBool::new(false),
         released: AtomicBool::new(false),
         quit: AtomicBool::new(false),
@@ -1539,9 +1773,10 @@ pub fn trace(config: &TraceConfig, counts: Arc<Counts>) -> Result<TraceOutcome> 
     shared.lock().event(
         root,
         ProcessEventKind::Start {
-            command: config.argv.clone(),
+            command: argv.to_vec(),
         },
     )?;
+    started(&shared, root);
     let mut reason = "exited".to_string();
     let mut error = None;
     loop {
@@ -1583,6 +1818,14 @@ pub fn trace(config: &TraceConfig, counts: Arc<Counts>) -> Result<TraceOutcome> 
     shared.quit.store(true, Ordering::SeqCst);
     shared.poke();
     let _ = handler.join();
+    // A boundary asked for now gets no answer but this.
+    shared
+        .boundary
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .answer
+        .get_or_insert(Err(format!("the tracer ended: {reason}")));
+    shared.answered.notify_all();
     let end = TraceEnd {
         references: counts.references.load(Ordering::Relaxed),
         evictions: counts.evictions.load(Ordering::Relaxed),
@@ -1591,8 +1834,11 @@ pub fn trace(config: &TraceConfig, counts: Arc<Counts>) -> Result<TraceOutcome> 
     };
     let mut st = shared.lock();
     st.flush(&counts)?;
-    st.writer.finish(&end)?;
-    let bytes = st.writer.bytes();
+    let mut bytes = 0;
+    if let Some(w) = st.writer.as_mut() {
+        w.finish(&end)?;
+        bytes = w.bytes();
+    }
     drop(st);
     if let Some(e) = error {
         return Err(e);
@@ -1603,4 +1849,185 @@ pub fn trace(config: &TraceConfig, counts: Arc<Counts>) -> Result<TraceOutcome> 
         bytes,
         exit_status: tracer.root_status,
     })
+}
+
+/// A program traced for `record --backend fault`: the tracer runs in a
+/// thread of its own (ptrace requests must come from the thread that
+/// launched the program), and at each boundary the recorder takes the
+/// pages faulted in since the last one and has them moved out again.
+pub struct Sampler {
+    shared: Arc<Shared>,
+    root: u32,
+    thread: Option<std::thread::JoinHandle<Result<TraceOutcome>>>,
+    tracer_thread: nix::sys::pthread::Pthread,
+}
+
+impl std::fmt::Debug for Sampler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sampler")
+            .field("root", &self.root)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sampler {
+    /// Launches `argv` under the tracer. SIGINT and SIGTERM go to the
+    /// tracer's thread, which puts every page back and lets the program go;
+    /// when the tracer ends for any reason it sends `SIGCHLD` to the
+    /// calling thread, to wake a recorder waiting in `sigtimedwait`.
+    pub fn start(argv: &[String], counts: Arc<Counts>) -> Result<Sampler> {
+        let program = pt::resolve(&argv[0]).map_err(|e| sys("cannot run", e))?;
+        check_kernel()?;
+        let caller = nix::sys::pthread::pthread_self();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let argv = argv.to_vec();
+        let thread = std::thread::Builder::new()
+            .name("tracer".into())
+            .spawn(move || {
+                let mut set = nix::sys::signal::SigSet::empty();
+                set.add(Signal::SIGINT);
+                set.add(Signal::SIGTERM);
+                let _ = nix::sys::signal::pthread_sigmask(
+                    nix::sys::signal::SigmaskHow::SIG_UNBLOCK,
+                    Some(&set),
+                    None,
+                );
+                let me = nix::sys::pthread::pthread_self();
+                let r = run(
+                    &program,
+                    &argv,
+                    usize::MAX,
+                    None,
+                    now_mono(),
+                    counts,
+                    |shared, root| {
+                        let _ = tx.send((shared.clone(), root, me));
+                    },
+                );
+                // The caller thread outlives the recording.
+                let _ = nix::sys::pthread::pthread_kill(caller, Signal::SIGCHLD);
+                r
+            })
+            .map_err(|e| sys("thread", e))?;
+        match rx.recv() {
+            Ok((shared, root, tracer_thread)) => Ok(Sampler {
+                shared,
+                root,
+                thread: Some(thread),
+                tracer_thread,
+            }),
+            Err(_) => Err(match thread.join() {
+                Ok(Err(e)) => e,
+                _ => sys("trace", std::io::Error::other("the tracer ended at once")),
+            }),
+        }
+    }
+
+    /// The launched program's pid.
+    pub fn root(&self) -> u32 {
+        self.root
+    }
+
+    /// The processes traced now.
+    pub fn pids(&self) -> Vec<u32> {
+        let mut p: Vec<u32> = self
+            .shared
+            .lock()
+            .spaces
+            .values()
+            .map(|s| s.mm.pid)
+            .collect();
+        p.sort_unstable();
+        p.dedup();
+        p
+    }
+
+    /// Whether the tracer has ended (the program exited, or was let go).
+    pub fn finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(|t| t.is_finished())
+    }
+
+    /// The pages faulted in since the last boundary. Faults are held
+    /// until [`Sampler::evict`], which must follow.
+    pub fn take(&self) -> Vec<Sampled> {
+        let taken = self.ask(
+            |b| {
+                b.taken = None;
+                b.take = true;
+            },
+            |b| b.taken.take(),
+        );
+        // The tracer ended: what it logged before.
+        taken.unwrap_or_else(|| std::mem::take(&mut self.shared.lock().sampled))
+    }
+
+    /// Moves the resident pages of the sample (every page when `fraction`
+    /// is one) out again, so that their next touch faults; then faults
+    /// are served again.
+    pub fn evict(&self, fraction: f64) -> Result<()> {
+        self.ask(
+            |b| {
+                b.answer = None;
+                b.evict = Some(fraction);
+            },
+            |b| b.answer.take(),
+        )
+        .unwrap_or(Ok(()))
+        .map_err(|e| sys("trace", std::io::Error::other(e)))
+    }
+
+    /// Puts a request to the fault thread and waits for its answer;
+    /// `None` if the tracer has ended.
+    fn ask<T>(
+        &self,
+        put: impl FnOnce(&mut Boundary),
+        mut answer: impl FnMut(&mut Boundary) -> Option<T>,
+    ) -> Option<T> {
+        let mut b = self.lock_boundary();
+        if self.finished() {
+            return None;
+        }
+        put(&mut b);
+        drop(b);
+        self.shared.answered.notify_all();
+        self.shared.poke();
+        let mut b = self.lock_boundary();
+        loop {
+            if let Some(a) = answer(&mut b) {
+                return Some(a);
+            }
+            if self.finished() {
+                return None;
+            }
+            b = self
+                .shared
+                .answered
+                .wait_timeout(b, Duration::from_millis(100))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    fn lock_boundary(&self) -> MutexGuard<'_, Boundary> {
+        self.shared
+            .boundary
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Ends tracing: if the program still runs, every page is put back and
+    /// it runs on untraced. Returns how the tracer ended.
+    pub fn stop(mut self) -> Result<TraceOutcome> {
+        let Some(thread) = self.thread.take() else {
+            return Err(sys("trace", std::io::Error::other("stopped twice")));
+        };
+        if !thread.is_finished() {
+            pt::request_stop();
+            // The thread runs until joined below.
+            let _ = nix::sys::pthread::pthread_kill(self.tracer_thread, Signal::SIGINT);
+        }
+        thread
+            .join()
+            .unwrap_or_else(|_| Err(sys("trace", std::io::Error::other("the tracer panicked"))))
+    }
 }

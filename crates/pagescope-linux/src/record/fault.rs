@@ -1,0 +1,173 @@
+//! The `fault` backend: userfaultfd, exact per page, with writes, for a
+//! command pagescope launches.
+//!
+//! The program runs under the tracer of `pagescope trace` with a pool
+//! that never fills: every private anonymous page it touches faults once,
+//! comes in, and stays. At each boundary the recorder takes the pages that
+//! faulted in since the last one (the referenced pages, with read or
+//! write: a page brought back for a read is write-protected, so its first
+//! write faults too), reads their frames from pagemap, and has them moved
+//! out again (`UFFDIO_MOVE` into the store inside the program, no copy),
+//! so that their next touch faults in the next interval. With
+//! `--sample FRACTION` only the pages of a fixed random sample of that
+//! fraction (by a hash of the address) are moved out, and each of them
+//! that comes back counts `1 / FRACTION` pages; pages touched for the
+//! first time are all seen and count one each.
+//!
+//! Regular-file mappings (program text, mapped files) and shared memory
+//! can't be trapped this way and are not counted (the header says so).
+
+use super::pages::{resident, ProcessTally};
+use super::{Launched, Probe};
+use crate::trace::{Counts as TraceCounts, Sampler};
+use crate::Root;
+use pagescope_core::record::{Backend, Granularity, Interval, WriteSource};
+use pagescope_core::{Error, Result};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// See the module documentation.
+#[derive(Debug)]
+pub struct Fault {
+    root: Root,
+    page_size: u64,
+    block: u64,
+    /// The fraction of the resident pages moved out at each boundary.
+    fraction: f64,
+    sampler: Option<Sampler>,
+    buf: Vec<u8>,
+}
+
+impl Fault {
+    /// A backend that moves out `fraction` (in (0, 1]) of the resident
+    /// pages at each boundary.
+    pub fn new(root: &Root, page_size: u64, block: u64, fraction: f64) -> Fault {
+        Fault {
+            root: root.clone(),
+            page_size,
+            block,
+            fraction,
+            sampler: None,
+            buf: Vec::new(),
+        }
+    }
+}
+
+impl Probe for Fault {
+    fn backend(&self) -> Backend {
+        Backend::Fault
+    }
+
+    fn granularity(&self) -> Granularity {
+        Granularity::Page
+    }
+
+    fn writes(&self) -> WriteSource {
+        WriteSource::Backend
+    }
+
+    fn needs_freeze(&self) -> bool {
+        false
+    }
+
+    fn launch(&mut self, argv: &[String]) -> Option<Result<u32>> {
+        Some(
+            Sampler::start(argv, Arc::new(TraceCounts::default())).map(|s| {
+                let pid = s.root();
+                self.sampler = Some(s);
+                pid
+            }),
+        )
+    }
+
+    fn launched(&mut self) -> Launched {
+        match &self.sampler {
+            Some(s) if !s.finished() => Launched::Running,
+            Some(_) => self.let_go(),
+            None => Launched::LetGo,
+        }
+    }
+
+    fn let_go(&mut self) -> Launched {
+        match self.sampler.take().map(Sampler::stop) {
+            Some(Ok(o)) => match o.exit_status {
+                Some(code) => Launched::Exited(code),
+                None => Launched::LetGo,
+            },
+            Some(Err(e)) => Launched::Failed(e),
+            None => Launched::LetGo,
+        }
+    }
+
+    fn reset(&mut self, _pids: &[u32]) -> Result<()> {
+        // Every page starts out of the program (the tracer empties each
+        // mapping it registers), and faults on its first touch.
+        Ok(())
+    }
+
+    fn collect(&mut self, _pids: &[u32], out: &mut Interval) -> Result<()> {
+        let Some(sampler) = &self.sampler else {
+            return Ok(());
+        };
+        let mut refs = sampler.take();
+        // A page faults again in the same interval if it was moved out
+        // after it came back (at the boundary just past): once is enough.
+        refs.sort_unstable_by_key(|r| (r.pid, r.page));
+        let mut seen: HashMap<(u32, u64), (bool, f64)> = HashMap::new();
+        for r in &refs {
+            let e = seen.entry((r.pid, r.page)).or_insert((false, 0.0));
+            e.0 |= r.write;
+            e.1 = e.1.max(r.weight);
+        }
+        let mut pids: Vec<u32> = refs.iter().map(|r| r.pid).collect();
+        pids.dedup();
+        // The pages are in the program until they are moved out below:
+        // their frames come from pagemap now, while faults are held.
+        let ps = self.page_size;
+        let mut buf = std::mem::take(&mut self.buf);
+        let pages = resident(&self.root.proc, ps, &pids, &mut buf, |pid| {
+            let mut runs: Vec<(u64, u64)> = Vec::new();
+            for r in refs.iter().filter(|r| r.pid == pid) {
+                match runs.last_mut() {
+                    Some(last) if last.1 == r.page => last.1 += ps,
+                    Some(last) if last.1 > r.page => {}
+                    _ => runs.push((r.page, r.page + ps)),
+                }
+            }
+            runs
+        });
+        self.buf = buf;
+        // Faults are held from the take to here: the eviction must come.
+        let evicted = sampler.evict(self.fraction);
+        let pages = pages?;
+        evicted?;
+        let mut tally = ProcessTally::new(ps, self.block, true);
+        for mut p in pages {
+            if let Some(&(write, weight)) = seen.get(&(p.pid, p.vaddr)) {
+                p.dirty = write;
+                tally.add_weighted(&p, weight);
+            }
+        }
+        tally.finish(out);
+        Ok(())
+    }
+}
+
+impl Drop for Fault {
+    fn drop(&mut self) {
+        // Every page goes back, and the program runs on untraced.
+        if let Some(s) = self.sampler.take() {
+            let _ = s.stop();
+        }
+    }
+}
+
+/// Why the backend can't record `what`, if it can't.
+pub fn refuse(what: &str) -> Error {
+    Error::Unsupported {
+        what: format!("the fault backend for {what}"),
+        needs: "a command pagescope launches (`pagescope record --backend fault -- CMD`): \
+                attaching to running processes is not built yet"
+            .into(),
+    }
+}

@@ -1,0 +1,251 @@
+//! What page-placing backends share: the resident pages of processes
+//! (from pagemap), and the tallies that turn referenced pages into an
+//! interval's rows.
+
+use super::refs::{clear, gone_ok};
+use crate::pagemap::PagemapReader;
+use crate::procfs::ProcDir;
+use pagescope_core::kpageflags::KPageFlags;
+use pagescope_core::record::{huge_histogram, Counts, Interval, PageRuns, PhysRow, VirtRow};
+use pagescope_core::Result;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// One resident page of a recorded process.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Page {
+    pub pfn: u64,
+    pub pid: u32,
+    pub vaddr: u64,
+    /// The VMA holding it.
+    pub vma: (u64, u64),
+    /// Its soft-dirty bit.
+    pub dirty: bool,
+}
+
+/// Every resident page of `pids` inside `ranges(pid)` (sorted, disjoint
+/// `[start, end)` address ranges), sorted by frame. Processes that exit
+/// meanwhile are skipped.
+pub(super) fn resident(
+    proc_root: &Path,
+    page_size: u64,
+    pids: &[u32],
+    buf: &mut Vec<u8>,
+    mut ranges: impl FnMut(u32) -> Vec<(u64, u64)>,
+) -> Result<Vec<Page>> {
+    let mut out = Vec::new();
+    for &pid in pids {
+        let want = ranges(pid);
+        if want.is_empty() {
+            continue;
+        }
+        let r = (|| -> Result<()> {
+            let dir = ProcDir::open(proc_root, pid)?;
+            let maps = dir.maps(buf)?;
+            let file = dir.open_file("pagemap")?;
+            let mut pm = PagemapReader::new(file, dir.path().join("pagemap"), page_size);
+            let mut k = 0;
+            for m in maps {
+                // The ranges are sorted, as the VMAs are: walk both.
+                while k < want.len() && want[k].1 <= m.start {
+                    k += 1;
+                }
+                let mut j = k;
+                while j < want.len() && want[j].0 < m.end {
+                    let (s, e) = (want[j].0.max(m.start), want[j].1.min(m.end));
+                    pm.for_each(s, e, |vaddr, e| {
+                        if let Some(pfn) = e.pfn().filter(|_| e.is_present()) {
+                            out.push(Page {
+                                pfn: pfn.0,
+                                pid,
+                                vaddr,
+                                vma: (m.start, m.end),
+                                dirty: e.is_soft_dirty(),
+                            });
+                        }
+                    })?;
+                    j += 1;
+                }
+            }
+            Ok(())
+        })();
+        gone_ok(r)?;
+    }
+    out.sort_unstable_by_key(|p| p.pfn);
+    Ok(out)
+}
+
+/// Clears the soft-dirty bits of `pids` (`clear_refs` 4) if `enabled`;
+/// processes that exit meanwhile are skipped.
+pub(super) fn clear_soft_dirty(proc_root: &Path, enabled: bool, pids: &[u32]) -> Result<()> {
+    if enabled {
+        for &pid in pids {
+            if let Ok(dir) = ProcDir::open(proc_root, pid) {
+                gone_ok(clear(&dir, b"4"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether a frame's reference state means anything to the idle bitmap
+/// and to DAMON's physical sampling: an LRU page, or any page of a
+/// transparent huge page (whose tail pages don't carry the LRU flag in
+/// kpageflags on older kernels), but never the zero page.
+pub(super) fn tracked(flags: u64) -> bool {
+    let f = KPageFlags::from_bits_retain(flags);
+    (f.contains(KPageFlags::LRU) || f.contains(KPageFlags::THP))
+        && !f.contains(KPageFlags::ZERO_PAGE)
+}
+
+/// Pages and written pages of a row, weighted (a sampled page stands for
+/// several).
+#[derive(Clone, Copy, Debug, Default)]
+struct Weighted {
+    user: f64,
+    written: f64,
+}
+
+impl Weighted {
+    /// The counts, at most `pages` (a sample can scale a row past its
+    /// size).
+    fn counts(self, pages: u64) -> Counts {
+        let user = (self.user.round() as u64).min(pages);
+        Counts {
+            user,
+            page_cache: 0,
+            written: (self.written.round() as u64).min(user),
+        }
+    }
+}
+
+/// Referenced pages of processes, summed into an interval's rows: by
+/// physical block (a frame mapped twice counts once), by block piece
+/// inside each VMA, as runs of virtual pages, and by 2 MiB region.
+pub(super) struct ProcessTally {
+    page_size: u64,
+    block: u64,
+    soft_dirty: bool,
+    phys: BTreeMap<u64, Weighted>,
+    virt: BTreeMap<(u32, u64, u64), Weighted>,
+    regions: Vec<(u32, u64)>,
+    referenced: Vec<(u32, u64)>,
+    last_pfn: Option<u64>,
+}
+
+impl ProcessTally {
+    /// A tally whose written counts come from the pages' `dirty` flags
+    /// (soft-dirty bits, or writes the backend saw) if `soft_dirty`.
+    pub fn new(page_size: u64, block: u64, soft_dirty: bool) -> ProcessTally {
+        ProcessTally {
+            page_size,
+            block,
+            soft_dirty,
+            phys: BTreeMap::new(),
+            virt: BTreeMap::new(),
+            regions: Vec::new(),
+            referenced: Vec::new(),
+            last_pfn: None,
+        }
+    }
+
+    /// Counts a referenced page; pages must come sorted by frame.
+    pub fn add(&mut self, p: &Page) {
+        self.add_weighted(p, 1.0);
+    }
+
+    /// Counts a referenced page as `weight` pages (a page of a random
+    /// sample); pages must come sorted by frame.
+    pub fn add_weighted(&mut self, p: &Page, weight: f64) {
+        let (ps, block) = (self.page_size, self.block);
+        self.referenced.push((p.pid, p.vaddr / ps));
+        self.regions.push((p.pid, p.vaddr >> 21));
+        let written = if self.soft_dirty && p.dirty {
+            weight
+        } else {
+            0.0
+        };
+        if self.last_pfn != Some(p.pfn) {
+            self.last_pfn = Some(p.pfn);
+            let c = self.phys.entry(p.pfn * ps / block).or_default();
+            c.user += weight;
+            c.written += written;
+        }
+        let vb = p.vaddr / block * block;
+        let key = (p.pid, vb.max(p.vma.0), (vb + block).min(p.vma.1));
+        let c = self.virt.entry(key).or_default();
+        c.user += weight;
+        c.written += written;
+    }
+
+    /// Writes the rows, page runs and huge-page histogram into `out`.
+    pub fn finish(mut self, out: &mut Interval) {
+        out.huge = huge_histogram(self.regions);
+        self.referenced.sort_unstable();
+        self.referenced.dedup();
+        for run in self.referenced.chunk_by(|a, b| a.0 == b.0) {
+            let vpages: Vec<u64> = run.iter().map(|&(_, p)| p).collect();
+            out.pages.push(PageRuns::from_sorted(run[0].0, &vpages));
+        }
+        let (ps, block_pages) = (self.page_size, self.block / self.page_size);
+        out.phys
+            .extend(self.phys.into_iter().map(|(block, w)| PhysRow {
+                block,
+                counts: w.counts(block_pages),
+            }));
+        out.virt
+            .extend(self.virt.into_iter().map(|((pid, start, end), w)| VirtRow {
+                pid,
+                start,
+                end,
+                counts: w.counts((end - start) / ps),
+            }));
+    }
+}
+
+/// Referenced frames of the whole machine, classed by kpageflags: mapped
+/// (user) or file pages no process maps (page cache), summed by
+/// physical block and 2 MiB region.
+pub(super) struct FrameTally {
+    page_size: u64,
+    block: u64,
+    rows: BTreeMap<u64, Counts>,
+    regions: Vec<u64>,
+}
+
+impl FrameTally {
+    pub fn new(page_size: u64, block: u64) -> FrameTally {
+        FrameTally {
+            page_size,
+            block,
+            rows: BTreeMap::new(),
+            regions: Vec::new(),
+        }
+    }
+
+    /// Counts a referenced frame with kpageflags `flags` (only tracked
+    /// frames should come here).
+    pub fn add(&mut self, frame: u64, flags: u64) {
+        let f = KPageFlags::from_bits_retain(flags);
+        self.regions.push((frame * self.page_size) >> 21);
+        let c = self
+            .rows
+            .entry(frame * self.page_size / self.block)
+            .or_default();
+        if !f.contains(KPageFlags::MMAP) && !f.contains(KPageFlags::ANON) {
+            c.page_cache += 1;
+        } else {
+            c.user += 1;
+        }
+    }
+
+    /// Writes the rows and huge-page histogram into `out`.
+    pub fn finish(self, out: &mut Interval) {
+        out.huge = huge_histogram(self.regions);
+        out.phys.extend(
+            self.rows
+                .into_iter()
+                .map(|(block, counts)| PhysRow { block, counts }),
+        );
+    }
+}
