@@ -337,9 +337,18 @@ else
     refused damon damon CONFIG_DAMON_SYSFS
 fi
 
-# fault: userfaultfd with UFFDIO_MOVE (Linux 6.8+). Where the kernel has
-# it, the same verification, exact; where it doesn't (6.1), a refusal that
-# names the missing feature, before the command runs.
+# trace and fault: userfaultfd with UFFDIO_MOVE (Linux 6.8+). Where the
+# kernel has it, trace's exact count and the fault backend's verification;
+# where it doesn't (6.1), a refusal that names the missing feature, before
+# the command runs.
+if /pagescope trace -q --pool 2M -o /tmp/t.trace -- /pagetest --size 4M --iterations 3 > /tmp/tr.out 2> /tmp/tr.err; then
+    refs=$(/pagescope analyze /tmp/t.trace refs --format json 2>/dev/null | sed -n 's/.*"references": *\([0-9]*\).*/\1/p' | head -1)
+    if [ "${refs:-0}" -ge 3072 ]; then check trace pass "references=$refs"; else check trace fail "references=$refs"; fi
+elif grep -q "MOVE (Linux 6.8)" /tmp/tr.err && [ ! -s /tmp/tr.out ]; then
+    check trace refused-as-expected "$(head -1 /tmp/tr.err)"
+else
+    check trace fail "$(head -1 /tmp/tr.err)"
+fi
 if /pagescope record -q --backend fault -o /tmp/fa.rec -- /pagetest --size 1M > /dev/null 2> /tmp/fa.err; then
     record_check fault fault 2
 elif grep -q "MOVE (Linux 6.8)" /tmp/fa.err; then
