@@ -171,8 +171,10 @@ else
     refused idle idle CONFIG_IDLE_PAGE_TRACKING
 fi
 # numa and hugepages (idle): a pagetest writing its 256 MiB buffer every
-# 50 ms, recorded for 3 s at 500 ms. In each interval that referenced the
-# whole buffer (pages of its 2 MiB regions >= the buffer's; the last one
+# 50 ms, recorded for 9 s at 3 s (a pass takes up to 1.5 s under TCG on a
+# busy host, so a 500 ms interval may hold no whole pass; any window
+# longer than a pass and its pause sees every page). In each interval that
+# referenced the whole buffer (pages of its 2 MiB regions >= the buffer's; the last one
 # may be cut short by --duration), the pages per node against the
 # buffer's numa_maps (2%), and at least 126 of the buffer's 128 2 MiB
 # regions referenced in every page (the two at its ends may be shared
@@ -184,7 +186,7 @@ if [ -e /sys/kernel/mm/page_idle/bitmap ]; then
     npid=$(sed -n 's/.*"pid":\([0-9]*\).*/\1/p' /tmp/np.out | head -1)
     nstart=$(sed -n 's/.*"start":\([0-9]*\).*/\1/p' /tmp/np.out | head -1)
     npages=$(sed -n 's/.*"pages":\([0-9]*\).*/\1/p' /tmp/np.out | head -1)
-    /pagescope record -q --backend idle --interval 500ms --duration 3s -o /tmp/n.rec --pid "$npid"
+    /pagescope record -q --backend idle --interval 3s --duration 9s -o /tmp/n.rec --pid "$npid"
     line=$(grep "^$(printf '%x' "$nstart") " /proc/$npid/numa_maps)
     kill $nppid
     /pagescope analyze /tmp/n.rec hugepages --format csv > /tmp/h.csv 2>/dev/null
