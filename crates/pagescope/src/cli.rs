@@ -43,6 +43,12 @@ pub struct TraceArgs {
     /// Output file.
     #[arg(short, long, value_name = "FILE", default_value = "pagescope.trace")]
     pub output: PathBuf,
+    /// How pages leave the pool: `move` (UFFDIO_MOVE, no copy; Linux
+    /// 6.8+), `copy` (copied out and dropped, copied back on the fault;
+    /// slower, any kernel with userfaultfd write-protection), or `auto`,
+    /// the best the kernel has.
+    #[arg(long, value_enum, default_value_t = EvictArg::Auto)]
+    pub evict: EvictArg,
     /// No progress line or summary.
     #[arg(short, long)]
     pub quiet: bool,
@@ -57,6 +63,17 @@ pub struct TraceArgs {
         required_unless_present = "release"
     )]
     pub command: Vec<String>,
+}
+
+/// `trace --evict`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum EvictArg {
+    /// Move where the kernel can, else copy.
+    Auto,
+    /// UFFDIO_MOVE.
+    Move,
+    /// Copy out and back.
+    Copy,
 }
 
 fn parse_pool(s: &str) -> Result<u64, String> {

@@ -1,12 +1,13 @@
 //! `pagescope trace` and `pagescope analyze`.
 
-use crate::cli::{AnalyzeArgs, AnalyzeView, TraceArgs};
+use crate::cli::{AnalyzeArgs, AnalyzeView, EvictArg, TraceArgs};
 use crate::progress::Spinner;
 use crate::BadInput;
 use anyhow::{Context, Result};
 use pagescope_core::analysis::mrc::Mrc;
 use pagescope_core::analysis::refs::RefStats;
 use pagescope_core::format::{read_trace, TraceVisitor};
+use pagescope_core::trace::EvictMethod;
 use pagescope_render::views;
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -25,10 +26,23 @@ pub fn trace(args: TraceArgs) -> Result<u8> {
         }
         return Ok(0);
     }
+    let want = match args.evict {
+        EvictArg::Auto => None,
+        EvictArg::Move => Some(EvictMethod::Move),
+        EvictArg::Copy => Some(EvictMethod::Copy),
+    };
+    let evict = pagescope_linux::trace::evict_method(want).context("cannot trace")?;
+    if want.is_none() && evict == EvictMethod::Copy && !args.quiet {
+        eprintln!(
+            "note: this kernel has no UFFDIO_MOVE (Linux 6.8): evicted pages are copied out \
+             and back, which is slower"
+        );
+    }
     let config = pagescope_linux::trace::TraceConfig {
         argv: args.command.clone(),
         pool_pages: args.pool.div_ceil(4096),
         output: args.output.clone(),
+        evict,
     };
     let counts = Arc::new(pagescope_linux::trace::Counts::default());
     let progress = {

@@ -23,6 +23,34 @@ macro_rules! require_trace {
     };
 }
 
+/// Skips (with the reason) where the kernel can't evict by moving pages.
+macro_rules! require_move {
+    () => {
+        require_trace!();
+        if !has_move() {
+            eprintln!("skipped: this kernel has no UFFDIO_MOVE (Linux 6.8); the copy method is tested instead");
+            return;
+        }
+    };
+}
+
+fn has_move() -> bool {
+    Command::new(pagescope_bin())
+        .args([
+            "trace",
+            "-q",
+            "--evict",
+            "move",
+            "-o",
+            "/dev/null",
+            "--",
+            "true",
+        ])
+        .status()
+        .expect("pagescope runs")
+        .success()
+}
+
 fn trace_unsupported() -> Option<String> {
     if !cfg!(target_arch = "x86_64") {
         return Some("pagescope trace supports x86_64 only".into());
@@ -36,7 +64,7 @@ fn trace_unsupported() -> Option<String> {
         .expect("pagescope runs");
     (!out.status.success()).then(|| {
         format!(
-            "this kernel can't trace ({}); it needs CONFIG_USERFAULTFD and Linux 6.8+ for UFFDIO_MOVE",
+            "this kernel can't trace ({}); it needs CONFIG_USERFAULTFD with write protection (Linux 5.7+)",
             String::from_utf8_lossy(&out.stderr).trim()
         )
     })
@@ -80,9 +108,11 @@ fn pagetest_lines(stdout: &[u8]) -> Vec<Value> {
 
 /// Traces pagetest with `args` and a pool of `pool`; insists on success
 /// and returns pagetest's JSON lines.
-fn trace_pagetest(trace: &str, pool: &str, args: &[&str]) -> Vec<Value> {
+fn trace_pagetest(trace: &str, pool: &str, evict: &str, args: &[&str]) -> Vec<Value> {
     let out = Command::new(pagescope_bin())
-        .args(["trace", "-q", "--pool", pool, "-o", trace, "--"])
+        .args([
+            "trace", "-q", "--evict", evict, "--pool", pool, "-o", trace, "--",
+        ])
         .arg(pagetest_bin())
         .args(args)
         .output()
@@ -95,16 +125,18 @@ fn trace_pagetest(trace: &str, pool: &str, args: &[&str]) -> Vec<Value> {
     pagetest_lines(&out.stdout)
 }
 
-/// Traces pagetest over 64 MiB with a 2 MiB pool and checks that each
-/// iteration touched every buffer page exactly once, in ascending order,
-/// with the right kind of access.
-fn exact_counts(op: &str) {
+/// Traces pagetest over 64 MiB with a 2 MiB pool, evicting by `evict`,
+/// and checks that each iteration touched every buffer page exactly once,
+/// in ascending order, with the right kind of access; a read run sums
+/// what pagetest wrote, so every page came back with its data.
+fn exact_counts(op: &str, evict: &str) {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let trace = temp_path(dir.path(), "t.trace");
     let lines = trace_pagetest(
         &trace,
         "2M",
+        evict,
         &[
             "--size",
             "64M",
@@ -126,6 +158,14 @@ fn exact_counts(op: &str) {
     assert_eq!(pages, 16384);
     let (all, done) = read_all(&trace);
     assert_eq!(done, Completeness::Complete);
+    assert_eq!(
+        format!("{:?}", all.header.as_ref().unwrap().evict).to_lowercase(),
+        evict
+    );
+    if op == "read" {
+        let done = lines.iter().find(|l| l["event"] == "done").unwrap();
+        assert_eq!(done["checksum"], 3 * pages, "pages lost their data");
+    }
     let base = all.header.as_ref().unwrap().start_monotonic_ns;
     let in_buf: Vec<&Ref> = all
         .refs
@@ -177,14 +217,26 @@ fn exact_counts(op: &str) {
 
 #[test]
 fn trace_counts_every_write_exactly() {
-    require_trace!();
-    exact_counts("write");
+    require_move!();
+    exact_counts("write", "move");
 }
 
 #[test]
 fn trace_counts_every_read_exactly() {
+    require_move!();
+    exact_counts("read", "move");
+}
+
+#[test]
+fn trace_by_copy_counts_every_write_exactly() {
     require_trace!();
-    exact_counts("read");
+    exact_counts("write", "copy");
+}
+
+#[test]
+fn trace_by_copy_counts_every_read_exactly() {
+    require_trace!();
+    exact_counts("read", "copy");
 }
 
 #[test]
@@ -196,6 +248,7 @@ fn mrc_of_a_cyclic_scan() {
     trace_pagetest(
         &trace,
         "1M",
+        "auto",
         &[
             "--size",
             "8M",
@@ -253,15 +306,27 @@ fn mrc_of_a_cyclic_scan() {
     }
 }
 
-/// Runs `argv` untraced and traced (pool 512K, so pages are evicted and
-/// brought back all the time) and returns both outputs.
-fn both_ways(argv: &[&str], stdin: Option<&str>) -> (Vec<u8>, Vec<u8>, String) {
+/// The eviction methods this kernel has.
+fn methods() -> Vec<&'static str> {
+    if has_move() {
+        vec!["move", "copy"]
+    } else {
+        vec!["copy"]
+    }
+}
+
+/// Runs `argv` untraced and traced evicting by `evict` (pool 512K, so
+/// pages are evicted and brought back all the time) and returns both
+/// outputs.
+fn both_ways(argv: &[&str], stdin: Option<&str>, evict: &str) -> (Vec<u8>, Vec<u8>, String) {
     let dir = tempfile::tempdir().unwrap();
     let trace = temp_path(dir.path(), "t.trace");
     let run = |traced: bool| {
         let mut cmd = if traced {
             let mut c = Command::new(pagescope_bin());
-            c.args(["trace", "-q", "--pool", "512K", "-o", &trace, "--"]);
+            c.args([
+                "trace", "-q", "--evict", evict, "--pool", "512K", "-o", &trace, "--",
+            ]);
             c.args(argv);
             c
         } else {
@@ -283,7 +348,7 @@ fn both_ways(argv: &[&str], stdin: Option<&str>) -> (Vec<u8>, Vec<u8>, String) {
     let plain = run(false);
     let traced = run(true);
     let refs = report_json(&["analyze", &trace, "refs", "--format", "json"]);
-    let summary = format!("{argv:?}: {} references", refs["references"]);
+    let summary = format!("{argv:?} by {evict}: {} references", refs["references"]);
     assert!(refs["references"].as_u64().unwrap() > 0, "{summary}");
     (plain, traced, summary)
 }
@@ -360,8 +425,11 @@ fn traced_programs_compute_what_they_compute_untraced() {
         (vec!["python3", "-c", threads], None),
         (vec!["python3", "-c", fork], None),
     ];
-    for (argv, stdin) in cases {
-        let (plain, traced, summary) = both_ways(&argv, stdin);
+    for ((argv, stdin), evict) in cases
+        .iter()
+        .flat_map(|c| methods().into_iter().map(move |m| (c, m)))
+    {
+        let (plain, traced, summary) = both_ways(argv, *stdin, evict);
         let strip = |b: &[u8]| {
             // pagetest's lines carry times and a pid: compare its checksum.
             if argv[0] == pt {
@@ -376,6 +444,38 @@ fn traced_programs_compute_what_they_compute_untraced() {
         };
         assert_eq!(strip(&plain), strip(&traced), "{summary}");
         eprintln!("{summary}: same output");
+    }
+}
+
+/// A shell that forks a subshell per command substitution, with a pool
+/// of 16 pages: each child starts with pages evicted from its parent, and
+/// must find them in its copy of the store.
+#[test]
+fn forked_children_find_their_evicted_pages() {
+    require_trace!();
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = temp_path(dir.path(), "t.trace");
+    let script = "for i in $(seq 1 20); do x=$(echo \"$i\"); printf '[%s]' \"$x\"; done";
+    let want: String = (1..=20).map(|i| format!("[{i}]")).collect();
+    for evict in methods() {
+        for round in 0..3 {
+            let out = Command::new(pagescope_bin())
+                .args([
+                    "trace", "-q", "--evict", evict, "--pool", "64K", "-o", &trace,
+                ])
+                .args(["--", "bash", "-c", script])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "by {evict}, round {round}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(String::from_utf8_lossy(&out.stdout), want, "by {evict}");
+            let (all, _) = read_all(&trace);
+            assert!(all.end.unwrap().evictions > 0, "nothing was evicted");
+        }
     }
 }
 
@@ -394,14 +494,17 @@ fn wait_gone(pid: u32, secs: u64) -> bool {
     false
 }
 
-/// A pagetest that reads its buffer twice, 3 s apart, under the tracer;
-/// returns it once the first pass is done (so pages are evicted).
-fn traced_reader(trace: &str) -> Pagetest {
+/// A pagetest that reads its buffer twice, 3 s apart, under the tracer
+/// evicting by `evict`; returns it once the first pass is done (so pages
+/// are evicted).
+fn traced_reader(trace: &str, evict: &str, size: &str) -> Pagetest {
     let mut pt = Pagetest::start(
         &[
             pagescope_bin().to_str().unwrap(),
             "trace",
             "-q",
+            "--evict",
+            evict,
             "--pool",
             "1M",
             "-o",
@@ -410,7 +513,7 @@ fn traced_reader(trace: &str) -> Pagetest {
         ],
         &[
             "--size",
-            "16M",
+            size,
             "--mode",
             "anon",
             "--op",
@@ -429,13 +532,27 @@ fn traced_reader(trace: &str) -> Pagetest {
 
 #[test]
 fn sigkill_then_release_loses_nothing() {
+    require_move!();
+    sigkill_then_release("move", "16M");
+}
+
+/// With copies, and a buffer of 256 pages: fewer store slots than the
+/// step (512) of the count that `--release` reads first.
+#[test]
+fn sigkill_then_release_loses_nothing_by_copy() {
     require_trace!();
+    sigkill_then_release("copy", "1M");
+}
+
+fn sigkill_then_release(evict: &str, size: &str) {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let trace = temp_path(dir.path(), "t.trace");
-    let mut pt = traced_reader(&trace);
+    let mut pt = traced_reader(&trace, evict, size);
     let target = pt.pid();
-    // Kill the tracer while most of the buffer is evicted.
+    // Kill the tracer while most of the buffer is evicted, once it has
+    // flushed the first pass's references (it does every 200 ms).
+    std::thread::sleep(Duration::from_millis(500));
     rustix::process::kill_process(
         rustix::process::Pid::from_child(&pt.child),
         rustix::process::Signal::KILL,
@@ -478,7 +595,7 @@ fn sigterm_detaches_and_the_program_runs_on() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let trace = temp_path(dir.path(), "t.trace");
-    let mut pt = traced_reader(&trace);
+    let mut pt = traced_reader(&trace, "auto", "16M");
     rustix::process::kill_process(
         rustix::process::Pid::from_child(&pt.child),
         rustix::process::Signal::TERM,

@@ -9,14 +9,26 @@
 //! the page moves; so if the tracer dies, `pagescope trace --release`
 //! finds every page that is away and puts it back. Index entry 0 holds the
 //! number of slots ever used.
+//!
+//! Kernels before 6.8 have no `UFFDIO_MOVE`. There the tracer copies
+//! instead ([`EvictMethod::Copy`]): it write-protects the page (so a write
+//! from now on waits for the tracer and can't be lost), copies it into its
+//! slot, names it in the index, and has the mover drop it with
+//! `madvise(MADV_DONTNEED)`; the fault that follows copies it back with
+//! `UFFDIO_COPY`. That madvise waits until its `UFFD_EVENT_REMOVE` is
+//! read, by the same thread that drives the mover, so the thread reads the
+//! userfaultfd while it waits and keeps the other messages for later.
 
 use super::ptrace::Mover;
-use super::uffd::Uffd;
+use super::uffd::{Msg, Uffd};
 use nix::errno::Errno;
 use nix::sys::uio::{process_vm_readv, process_vm_writev, RemoteIoVec};
 use nix::unistd::Pid;
+use pagescope_core::trace::EvictMethod;
 use std::collections::BTreeMap;
+use std::fs::File;
 use std::io::{self, IoSlice, IoSliceMut};
+use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 /// Bytes per page (x86_64).
@@ -39,9 +51,11 @@ pub struct Store {
     pub base: u64,
     /// Address of the index.
     pub index: u64,
-    /// Slots handed out so far (slot 0 is never used: its index entry
-    /// holds this count).
+    /// Slots handed out so far (slot 0 is never used).
     pub next: u64,
+    /// The count recorded in index entry 0: every slot ever used is
+    /// below it.
+    pub recorded: u64,
     /// Slots free for reuse.
     pub free: Vec<u64>,
 }
@@ -106,6 +120,13 @@ pub struct Mm {
     /// The mover, if this space has one yet (a child after fork gets one
     /// at its first system call).
     pub mover: Option<MoverRef>,
+    /// How pages leave the program.
+    pub method: EvictMethod,
+    /// Messages read from the userfaultfd while the mover waited, for the
+    /// fault thread to handle next, in order.
+    pub stash: Vec<Msg>,
+    /// `/proc/PID/mem`, opened at the first copy out.
+    pub mem: Option<File>,
 }
 
 fn errno(e: &io::Error) -> Errno {
@@ -113,6 +134,31 @@ fn errno(e: &io::Error) -> Errno {
 }
 
 impl Mm {
+    /// A space with nothing evicted yet.
+    pub fn new(
+        pid: u32,
+        uffd: Arc<Uffd>,
+        store: Store,
+        mover: Option<MoverRef>,
+        method: EvictMethod,
+    ) -> Mm {
+        Mm {
+            pid,
+            uffd,
+            store,
+            evicted: BTreeMap::new(),
+            dead: Vec::new(),
+            mover,
+            method,
+            stash: Vec::new(),
+            mem: None,
+        }
+    }
+
+    fn has_mover(&self) -> bool {
+        self.mover.as_ref().is_some_and(|m| m.mover.is_some())
+    }
+
     /// Runs `UFFDIO_MOVE` of one page in the mover. `Err(errno)` for a
     /// refusal; `EAGAIN` when the address space is changing.
     fn move_page(&self, dst: u64, src: u64) -> io::Result<std::result::Result<(), Errno>> {
@@ -179,21 +225,28 @@ impl Mm {
     /// store has no fresh run left (its freed slots are reused one by
     /// one).
     pub fn evict_run(&mut self, start: u64, n: u64) -> io::Result<u64> {
-        if self.mover.as_ref().is_none_or(|m| m.mover.is_none())
-            || self.store.next + n >= STORE_SLOTS - PAGE / 8
-        {
+        if !self.has_mover() || self.store.next + n >= STORE_SLOTS - PAGE / 8 {
             return Ok(0);
         }
         let first = self.store.next;
         self.store.next += n;
-        if first / 512 != (first + n) / 512 || first % 512 == 0 {
-            // Keep the recorded high-water mark ahead of every used slot.
-            self.write_index(0, (first + n).next_multiple_of(512).min(STORE_SLOTS))?;
-        }
-        // The index names the pages before they move.
+        self.record_slots(first + n)?;
         let names: Vec<u8> = (0..n)
             .flat_map(|k| (start + k * PAGE).to_ne_bytes())
             .collect();
+        if self.method == EvictMethod::Copy {
+            let done = self.copy_out(start, n, first, &names)?;
+            if done == Some(true) {
+                for k in 0..n {
+                    self.evicted.insert(start + k * PAGE, first + k);
+                }
+                return Ok(n);
+            }
+            // Left for `evict` to try one by one.
+            self.store.free.extend(first..first + n);
+            return Ok(0);
+        }
+        // The index names the pages before they move.
         self.write_indexes(first, &names)?;
         let (moved, r) = self.move_pages(self.store.addr(first), start, n)?;
         for k in 0..moved {
@@ -230,6 +283,16 @@ impl Mm {
         self.write_indexes(slot, &value.to_ne_bytes())
     }
 
+    /// Keeps the count in index entry 0 at or above `used` (in steps of
+    /// 512 slots), so `--release` and a forked child read every name.
+    fn record_slots(&mut self, used: u64) -> io::Result<()> {
+        if used > self.store.recorded {
+            self.store.recorded = used.next_multiple_of(512).min(STORE_SLOTS);
+            self.write_index(0, self.store.recorded)?;
+        }
+        Ok(())
+    }
+
     fn alloc_slot(&mut self) -> io::Result<u64> {
         if let Some(s) = self.store.free.pop() {
             return Ok(s);
@@ -240,10 +303,7 @@ impl Mm {
         }
         let s = self.store.next;
         self.store.next += 1;
-        if s % 512 == 0 {
-            // Keep the recorded high-water mark ahead of every used slot.
-            self.write_index(0, (s + 512).min(STORE_SLOTS))?;
-        }
+        self.record_slots(s + 1)?;
         Ok(s)
     }
 
@@ -252,10 +312,19 @@ impl Mm {
     /// mover yet), or it is gone; the page stays where it is.
     /// `Err(EAGAIN)`-like states come back as `Ok(None)`: try later.
     pub fn evict(&mut self, page: u64) -> io::Result<Option<bool>> {
-        if self.mover.as_ref().is_none_or(|m| m.mover.is_none()) {
+        if !self.has_mover() {
             return Ok(Some(false));
         }
         let slot = self.alloc_slot()?;
+        if self.method == EvictMethod::Copy {
+            let done = self.copy_out(page, 1, slot, &page.to_ne_bytes())?;
+            if done == Some(true) {
+                self.evicted.insert(page, slot);
+            } else {
+                self.store.free.push(slot);
+            }
+            return Ok(done);
+        }
         // The index names the page before it moves, so a tracer killed
         // between the two steps leaves nothing unaccounted for.
         self.write_index(slot, page)?;
@@ -277,6 +346,103 @@ impl Mm {
         }
     }
 
+    /// The copy method's eviction of the `n` pages from `start` into the
+    /// fresh slots from `first`, whose index entries are `names`:
+    /// `Some(true)` when they are out, `Some(false)` when they stay (the
+    /// range changed, or the kernel won't drop them), `None` to try later.
+    fn copy_out(
+        &mut self,
+        start: u64,
+        n: u64,
+        first: u64,
+        names: &[u8],
+    ) -> io::Result<Option<bool>> {
+        let len = n * PAGE;
+        // From here on a write waits for the fault thread: none can land
+        // between the copy and the drop.
+        match self.uffd.write_protect(start, len, true) {
+            Ok(()) => {}
+            Err(e) if errno(&e) == Errno::EAGAIN => return Ok(None),
+            Err(e) if matches!(errno(&e), Errno::ENOENT | Errno::EINVAL) => return Ok(Some(false)),
+            Err(e) => return Err(e),
+        }
+        let mut buf = vec![0u8; len as usize];
+        if self.read_mem(start, &mut buf).is_err() {
+            // Unmapped meanwhile (its event is not read yet).
+            return Ok(Some(false));
+        }
+        process_vm_writev(
+            Pid::from_raw(self.pid as i32),
+            &[IoSlice::new(&buf)],
+            &[RemoteIoVec {
+                base: self.store.addr(first) as usize,
+                len: len as usize,
+            }],
+        )?;
+        // The index names the pages once their copies are in place, and
+        // before the originals go.
+        self.write_indexes(first, names)?;
+        let r = self.drop_pages(start, len)?;
+        if r < 0 {
+            self.write_indexes(first, &vec![0u8; names.len()])?;
+            return Ok(Some(false));
+        }
+        Ok(Some(true))
+    }
+
+    /// Reads the program's memory through `/proc/PID/mem`, which (unlike
+    /// `process_vm_readv`) reads pages the program can't (`PROT_NONE`).
+    fn read_mem(&mut self, addr: u64, buf: &mut [u8]) -> io::Result<()> {
+        if self.mem.is_none() {
+            self.mem = Some(File::open(format!("/proc/{}/mem", self.pid))?);
+        }
+        self.mem
+            .as_ref()
+            .expect("opened above")
+            .read_exact_at(buf, addr)
+    }
+
+    /// Runs `madvise(MADV_DONTNEED)` of `[start, start+len)` in the mover
+    /// and returns its result. The call waits until the tracer reads the
+    /// `UFFD_EVENT_REMOVE` it raises (one per VMA); those are read here and
+    /// dropped, every other message is kept in `stash`.
+    fn drop_pages(&mut self, start: u64, len: u64) -> io::Result<i64> {
+        let Mm {
+            mover, uffd, stash, ..
+        } = self;
+        let Some(mover) = mover.as_ref().and_then(|m| m.mover.as_ref()) else {
+            return Ok(-(libc::ENODEV as i64));
+        };
+        let end = start + len;
+        let mut ours: Vec<(u64, u64)> = Vec::new();
+        let mut covered = 0;
+        let mut msgs = Vec::new();
+        let mut idle = || -> io::Result<bool> {
+            uffd.wait_readable(1)?;
+            msgs.clear();
+            uffd.read_msgs(&mut msgs)?;
+            for &m in &msgs {
+                match m {
+                    // A program's own madvise of the same pages overlaps
+                    // one already seen, and is kept.
+                    Msg::Remove { start: a, end: b }
+                        if a >= start && b <= end && !ours.iter().any(|&(c, d)| a < d && c < b) =>
+                    {
+                        ours.push((a, b));
+                        covered += b - a;
+                    }
+                    other => stash.push(other),
+                }
+            }
+            Ok(covered >= len)
+        };
+        mover.syscall_idle(
+            28, /* madvise */
+            [start, len, 4 /* MADV_DONTNEED */, 0, 0, 0],
+            &mut idle,
+        )
+    }
+
     /// Brings an evicted page back to `page` without waking the waiters;
     /// write-protected if `wp`. Returns how, or `None` if it wasn't evicted.
     pub fn bring_back(&mut self, page: u64, wp: bool) -> io::Result<Option<Restored>> {
@@ -284,20 +450,29 @@ impl Mm {
             return Ok(None);
         };
         let from = self.store.addr(slot);
-        let how = match self.move_page(page, from)? {
-            Ok(()) => Restored::Moved,
-            Err(Errno::ENOENT) => Restored::Nothing,
-            Err(Errno::EEXIST) => {
-                // Already back (another fault filled it): the slot keeps
-                // its copy until it is dropped.
-                self.evicted.remove(&page);
-                self.write_index(slot, 0)?;
-                self.dead.push(slot);
-                return Ok(Some(Restored::Nothing));
-            }
+        let moved = if self.method == EvictMethod::Copy {
+            Err(Errno::ENOSYS)
+        } else {
+            self.move_page(page, from)?
+        };
+        let how = match moved {
+            Ok(()) => Some(Restored::Moved),
+            Err(Errno::ENOENT) => Some(Restored::Nothing),
             Err(Errno::EAGAIN) => return Err(Errno::EAGAIN.into()),
+            Err(Errno::EEXIST) => None,
             // Shared after fork, no mover, or no MOVE: copy it.
-            Err(_) => copy_back(&self.uffd, self.pid, from, page, wp)?,
+            Err(_) => match copy_back(&self.uffd, self.pid, from, page, wp)? {
+                Restored::Copied => Some(Restored::Copied),
+                _ => None,
+            },
+        };
+        let Some(how) = how else {
+            // Already back (another fault filled it) or unmapped: the slot
+            // keeps its copy until it is dropped.
+            self.evicted.remove(&page);
+            self.write_index(slot, 0)?;
+            self.dead.push(slot);
+            return Ok(Some(Restored::Nothing));
         };
         self.evicted.remove(&page);
         match how {
@@ -318,6 +493,25 @@ impl Mm {
             }
         }
         Ok(Some(how))
+    }
+
+    /// For a page in the evicted map that took a write-protect fault:
+    /// `true` if it is in fact in place (a child forked between the copy
+    /// and the drop of an eviction), and then no longer counted evicted.
+    pub fn keep_if_present(&mut self, page: u64) -> io::Result<bool> {
+        let path = format!("/proc/{}/pagemap", self.pid);
+        let mut present = false;
+        crate::pagemap::PagemapReader::new(File::open(&path)?, path.into(), PAGE)
+            .for_each(page, page + PAGE, |_, e| present = e.is_present())
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        if !present {
+            return Ok(false);
+        }
+        if let Some(slot) = self.evicted.remove(&page) {
+            self.write_index(slot, 0)?;
+            self.dead.push(slot);
+        }
+        Ok(true)
     }
 
     /// The program dropped `[start, end)`: evicted pages there are gone.
@@ -354,8 +548,58 @@ impl Mm {
     }
 }
 
+/// The pages held in the store of `pid` (store at `store`, index at
+/// `index`), as (slot, page address): every slot that holds a page and is
+/// named in the index. This is the truth after a fork (the child's store
+/// and index are copies made in one step) and after the tracer died.
+pub fn stored_pages(pid: u32, store: u64, index: u64) -> io::Result<Vec<(u64, u64)>> {
+    let read = |at: u64, out: &mut [u64]| -> io::Result<()> {
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
+        let mut done = 0;
+        while done < bytes.len() {
+            let len = (bytes.len() - done).min(1 << 20);
+            let n = process_vm_readv(
+                Pid::from_raw(pid as i32),
+                &mut [IoSliceMut::new(&mut bytes[done..done + len])],
+                &[RemoteIoVec {
+                    base: (at + done as u64) as usize,
+                    len,
+                }],
+            )?;
+            if n == 0 {
+                return Err(io::Error::other("short read of the store's index"));
+            }
+            done += n;
+        }
+        Ok(())
+    };
+    let mut high = [0u64];
+    read(index, &mut high)?;
+    let slots = high[0].clamp(1, STORE_SLOTS);
+    let mut names = vec![0u64; slots as usize];
+    read(index, &mut names)?;
+    // Only slots that hold a page: an empty one may be named by an
+    // eviction that never happened (the tracer died, or the process
+    // forked, between the index write and the move).
+    let path = format!("/proc/{pid}/pagemap");
+    let mut present = Vec::new();
+    crate::pagemap::PagemapReader::new(File::open(&path)?, path.into(), PAGE)
+        .for_each(store, store + slots * PAGE, |addr, e| {
+            if e.is_present() {
+                present.push((addr - store) / PAGE);
+            }
+        })
+        .map_err(|e| io::Error::other(e.to_string()))?;
+    Ok(present
+        .into_iter()
+        .filter(|&slot| slot > 0 && names[slot as usize] != 0)
+        .map(|slot| (slot, names[slot as usize]))
+        .collect())
+}
+
 /// Copies the page in store slot `slot_addr` back to `page` (no wake),
-/// write-protected if `wp`. Works from any process: `UFFDIO_COPY`, unlike
+/// write-protected if `wp`; `Restored::Nothing` if the page was there
+/// already or is no longer mapped. Works from any process: `UFFDIO_COPY`, unlike
 /// `UFFDIO_MOVE`, accepts a caller outside the address space.
 pub fn copy_back(
     uffd: &Uffd,
@@ -376,8 +620,10 @@ pub fn copy_back(
     if n != PAGE as usize {
         return Err(io::Error::other("short read of a stored page"));
     }
-    copy_in(uffd, page, &buf, wp, true)?;
-    Ok(Restored::Copied)
+    Ok(match copy_in(uffd, page, &buf, wp, true)? {
+        Fill::Filled => Restored::Copied,
+        Fill::Exists | Fill::Gone => Restored::Nothing,
+    })
 }
 
 /// What `UFFDIO_COPY` found.

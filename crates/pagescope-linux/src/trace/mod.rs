@@ -14,4 +14,4 @@ mod uffd;
 
 pub use ptrace::with_stop_signals_blocked;
 pub use release::release;
-pub use tracer::{trace, Counts, Sampled, Sampler, TraceConfig, TraceOutcome};
+pub use tracer::{evict_method, trace, Counts, Sampled, Sampler, TraceConfig, TraceOutcome};

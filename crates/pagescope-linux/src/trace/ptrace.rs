@@ -156,29 +156,66 @@ fn wait_syscall_stop(tid: Pid, held: &mut Vec<Signal>) -> io::Result<()> {
     loop {
         match waitpid(tid, Some(WaitPidFlag::__WALL)) {
             Err(Errno::EINTR) => continue,
-            Err(e) => return Err(e.into()),
-            Ok(WaitStatus::PtraceSyscall(_)) => return Ok(()),
-            Ok(WaitStatus::Stopped(_, sig)) => {
-                if matches!(
-                    sig,
-                    Signal::SIGSEGV | Signal::SIGBUS | Signal::SIGILL | Signal::SIGFPE
-                ) {
-                    return Err(io::Error::other(format!(
-                        "the traced thread {tid} faulted ({sig}) running an injected system call"
-                    )));
+            r => {
+                if injection_stop(tid, r?, held)? {
+                    return Ok(());
                 }
-                held.push(sig);
-                ptrace::syscall(tid, None)?;
-            }
-            Ok(WaitStatus::PtraceEvent(..)) => {
-                ptrace::syscall(tid, None)?;
-            }
-            Ok(other) => {
-                return Err(io::Error::other(format!(
-                    "the traced thread {tid} went away during injection: {other:?}"
-                )))
             }
         }
+    }
+}
+
+/// As [`wait_syscall_stop`], but calls `idle` while `tid` runs, until it
+/// returns `true` (nothing more to do but wait). `idle` must not block
+/// for long: it is how the tracer answers what the injected call waits
+/// for.
+fn wait_syscall_stop_idle(
+    tid: Pid,
+    held: &mut Vec<Signal>,
+    idle: &mut dyn FnMut() -> io::Result<bool>,
+) -> io::Result<()> {
+    loop {
+        match waitpid(tid, Some(WaitPidFlag::__WALL | WaitPidFlag::WNOHANG)) {
+            Err(Errno::EINTR) => continue,
+            Ok(WaitStatus::StillAlive) => {
+                if idle()? {
+                    return wait_syscall_stop(tid, held);
+                }
+            }
+            r => {
+                if injection_stop(tid, r?, held)? {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+/// Handles one stop of a thread running injected code: `true` at the
+/// syscall stop; other stops are passed over (signals held in `held`).
+fn injection_stop(tid: Pid, status: WaitStatus, held: &mut Vec<Signal>) -> io::Result<bool> {
+    match status {
+        WaitStatus::PtraceSyscall(_) => Ok(true),
+        WaitStatus::Stopped(_, sig) => {
+            if matches!(
+                sig,
+                Signal::SIGSEGV | Signal::SIGBUS | Signal::SIGILL | Signal::SIGFPE
+            ) {
+                return Err(io::Error::other(format!(
+                    "the traced thread {tid} faulted ({sig}) running an injected system call"
+                )));
+            }
+            held.push(sig);
+            ptrace::syscall(tid, None)?;
+            Ok(false)
+        }
+        WaitStatus::PtraceEvent(..) => {
+            ptrace::syscall(tid, None)?;
+            Ok(false)
+        }
+        other => Err(io::Error::other(format!(
+            "the traced thread {tid} went away during injection: {other:?}"
+        ))),
     }
 }
 
@@ -192,6 +229,7 @@ fn run_at(
     nr: u64,
     args: [u64; 6],
     held: &mut Vec<Signal>,
+    idle: Option<&mut dyn FnMut() -> io::Result<bool>>,
 ) -> io::Result<i64> {
     let mut r = *base;
     r.rip = insn;
@@ -208,7 +246,10 @@ fn run_at(
     ptrace::syscall(tid, None)?;
     wait_syscall_stop(tid, held)?; // entry
     ptrace::syscall(tid, None)?;
-    wait_syscall_stop(tid, held)?; // exit
+    match idle {
+        None => wait_syscall_stop(tid, held)?,
+        Some(idle) => wait_syscall_stop_idle(tid, held, idle)?,
+    } // exit
     Ok(ptrace::getregs(tid)?.rax as i64)
 }
 
@@ -249,7 +290,15 @@ impl Injector {
     /// Runs system call `nr` with `args` in the thread; returns its result
     /// (negative errno on failure).
     pub fn syscall(&mut self, nr: u64, args: [u64; 6]) -> io::Result<i64> {
-        run_at(self.tid, &self.saved, self.insn, nr, args, &mut self.held)
+        run_at(
+            self.tid,
+            &self.saved,
+            self.insn,
+            nr,
+            args,
+            &mut self.held,
+            None,
+        )
     }
 
     /// Puts the saved registers back; the thread is again at its original
@@ -383,7 +432,8 @@ pub const MOVER_CLONE_FLAGS: u64 = (libc::CLONE_VM | libc::CLONE_UNTRACED) as u6
 
 /// A task that shares the traced program's address space and runs the
 /// system calls that the kernel accepts only from inside it
-/// (`UFFDIO_MOVE` refuses a caller from another mm). It is created by the
+/// (`UFFDIO_MOVE` refuses a caller from another mm; without MOVE, the
+/// `madvise` that drops a page copied out). It is created by the
 /// program (an injected `clone`), attached by the thread that uses it, and
 /// killed by the kernel if the tracer dies (`PTRACE_O_EXITKILL`).
 #[derive(Debug)]
@@ -428,7 +478,27 @@ impl Mover {
     /// errno on failure). Signals sent to the mover are dropped: it never
     /// runs code of its own to handle them.
     pub fn syscall(&self, nr: u64, args: [u64; 6]) -> io::Result<i64> {
-        run_at(self.pid, &self.regs, self.insn, nr, args, &mut Vec::new())
+        self.syscall_idle(nr, args, &mut || Ok(true))
+    }
+
+    /// Runs one system call in the mover that waits for the tracer (a
+    /// `madvise` of a registered range blocks until its `UFFD_EVENT_REMOVE`
+    /// is read): `idle` is called while it runs, until it returns `true`.
+    pub fn syscall_idle(
+        &self,
+        nr: u64,
+        args: [u64; 6],
+        idle: &mut dyn FnMut() -> io::Result<bool>,
+    ) -> io::Result<i64> {
+        run_at(
+            self.pid,
+            &self.regs,
+            self.insn,
+            nr,
+            args,
+            &mut Vec::new(),
+            Some(idle),
+        )
     }
 
     /// Ends the mover.

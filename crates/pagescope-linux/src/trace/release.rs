@@ -9,10 +9,7 @@
 use super::mm::{self, INDEX_BYTES, INDEX_NAME, PAGE, STORE_BYTES, STORE_NAME};
 use super::tracer::unregister_all;
 use super::uffd::Uffd;
-use nix::sys::uio::{process_vm_readv, RemoteIoVec};
-use nix::unistd::Pid;
 use pagescope_core::{parse, Error, Result};
-use std::io::IoSliceMut;
 use std::os::fd::AsFd;
 
 /// What a release did.
@@ -21,29 +18,6 @@ pub struct Released {
     /// Pages copied back. (Their copies in the store stay allocated until
     /// the process exits: freeing them needs a task inside the process.)
     pub copied: u64,
-}
-
-fn read_index(pid: u32, index: u64, slots: u64) -> Result<Vec<u64>> {
-    let mut out = vec![0u64; slots as usize];
-    let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
-    let mut done = 0;
-    while done < bytes.len() {
-        let len = (bytes.len() - done).min(1 << 20);
-        let n = process_vm_readv(
-            Pid::from_raw(pid as i32),
-            &mut [IoSliceMut::new(&mut bytes[done..done + len])],
-            &[RemoteIoVec {
-                base: (index + done as u64) as usize,
-                len,
-            }],
-        )
-        .map_err(|e| Error::io(format!("/proc/{pid}/mem (index)"), e.into()))?;
-        if n == 0 {
-            break;
-        }
-        done += n;
-    }
-    Ok(out)
 }
 
 /// Releases `pid`. Errors say what is missing (no userfaultfd: nothing to
@@ -94,8 +68,8 @@ pub fn release(pid: u32) -> Result<Released> {
         rustix::process::PidfdFlags::empty(),
     )
     .map_err(|e| Error::io(format!("pidfd_open {pid}"), e.into()))?;
-    let high = read_index(pid, index, 1)?[0].min(STORE_BYTES / PAGE);
-    let slots = read_index(pid, index, high.max(1))?;
+    let stored = mm::stored_pages(pid, store, index)
+        .map_err(|e| Error::io(format!("/proc/{pid}/mem (the store's index)"), e))?;
     let mut done = Released::default();
     for fd in uffds {
         let ours = rustix::process::pidfd_getfd(
@@ -105,27 +79,11 @@ pub fn release(pid: u32) -> Result<Released> {
         )
         .map_err(|e| Error::io(format!("pidfd_getfd {pid}"), e.into()))?;
         let uffd = Uffd::new(ours);
-        // Only slots that hold a page: reading an empty one would wait for
-        // a userfaultfd handler, and there is none.
-        let mut present = std::collections::HashSet::new();
-        let path = format!("/proc/{pid}/pagemap");
-        let file = std::fs::File::open(&path).map_err(|e| Error::io(&path, e))?;
-        crate::pagemap::PagemapReader::new(file, path.into(), PAGE).for_each(
-            store,
-            store + slots.len() as u64 * PAGE,
-            |addr, e| {
-                if e.is_present() {
-                    present.insert(addr);
-                }
-            },
-        )?;
-        for (slot, &page) in slots.iter().enumerate().skip(1) {
-            let from = store + slot as u64 * PAGE;
-            if page == 0 || !present.contains(&from) {
-                continue;
-            }
-            match mm::copy_back(&uffd, pid, from, page, false) {
-                Ok(_) => done.copied += 1,
+        for &(slot, page) in &stored {
+            match mm::copy_back(&uffd, pid, store + slot * PAGE, page, false) {
+                Ok(mm::Restored::Copied) => done.copied += 1,
+                // Still in place: the tracer died before it dropped it.
+                Ok(_) => {}
                 // Another descriptor of the process owns the pages.
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => break,
                 Err(e) => return Err(Error::io(format!("UFFDIO_COPY in {pid}"), e)),

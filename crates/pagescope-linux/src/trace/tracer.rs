@@ -45,6 +45,8 @@ pub struct TraceConfig {
     pub pool_pages: u64,
     /// The trace file.
     pub output: PathBuf,
+    /// How pages are evicted: see [`evict_method`].
+    pub evict: EvictMethod,
 }
 
 /// Counts the tracer keeps while it runs; readable from another thread.
@@ -126,7 +128,6 @@ struct Pool {
 struct PendingFork {
     uffd: Arc<Uffd>,
     store: Store,
-    evicted: BTreeMap<u64, u64>,
     maps: BTreeMap<u64, MapRange>,
     heap: Option<(u32, u64, u64)>,
 }
@@ -167,6 +168,8 @@ struct State {
     retired: Vec<Space>,
     failure: Option<String>,
     zero: Box<[u8; PAGE as usize]>,
+    /// How pages leave the program.
+    method: EvictMethod,
 }
 
 impl std::fmt::Debug for State {
@@ -511,8 +514,12 @@ fn on_fault(
     if wp {
         match in_pool {
             Some((_, true)) => {
-                // Another thread's write already opened it.
-                let _ = uffd.wake(page, PAGE);
+                // Another thread's write already opened it (clearing the
+                // protection again is harmless, and wakes).
+                match uffd.write_protect(page, PAGE, false) {
+                    Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return Ok(false),
+                    r => r.map_err(|e| sys("UFFDIO_WRITEPROTECT", e))?,
+                }
             }
             Some((gen, false)) => {
                 match uffd.write_protect(page, PAGE, false) {
@@ -521,6 +528,20 @@ fn on_fault(
                 }
                 log_ref(st, counts, key, page, tid, true, false)?;
                 st.pool.live.insert((key, page), (gen, true));
+            }
+            None if st.spaces[&key].mm.evicted.contains_key(&page)
+                && !st
+                    .spaces
+                    .get_mut(&key)
+                    .expect("space exists")
+                    .mm
+                    .keep_if_present(page)
+                    .map_err(|e| sys("pagemap", e))? =>
+            {
+                // Evicted since the write faulted (the copy method
+                // protects a page before it copies it): the thread touches
+                // it again, takes a missing fault, and is logged then.
+                let _ = uffd.wake(page, PAGE);
             }
             None => {
                 // Write-protected but not in the pool: a page that was
@@ -625,7 +646,6 @@ fn on_event(st: &mut State, key: u32, msg: Msg) -> Result<()> {
             let pending = PendingFork {
                 uffd: Arc::new(Uffd::new(uffd::own_fd(fd))),
                 store: space.mm.store.clone(),
-                evicted: space.mm.evicted.clone(),
                 maps: space.maps.clone(),
                 heap: space.heap,
             };
@@ -808,9 +828,14 @@ fn fault_thread(shared: Arc<Shared>, wake_r: OwnedFd) {
             }
         }
         drop(b);
+        // Messages read while a mover waited come first, in their order.
+        let mut batch: Vec<(u32, Msg)> = Vec::new();
         let fds: Vec<(u32, Arc<Uffd>)> = {
             let mut st = shared.lock();
             prepare_spaces(&mut st);
+            for (&k, s) in st.spaces.iter_mut() {
+                batch.extend(s.mm.stash.drain(..).map(|m| (k, m)));
+            }
             st.spaces
                 .iter()
                 .map(|(&k, s)| (k, s.mm.uffd.clone()))
@@ -824,14 +849,19 @@ fn fault_thread(shared: Arc<Shared>, wake_r: OwnedFd) {
                 revents: 0,
             })
             .collect();
-        let timeout = if deferred.is_empty() { 200 } else { 1 };
+        let timeout = if !batch.is_empty() {
+            0
+        } else if deferred.is_empty() {
+            200
+        } else {
+            1
+        };
         if poll(&mut polls, timeout) < 0 {
             continue;
         }
         if polls[0].revents != 0 {
             let _ = rustix::io::read(&wake_r, &mut drain);
         }
-        let mut batch: Vec<(u32, Msg)> = Vec::new();
         for (i, (key, u)) in fds.iter().enumerate() {
             if polls[i + 1].revents & libc::POLLIN == 0 {
                 continue;
@@ -894,6 +924,9 @@ struct ThreadState {
 struct Ptracer {
     shared: Arc<Shared>,
     threads: HashMap<u32, ThreadState>,
+    /// New tasks whose first stop came before their parent's fork or
+    /// clone event: held stopped until that event says what they are.
+    parked: HashSet<u32>,
     root: u32,
     root_status: Option<i32>,
 }
@@ -1085,24 +1118,28 @@ impl Ptracer {
         )
         .map_err(|e| sys("pidfd_getfd", e))?;
         let u = Uffd::new(ours);
+        let method = self.shared.lock().method;
         // The features were checked before the program started.
-        u.api(uffd::FEATURES).map_err(|e| sys("UFFDIO_API", e))?;
-        u.register(store, STORE_BYTES, uffd::MODE_MISSING_WP)
-            .map_err(|e| sys("UFFDIO_REGISTER (store)", e))?;
+        u.api(uffd::features(method == EvictMethod::Move))
+            .map_err(|e| sys("UFFDIO_API", e))?;
+        if method == EvictMethod::Move {
+            // UFFDIO_MOVE's destination must be registered too.
+            u.register(store, STORE_BYTES, uffd::MODE_MISSING_WP)
+                .map_err(|e| sys("UFFDIO_REGISTER (store)", e))?;
+        }
         let u = Arc::new(u);
         let mut space = Space {
-            mm: Mm {
-                pid: tgid,
-                uffd: u.clone(),
-                store: Store {
+            mm: Mm::new(
+                tgid,
+                u.clone(),
+                Store {
                     base: store,
                     index: index as u64,
                     next: 1,
+                    recorded: 0,
                     free: Vec::new(),
                 },
-                evicted: BTreeMap::new(),
-                dead: Vec::new(),
-                mover: Some(MoverRef {
+                Some(MoverRef {
                     mover: None,
                     pid: mover as u32,
                     insn: code,
@@ -1110,7 +1147,8 @@ impl Ptracer {
                     scratch: index as u64 + INDEX_BYTES - PAGE,
                     failed: false,
                 }),
-            },
+                method,
+            ),
             maps: BTreeMap::new(),
             heap: None,
             pending_empty: Vec::new(),
@@ -1449,20 +1487,24 @@ impl Ptracer {
                     let mut st = self.shared.lock();
                     let key = st.next_space;
                     st.next_space += 1;
+                    let mut mm = Mm::new(child, p.uffd, p.store, None, st.method);
+                    // What the child holds in its store: its copy of the
+                    // index, where its copy of the slot holds a page. (The
+                    // parent's map may have changed since the fork.)
+                    let stored = match mm::stored_pages(child, mm.store.base, mm.store.index) {
+                        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Vec::new(),
+                        r => r.map_err(|e| sys("reading the store of a forked child", e))?,
+                    };
+                    for (slot, page) in stored {
+                        mm.evicted.insert(page, slot);
+                    }
                     // The child's userfaultfd exists only in the tracer, so
                     // no task of the child can run UFFDIO_MOVE on it: its
                     // pages come back by copy and are not evicted again.
                     st.spaces.insert(
                         key,
                         Space {
-                            mm: Mm {
-                                pid: child,
-                                uffd: p.uffd,
-                                store: p.store,
-                                evicted: p.evicted,
-                                dead: Vec::new(),
-                                mover: None,
-                            },
+                            mm,
                             maps: p.maps,
                             heap: p.heap,
                             pending_empty: Vec::new(),
@@ -1486,6 +1528,9 @@ impl Ptracer {
         if !is_thread {
             let mut st = self.shared.lock();
             st.event(child, ProcessEventKind::Fork { parent: pts.tgid })?;
+        }
+        if self.parked.remove(&child) {
+            let _ = ptrace::syscall(Pid::from_raw(child as i32), None);
         }
         Ok(())
     }
@@ -1530,6 +1575,14 @@ impl Ptracer {
                     }
                 }
                 let _ = ptrace::syscall(pid, None);
+            }
+            WaitStatus::PtraceEvent(pid, _, libc::PTRACE_EVENT_STOP)
+                if !self.threads.contains_key(&(pid.as_raw() as u32)) =>
+            {
+                // A new task, stopped before its parent's event arrived:
+                // it must not run (and fault, exec or fork) before the
+                // tracer knows its address space.
+                self.parked.insert(pid.as_raw() as u32);
             }
             WaitStatus::PtraceEvent(pid, _, event) => {
                 let tid = pid.as_raw() as u32;
@@ -1585,6 +1638,9 @@ impl Ptracer {
         while !self.shared.released.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(1));
         }
+        for tid in self.parked.drain() {
+            let _ = ptrace::detach(Pid::from_raw(tid as i32), None);
+        }
         let mut waiting: Vec<u32> = self.threads.keys().copied().collect();
         for &tid in &waiting {
             let _ = ptrace::interrupt(Pid::from_raw(tid as i32));
@@ -1627,7 +1683,8 @@ fn exit_of(info: &libc::ptrace_syscall_info) -> i64 {
     e.sval
 }
 
-/// Moves every resident page of `[start, end)` into the store.
+/// Moves every resident page of `[start, end)` into the store, runs of
+/// neighbours together.
 fn empty_range(mm: &mut Mm, start: u64, end: u64) -> Result<()> {
     let path = format!("/proc/{}/pagemap", mm.pid);
     let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
@@ -1638,15 +1695,30 @@ fn empty_range(mm: &mut Mm, start: u64, end: u64) -> Result<()> {
             present.push(addr);
         }
     })?;
-    for page in present {
-        mm.evict(page)
-            .map_err(|e| sys("UFFDIO_MOVE (emptying a new mapping)", e))?;
+    let what = |e| sys("evicting the pages of a new mapping", e);
+    let mut i = 0;
+    while i < present.len() {
+        let mut j = i + 1;
+        while j < present.len() && j - i < 4096 && present[j] == present[j - 1] + PAGE {
+            j += 1;
+        }
+        let moved = if j - i > 1 {
+            mm.evict_run(present[i], (j - i) as u64).map_err(what)? as usize
+        } else {
+            0
+        };
+        for &page in &present[i + moved..j] {
+            mm.evict(page).map_err(what)?;
+        }
+        i = j;
     }
     Ok(())
 }
 
-/// Refuses before the program starts if the kernel can't trace it.
-fn check_kernel() -> Result<()> {
+/// How pages will be evicted: `want`, or with `None` the best this kernel
+/// has (`UFFDIO_MOVE` from Linux 6.8, else copying). Refuses before the
+/// program starts if the kernel can't trace at all, or lacks `want`.
+pub fn evict_method(want: Option<EvictMethod>) -> Result<EvictMethod> {
     let available = uffd::Uffd::probe_features().map_err(|e| Error::Unsupported {
         what: "userfaultfd".into(),
         needs: format!(
@@ -1657,18 +1729,27 @@ fn check_kernel() -> Result<()> {
     if !missing.is_empty() {
         return Err(Error::Unsupported {
             what: format!("userfaultfd feature {}", missing.join(", ")),
-            needs: "Linux 6.8 or later with CONFIG_USERFAULTFD (pages are evicted with \
-                    UFFDIO_MOVE; a copying fallback for older kernels is not built yet)"
-                .into(),
+            needs: "Linux 5.7 or later with CONFIG_USERFAULTFD".into(),
         });
     }
-    Ok(())
+    let has_move = available & uffd::FEATURE_MOVE != 0;
+    match want {
+        Some(EvictMethod::Move) if !has_move => Err(Error::Unsupported {
+            what: "userfaultfd feature MOVE".into(),
+            needs: "Linux 6.8 or later to evict by moving pages; `--evict copy` works on \
+                    older kernels"
+                .into(),
+        }),
+        Some(m) => Ok(m),
+        None if has_move => Ok(EvictMethod::Move),
+        None => Ok(EvictMethod::Copy),
+    }
 }
 
 /// Traces the program of `config` into its trace file.
 pub fn trace(config: &TraceConfig, counts: Arc<Counts>) -> Result<TraceOutcome> {
     let program = pt::resolve(&config.argv[0]).map_err(|e| sys("cannot run", e))?;
-    check_kernel()?;
+    evict_method(Some(config.evict))?;
     let file = File::create(&config.output).map_err(|e| Error::io(&config.output, e))?;
     let start_unix_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -1678,7 +1759,7 @@ pub fn trace(config: &TraceConfig, counts: Arc<Counts>) -> Result<TraceOutcome> 
         page_size: PAGE,
         pool_pages: config.pool_pages,
         policy: "fifo".into(),
-        evict: EvictMethod::Move,
+        evict: config.evict,
         command: config.argv.clone(),
         start_unix_ns,
         start_monotonic_ns: start_mono,
@@ -1691,6 +1772,7 @@ pub fn trace(config: &TraceConfig, counts: Arc<Counts>) -> Result<TraceOutcome> 
     run(
         &program,
         &config.argv,
+        config.evict,
         config.pool_pages.max(1) as usize,
         Some(writer),
         start_mono,
@@ -1703,9 +1785,11 @@ pub fn trace(config: &TraceConfig, counts: Arc<Counts>) -> Result<TraceOutcome> 
 /// for (SIGINT or SIGTERM in this thread). References go to `writer`, or
 /// with no writer to the boundaries of a [`Sampler`]. `started` gets the
 /// shared state and the program's pid once it runs.
+#[allow(clippy::too_many_arguments)]
 fn run(
     program: &std::path::Path,
     argv: &[String],
+    method: EvictMethod,
     pool_cap: usize,
     writer: Option<TraceWriter<File>>,
     start_mono: u64,
@@ -1738,6 +1822,7 @@ fn run(
             retired: Vec::new(),
             failure: None,
             zero: Box::new([0; PAGE as usize]),
+            method,
         }),
         counts: counts.clone(),
         boundary: Mutex::new(Boundary::default()),
@@ -1767,6 +1852,7 @@ fn run(
                 entry: None,
             },
         )]),
+        parked: HashSet::new(),
         root,
         root_status: None,
     };
@@ -1877,7 +1963,7 @@ impl Sampler {
     /// calling thread, to wake a recorder waiting in `sigtimedwait`.
     pub fn start(argv: &[String], counts: Arc<Counts>) -> Result<Sampler> {
         let program = pt::resolve(&argv[0]).map_err(|e| sys("cannot run", e))?;
-        check_kernel()?;
+        let method = evict_method(None)?;
         let caller = nix::sys::pthread::pthread_self();
         let (tx, rx) = std::sync::mpsc::channel();
         let argv = argv.to_vec();
@@ -1896,6 +1982,7 @@ impl Sampler {
                 let r = run(
                     &program,
                     &argv,
+                    method,
                     usize::MAX,
                     None,
                     now_mono(),

@@ -32,29 +32,31 @@ const WRITEPROTECT: libc::c_ulong =
 pub const MOVE_MODE_DONTWAKE: u64 = 1;
 const WRITEPROTECT_MODE_WP: u64 = 1;
 
-/// The features the tracer needs, with the name of each.
-const FEATURE_LIST: [(u32, &str); 7] = [
+/// The features the tracer needs on every kernel, with the name of each.
+const FEATURE_LIST: [(u32, &str); 6] = [
     (k::UFFD_FEATURE_THREAD_ID, "THREAD_ID"),
     (k::UFFD_FEATURE_EVENT_FORK, "EVENT_FORK"),
     (k::UFFD_FEATURE_EVENT_REMAP, "EVENT_REMAP"),
     (k::UFFD_FEATURE_EVENT_REMOVE, "EVENT_REMOVE"),
     (k::UFFD_FEATURE_EVENT_UNMAP, "EVENT_UNMAP"),
     (k::UFFD_FEATURE_PAGEFAULT_FLAG_WP, "PAGEFAULT_FLAG_WP"),
-    (k::UFFD_FEATURE_MOVE, "MOVE (Linux 6.8)"),
 ];
 
-/// Every feature the tracer asks for.
-pub const FEATURES: u64 = {
-    let mut f = 0;
-    let mut i = 0;
-    while i < FEATURE_LIST.len() {
-        f |= FEATURE_LIST[i].0 as u64;
-        i += 1;
-    }
-    f
-};
+/// `UFFD_FEATURE_MOVE` (Linux 6.8): evicting without a copy.
+pub const FEATURE_MOVE: u64 = k::UFFD_FEATURE_MOVE as u64;
 
-/// The names of the features the tracer needs that `available` lacks.
+/// The features the tracer asks for: the needed ones, and MOVE when it
+/// moves pages rather than copying them.
+pub fn features(with_move: bool) -> u64 {
+    let needed = FEATURE_LIST.iter().fold(0, |f, &(bit, _)| f | bit as u64);
+    if with_move {
+        needed | FEATURE_MOVE
+    } else {
+        needed
+    }
+}
+
+/// The names of the needed features that `available` lacks.
 pub fn missing_features(available: u64) -> Vec<&'static str> {
     FEATURE_LIST
         .iter()
@@ -220,6 +222,24 @@ impl Uffd {
             mode: if wp { WRITEPROTECT_MODE_WP } else { 0 },
         };
         self.ioctl(WRITEPROTECT, &mut w)
+    }
+
+    /// Waits up to `timeout_ms` for a message to read.
+    pub fn wait_readable(&self, timeout_ms: i32) -> io::Result<()> {
+        let mut p = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid, exclusively borrowed pollfd.
+        let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     /// Reads the messages waiting (the descriptor is non-blocking) into
