@@ -20,14 +20,13 @@
 //! userfaultfd while it waits and keeps the other messages for later.
 
 use super::ptrace::Mover;
+use super::remote;
 use super::uffd::{Msg, Uffd};
 use nix::errno::Errno;
-use nix::sys::uio::{process_vm_readv, process_vm_writev, RemoteIoVec};
-use nix::unistd::Pid;
 use pagescope_core::trace::EvictMethod;
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{self, IoSlice, IoSliceMut};
+use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
@@ -184,14 +183,7 @@ impl Mm {
         arg[8..16].copy_from_slice(&src.to_ne_bytes());
         arg[16..24].copy_from_slice(&(n * PAGE).to_ne_bytes());
         arg[24..32].copy_from_slice(&super::uffd::MOVE_MODE_DONTWAKE.to_ne_bytes());
-        process_vm_writev(
-            Pid::from_raw(self.pid as i32),
-            &[IoSlice::new(&arg)],
-            &[RemoteIoVec {
-                base: m.scratch as usize,
-                len: arg.len(),
-            }],
-        )?;
+        remote::write(self.pid, m.scratch, &arg)?;
         let r = mover.syscall(
             16, /* ioctl */
             [m.fd as u64, super::uffd::MOVE, m.scratch, 0, 0, 0],
@@ -205,14 +197,7 @@ impl Mm {
             // The kernel reports the bytes it moved before it stopped
             // (or a negative error) in the argument's `move` field.
             let mut field = [0u8; 8];
-            process_vm_readv(
-                Pid::from_raw(self.pid as i32),
-                &mut [IoSliceMut::new(&mut field)],
-                &[RemoteIoVec {
-                    base: m.scratch as usize + 32,
-                    len: 8,
-                }],
-            )?;
+            remote::read(self.pid, m.scratch + 32, &mut field)?;
             (i64::from_ne_bytes(field).max(0) as u64 / PAGE).min(n)
         };
         Ok((moved, Err(Errno::from_raw(-r as i32))))
@@ -268,15 +253,7 @@ impl Mm {
     }
 
     fn write_indexes(&self, slot: u64, bytes: &[u8]) -> io::Result<()> {
-        process_vm_writev(
-            Pid::from_raw(self.pid as i32),
-            &[IoSlice::new(bytes)],
-            &[RemoteIoVec {
-                base: (self.store.index + slot * 8) as usize,
-                len: bytes.len(),
-            }],
-        )?;
-        Ok(())
+        remote::write(self.pid, self.store.index + slot * 8, bytes)
     }
 
     fn write_index(&self, slot: u64, value: u64) -> io::Result<()> {
@@ -371,14 +348,7 @@ impl Mm {
             // Unmapped meanwhile (its event is not read yet).
             return Ok(Some(false));
         }
-        process_vm_writev(
-            Pid::from_raw(self.pid as i32),
-            &[IoSlice::new(&buf)],
-            &[RemoteIoVec {
-                base: self.store.addr(first) as usize,
-                len: len as usize,
-            }],
-        )?;
+        remote::write(self.pid, self.store.addr(first), &buf)?;
         // The index names the pages once their copies are in place, and
         // before the originals go.
         self.write_indexes(first, names)?;
@@ -555,21 +525,8 @@ impl Mm {
 pub fn stored_pages(pid: u32, store: u64, index: u64) -> io::Result<Vec<(u64, u64)>> {
     let read = |at: u64, out: &mut [u64]| -> io::Result<()> {
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
-        let mut done = 0;
-        while done < bytes.len() {
-            let len = (bytes.len() - done).min(1 << 20);
-            let n = process_vm_readv(
-                Pid::from_raw(pid as i32),
-                &mut [IoSliceMut::new(&mut bytes[done..done + len])],
-                &[RemoteIoVec {
-                    base: (at + done as u64) as usize,
-                    len,
-                }],
-            )?;
-            if n == 0 {
-                return Err(io::Error::other("short read of the store's index"));
-            }
-            done += n;
+        for (i, chunk) in bytes.chunks_mut(1 << 20).enumerate() {
+            remote::read(pid, at + (i << 20) as u64, chunk)?;
         }
         Ok(())
     };
@@ -609,17 +566,7 @@ pub fn copy_back(
     wp: bool,
 ) -> io::Result<Restored> {
     let mut buf = [0u8; PAGE as usize];
-    let n = process_vm_readv(
-        Pid::from_raw(pid as i32),
-        &mut [IoSliceMut::new(&mut buf)],
-        &[RemoteIoVec {
-            base: slot_addr as usize,
-            len: PAGE as usize,
-        }],
-    )?;
-    if n != PAGE as usize {
-        return Err(io::Error::other("short read of a stored page"));
-    }
+    remote::read(pid, slot_addr, &mut buf)?;
     Ok(match copy_in(uffd, page, &buf, wp, true)? {
         Fill::Filled => Restored::Copied,
         Fill::Exists | Fill::Gone => Restored::Nothing,

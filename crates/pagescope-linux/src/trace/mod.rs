@@ -9,6 +9,7 @@
 mod mm;
 mod ptrace;
 mod release;
+mod remote;
 mod tracer;
 mod uffd;
 

@@ -393,19 +393,8 @@ pub fn vdso_syscall(pid: u32) -> io::Result<u64> {
         })
         .ok_or_else(|| io::Error::other("the process has no vDSO (booted with vdso=0?)"))?;
     let mut bytes = vec![0u8; (end - start) as usize];
-    let len = bytes.len();
-    let n = {
-        let mut iov = [io::IoSliceMut::new(&mut bytes)];
-        nix::sys::uio::process_vm_readv(
-            Pid::from_raw(pid as i32),
-            &mut iov,
-            &[nix::sys::uio::RemoteIoVec {
-                base: start as usize,
-                len,
-            }],
-        )?
-    };
-    bytes[..n]
+    super::remote::read(pid, start, &mut bytes)?;
+    bytes
         .windows(2)
         .position(|w| w == [0x0f, 0x05])
         .map(|i| start + i as u64)

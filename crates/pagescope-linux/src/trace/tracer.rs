@@ -961,15 +961,8 @@ impl Ptracer {
         let at = (sp - 4096) & !15;
         let mut bytes = name.as_bytes().to_vec();
         bytes.push(0);
-        nix::sys::uio::process_vm_writev(
-            tid,
-            &[std::io::IoSlice::new(&bytes)],
-            &[nix::sys::uio::RemoteIoVec {
-                base: at as usize,
-                len: bytes.len(),
-            }],
-        )
-        .map_err(|e| sys("process_vm_writev", e))?;
+        super::remote::write(tid.as_raw() as u32, at, &bytes)
+            .map_err(|e| sys("writing a name into the program", e))?;
         Ok(at)
     }
 
@@ -1080,15 +1073,8 @@ impl Ptracer {
             ));
         }
         let code = code as u64;
-        nix::sys::uio::process_vm_writev(
-            t,
-            &[std::io::IoSlice::new(&pt::MOVER_CODE)],
-            &[nix::sys::uio::RemoteIoVec {
-                base: code as usize,
-                len: pt::MOVER_CODE.len(),
-            }],
-        )
-        .map_err(|e| sys("writing the mover's code", e))?;
+        super::remote::write(tgid, code, &pt::MOVER_CODE)
+            .map_err(|e| sys("writing the mover's code", e))?;
         run(&mut inj, nr::MPROTECT, [code, PAGE, 5, 0, 0, 0])?;
         let at = Self::write_name(t, sp, "pagescope-mover")?;
         run(
@@ -1641,13 +1627,26 @@ impl Ptracer {
         for tid in self.parked.drain() {
             let _ = ptrace::detach(Pid::from_raw(tid as i32), None);
         }
-        let mut waiting: Vec<u32> = self.threads.keys().copied().collect();
+        // A thread already in a stop (the one whose stop was being
+        // handled when an error came) detaches at once; the others are
+        // interrupted first.
+        let mut waiting: Vec<u32> = self
+            .threads
+            .keys()
+            .copied()
+            .filter(|&tid| ptrace::detach(Pid::from_raw(tid as i32), None).is_err())
+            .collect();
         for &tid in &waiting {
             let _ = ptrace::interrupt(Pid::from_raw(tid as i32));
         }
         let deadline = Instant::now() + Duration::from_secs(10);
         while !waiting.is_empty() && Instant::now() < deadline {
-            let status = match waitpid(None, Some(WaitPidFlag::__WALL | WaitPidFlag::__WNOTHREAD)) {
+            let flags = WaitPidFlag::__WALL | WaitPidFlag::__WNOTHREAD | WaitPidFlag::WNOHANG;
+            let status = match waitpid(None, Some(flags)) {
+                Ok(WaitStatus::StillAlive) => {
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
+                }
                 Ok(s) => s,
                 Err(Errno::EINTR) => continue,
                 Err(_) => break,
