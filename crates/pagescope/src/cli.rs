@@ -33,7 +33,7 @@ pub enum Command {
 /// `pagescope trace`.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  pagescope trace --pool 2M -o t.trace -- pagetest --size 64M --op write\n  pagescope trace --release 1234"
+    after_help = "Examples:\n  pagescope trace --pool 2M -o t.trace -- pagetest --size 64M --op write\n  pagescope trace --pid 1234 -o t.trace      (Ctrl-C lets it go)\n  pagescope trace --release 1234"
 )]
 pub struct TraceArgs {
     /// Pages kept resident (a size, e.g. 2M); touches of every other page
@@ -49,18 +49,28 @@ pub struct TraceArgs {
     /// the best the kernel has.
     #[arg(long, value_enum, default_value_t = EvictArg::Auto)]
     pub evict: EvictArg,
+    /// Reference times are stored rounded down to this (1ns to 1ms):
+    /// below a microsecond they are the jitter of each fault's delivery to
+    /// pagescope, and cost more than a byte per reference.
+    #[arg(long, value_name = "DUR", default_value = "1us", value_parser = parse_resolution)]
+    pub time_resolution: std::time::Duration,
     /// No progress line or summary.
     #[arg(short, long)]
     pub quiet: bool,
     /// Put back every page a killed tracer had evicted from PID, and let
     /// it run on untraced.
-    #[arg(long, value_name = "PID", conflicts_with = "command")]
+    #[arg(long, value_name = "PID", conflicts_with_all = ["command", "pid"])]
     pub release: Option<u32>,
+    /// Trace the running process PID (its threads, and the processes it
+    /// forks from now on) instead of a command; Ctrl-C puts every page
+    /// back and lets it run on.
+    #[arg(long, value_name = "PID", conflicts_with = "command")]
+    pub pid: Option<u32>,
     /// The command to trace, after `--`.
     #[arg(
         last = true,
         value_name = "COMMAND",
-        required_unless_present = "release"
+        required_unless_present_any = ["release", "pid"]
     )]
     pub command: Vec<String>,
 }
@@ -78,8 +88,11 @@ pub enum EvictArg {
 
 fn parse_pool(s: &str) -> Result<u64, String> {
     let n = pagescope_core::units::parse_size(s)?;
-    if n < 4096 {
-        return Err(format!("{s:?}: the pool must hold at least one page"));
+    // One instruction can touch several pages (its operands, the
+    // stack, code in anonymous memory); a pool too small for them all
+    // could evict one the instruction still needs, again and again.
+    if n < 16 * 4096 {
+        return Err(format!("{s:?}: the pool must hold at least 16 pages (64K)"));
     }
     Ok(n)
 }
@@ -178,6 +191,14 @@ fn parse_regions(s: &str) -> Result<(u32, u32), String> {
         ));
     }
     Ok((min, max))
+}
+
+fn parse_resolution(s: &str) -> Result<std::time::Duration, String> {
+    let d = pagescope_core::units::parse_duration(s)?;
+    if d < std::time::Duration::from_nanos(1) || d > std::time::Duration::from_millis(1) {
+        return Err(format!("{s:?}: must be from 1ns to 1ms"));
+    }
+    Ok(d)
 }
 
 fn parse_interval(s: &str) -> Result<std::time::Duration, String> {

@@ -8,12 +8,13 @@ use pagescope_core::analysis::mrc::Mrc;
 use pagescope_core::analysis::refs::RefStats;
 use pagescope_core::format::{read_trace, TraceVisitor};
 use pagescope_core::trace::EvictMethod;
+use pagescope_linux::trace::Target;
 use pagescope_render::views;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// Runs `trace`; returns the exit code: the traced program's own.
+/// Runs `trace`; returns the exit code: a launched program's own.
 pub fn trace(args: TraceArgs) -> Result<u8> {
     if let Some(pid) = args.release {
         let done = pagescope_linux::trace::release(pid)
@@ -38,11 +39,16 @@ pub fn trace(args: TraceArgs) -> Result<u8> {
              and back, which is slower"
         );
     }
+    let target = match args.pid {
+        Some(pid) => Target::Attach(pid),
+        None => Target::Launch(args.command.clone()),
+    };
     let config = pagescope_linux::trace::TraceConfig {
-        argv: args.command.clone(),
+        target,
         pool_pages: args.pool.div_ceil(4096),
         output: args.output.clone(),
         evict,
+        time_resolution_ns: args.time_resolution.as_nanos() as u32,
     };
     let counts = Arc::new(pagescope_linux::trace::Counts::default());
     let progress = {
@@ -58,7 +64,12 @@ pub fn trace(args: TraceArgs) -> Result<u8> {
             })
         })
     };
-    let outcome = pagescope_linux::trace::trace(&config, counts);
+    let quiet = args.quiet;
+    let outcome = pagescope_linux::trace::trace(&config, counts, |pid| {
+        if args.pid.is_some() && !quiet {
+            eprintln!("tracing process {pid}: Ctrl-C puts its pages back and lets it run on");
+        }
+    });
     progress.finish();
     let outcome = outcome.context("trace failed")?;
     if !args.quiet {
@@ -80,9 +91,11 @@ pub fn trace(args: TraceArgs) -> Result<u8> {
             );
         }
     }
-    Ok(outcome
-        .exit_status
-        .map_or(0, |s| u8::try_from(s).unwrap_or(1)))
+    // An attached program's exit status is its parent's business.
+    Ok(match (args.pid, outcome.exit_status) {
+        (None, Some(s)) => u8::try_from(s).unwrap_or(1),
+        _ => 0,
+    })
 }
 
 /// Reads a trace into an analysis. A file cut short is read up to its

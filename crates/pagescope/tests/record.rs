@@ -249,10 +249,87 @@ fn fault_backend_sampled_estimates_every_iteration() {
 }
 
 /// The fault backend refuses what it can't record, before anything runs.
+/// `--pid` with the fault backend: pagetest, its buffer written before,
+/// is attached while it waits; each of its 3 write passes is one spike of
+/// the buffer's pages, as for a launched one, and the recording ends when
+/// it exits.
+#[test]
+fn fault_backend_attaches_to_a_running_process() {
+    if !fault_available() {
+        return;
+    }
+    use std::io::{BufRead, BufReader, Write};
+    let _guard = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = temp_path(dir.path(), "r.rec");
+    let mut pt = Command::new(pagetest_bin())
+        .args([
+            "--size",
+            "64M",
+            "--op",
+            "write",
+            "--prefault",
+            "--iterations",
+            "3",
+            "--sleep",
+            "1s",
+            "--wait-stdin",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(pt.stdout.take().unwrap()).lines();
+    let ready: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let pid = pt.id().to_string();
+    let mut rec = Command::new(pagescope_bin())
+        .args([
+            "record",
+            "-q",
+            "--backend",
+            "fault",
+            "--interval",
+            "100ms",
+            "--pid",
+            &pid,
+            "-o",
+            &out,
+        ])
+        .spawn()
+        .unwrap();
+    // The header is written once the process is attached.
+    assert!(
+        wait_for(Duration::from_secs(30), || std::fs::metadata(&out)
+            .is_ok_and(|m| m.len() > 0)),
+        "the recorder wrote nothing"
+    );
+    pt.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    assert!(pt.wait().unwrap().success());
+    assert!(rest.last().unwrap().contains("done"), "{rest:?}");
+    let status = rec.wait().unwrap();
+    assert!(status.success(), "record exited with {status}");
+    let (r, done) = read(&out);
+    assert_eq!(done, Completeness::Complete);
+    assert_eq!(r.end.as_ref().unwrap().reason, "exited");
+    let (start, end) = (
+        ready["start"].as_u64().unwrap(),
+        ready["end"].as_u64().unwrap(),
+    );
+    let pages = ready["pages"].as_u64().unwrap();
+    let found = spikes(&temporal(&out, Some((start, end))), 0);
+    assert_eq!(found.len(), 3, "expected 3 spikes, found {found:?}");
+    for s in &found {
+        let err = (s.user as f64 - pages as f64).abs() / pages as f64;
+        assert!(err <= 0.02, "{s:?}: buffer {pages}");
+        assert!(s.written.unwrap() as f64 >= 0.98 * pages as f64, "{s:?}");
+    }
+}
+
 #[test]
 fn fault_backend_refuses_running_processes() {
     let me = std::process::id().to_string();
-    for what in [&["--pid", &me][..], &["--system"][..]] {
+    for what in [&["--pid", &me, "--pid", "1"][..], &["--system"][..]] {
         let mut args = vec![
             "record",
             "-q",

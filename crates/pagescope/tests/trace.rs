@@ -206,6 +206,11 @@ fn exact_counts(op: &str, evict: &str) {
         // Plus pagetest's first pass, which writes each page once.
         assert_eq!(in_buf.len(), total + pages as usize);
     }
+    // Times in microseconds (the default resolution), and the file within
+    // 2 bytes per reference.
+    assert!(all.refs.iter().all(|r| r.time_ns % 1000 == 0));
+    let per_ref = std::fs::metadata(&trace).unwrap().len() as f64 / all.refs.len() as f64;
+    assert!(per_ref <= 2.0, "{per_ref:.2} bytes per reference");
     // The CLI's own count of the buffer range agrees.
     let range = format!("{start:#x}-{end:#x}");
     let refs = report_json(&[
@@ -480,6 +485,164 @@ fn forked_children_find_their_evicted_pages() {
 }
 
 /// Waits for a process to end, up to `secs`.
+/// Starts `argv`, which prints a line when it is ready and then waits
+/// for a line on stdin; attaches `pagescope trace --pid` to it (evicting
+/// by `evict`, pool `pool`, into `trace`); once the tracer says it is in
+/// place, lets the program go on. Returns the program's whole output.
+fn attached_run(argv: &[&str], evict: &str, pool: &str, trace: &str) -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut prog = Command::new(argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(prog.stdout.take().unwrap());
+    let mut output = String::new();
+    out.read_line(&mut output).unwrap();
+    assert!(!output.is_empty(), "{argv:?} ended before it was ready");
+    let pid = prog.id().to_string();
+    let mut tracer = Command::new(pagescope_bin())
+        .args([
+            "trace", "--evict", evict, "--pool", pool, "-o", trace, "--pid", &pid,
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(tracer.stderr.take().unwrap());
+    let mut said = String::new();
+    loop {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap() == 0 {
+            let _ = prog.kill();
+            let _ = prog.wait();
+            panic!("the tracer ended before it was in place: {said}");
+        }
+        said.push_str(&line);
+        if line.starts_with("tracing process") {
+            break;
+        }
+    }
+    let mut stdin = prog.stdin.take().unwrap();
+    stdin.write_all(b"go\n").unwrap();
+    drop(stdin);
+    out.read_to_string(&mut output).unwrap();
+    let status = prog.wait().unwrap();
+    assert!(status.success(), "{argv:?} traced from outside: {status:?}");
+    err.read_to_string(&mut said).unwrap();
+    let status = tracer.wait().unwrap();
+    assert!(status.success(), "tracer: {status:?} {said}");
+    output
+}
+
+/// `trace --pid`: pagetest is attached while it waits (blocked in
+/// `read`, which must be restarted), its buffer already written; every
+/// page it had goes out, so each of its 3 read passes is logged exactly.
+#[test]
+fn attach_counts_every_read_exactly() {
+    require_trace!();
+    let _serial = serial();
+    for evict in methods() {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = temp_path(dir.path(), "t.trace");
+        let bin = pagetest_bin();
+        let output = attached_run(
+            &[
+                bin.to_str().unwrap(),
+                "--size",
+                "16M",
+                "--mode",
+                "anon",
+                "--op",
+                "read",
+                "--iterations",
+                "3",
+                "--wait-stdin",
+            ],
+            evict,
+            "2M",
+            &trace,
+        );
+        let lines = pagetest_lines(output.as_bytes());
+        let (start, end) = (
+            lines[0]["start"].as_u64().unwrap(),
+            lines[0]["end"].as_u64().unwrap(),
+        );
+        let done = lines.iter().find(|l| l["event"] == "done").unwrap();
+        assert_eq!(done["checksum"], 3 * 4096, "{evict}: pages lost their data");
+        let (all, complete) = read_all(&trace);
+        assert_eq!(complete, Completeness::Complete);
+        let in_buf: Vec<&Ref> = all
+            .refs
+            .iter()
+            .filter(|r| r.addr >= start && r.addr < end)
+            .collect();
+        assert_eq!(in_buf.len(), 3 * 4096, "{evict}: references to the buffer");
+        assert!(in_buf.iter().all(|r| !r.write), "{evict}: a write logged");
+        for pass in in_buf.chunks(4096) {
+            assert!(
+                pass.windows(2).all(|w| w[0].addr + 4096 == w[1].addr),
+                "{evict}: a pass not in ascending order"
+            );
+        }
+    }
+}
+
+/// `trace --pid` of a Python program whose four threads wait on an event
+/// (in `futex`) while the tracer attaches, then hash generated data: the
+/// same digests as untraced.
+#[test]
+fn attached_threads_compute_what_they_compute_untraced() {
+    require_trace!();
+    let _serial = serial();
+    let script = r#"
+import hashlib, sys, threading
+go = threading.Event()
+res = [None] * 4
+def work(i):
+    go.wait()
+    h = hashlib.sha256()
+    for j in range(4000):
+        h.update(bytes([(i * 7 + j) % 256]) * (100 * (j % 50 + 1)))
+    res[i] = h.hexdigest()
+ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+for t in ts:
+    t.start()
+print("ready", flush=True)
+sys.stdin.readline()
+go.set()
+for t in ts:
+    t.join()
+print(res)
+"#;
+    let plain = {
+        use std::io::Write;
+        let mut c = Command::new("python3")
+            .args(["-c", script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        let out = c.wait_with_output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    for evict in methods() {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = temp_path(dir.path(), "t.trace");
+        let traced = attached_run(&["python3", "-c", script], evict, "512K", &trace);
+        assert_eq!(traced, plain, "{evict}");
+        let refs = report_json(&["analyze", &trace, "refs", "--format", "json"]);
+        let threads = refs["threads"].as_array().unwrap();
+        assert!(
+            threads.len() >= 4,
+            "{evict}: references from {} threads",
+            threads.len()
+        );
+    }
+}
+
 fn wait_gone(pid: u32, secs: u64) -> bool {
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(secs) {
@@ -654,4 +817,71 @@ fn bad_input_is_one_line_and_a_nonzero_exit() {
     assert_eq!(out.status.code(), Some(2));
     let out = run(&[], &["analyze", &snap, "mrc", "--range", "0x1000-0x2000"]);
     assert_eq!(out.status.code(), Some(2));
+    let out = run(
+        &[],
+        &["trace", "-q", "-o", "/dev/null", "--pid", "999999999"],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no such process"));
+    for (option, value, says) in [
+        ("--pool", "32K", "at least 16 pages"),
+        ("--time-resolution", "0ns", "from 1ns to 1ms"),
+        ("--time-resolution", "2ms", "from 1ns to 1ms"),
+    ] {
+        let out = run(
+            &[],
+            &[
+                "trace",
+                "-q",
+                option,
+                value,
+                "-o",
+                "/dev/null",
+                "--",
+                "true",
+            ],
+        );
+        assert_eq!(out.status.code(), Some(2), "{option} {value}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(says));
+    }
+}
+
+/// `trace --pid` of a process that another tracer holds says who.
+#[test]
+fn attach_to_a_traced_process_names_its_tracer() {
+    require_trace!();
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let trace = temp_path(dir.path(), "t.trace");
+    let mut first = Command::new(pagescope_bin())
+        .args([
+            "trace",
+            "-q",
+            "-o",
+            &trace,
+            "--",
+            "sh",
+            "-c",
+            "echo $$; exec sleep 30",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(first.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let pid = line.trim().to_string();
+    let out = run(&[], &["trace", "-q", "-o", "/dev/null", "--pid", &pid]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid.parse().unwrap()).unwrap(),
+        rustix::process::Signal::KILL,
+    );
+    let _ = first.wait();
+    assert!(!out.status.success());
+    assert!(
+        err.contains(&format!("already traced by process {}", first.id())),
+        "{err}"
+    );
 }

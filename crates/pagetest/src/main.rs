@@ -72,6 +72,11 @@ struct Args {
     /// attached at `ready`, or the fill of `--op read`, stays apart from it).
     #[arg(long, value_parser = parse_duration, default_value = "0")]
     delay: Duration,
+    /// After `ready` (and `--delay`), wait for a line on standard input
+    /// before the first iteration: whoever attaches at `ready` says when
+    /// it is in place.
+    #[arg(long)]
+    wait_stdin: bool,
     /// Write every page once before `ready`, so that the first iteration
     /// touches memory already there, as the later ones do (`--op read`
     /// always does).
@@ -234,6 +239,10 @@ fn run(args: Args) -> Result<()> {
     let mut checksum = 0u64;
     if !args.delay.is_zero() {
         std::thread::sleep(args.delay);
+    }
+    if args.wait_stdin {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line)?;
     }
     for i in 0..args.iterations {
         let t0 = now_ns();

@@ -57,9 +57,12 @@ pub mod frame_type {
     pub const MAPPING: u16 = 17;
     /// [`crate::trace::ProcessEvent`].
     pub const PROCESS_EVENT: u16 = 18;
-    /// A chunk of [`crate::trace::Ref`]s in the columnar encoding of
-    /// [`super::encode_refs`].
+    /// A chunk of [`crate::trace::Ref`]s with times in nanoseconds (read,
+    /// no longer written: see [`REFS_IN_UNITS`]).
     pub const REFS: u16 = 19;
+    /// A chunk of [`crate::trace::Ref`]s in the columnar encoding of
+    /// [`super::encode_refs`], times in a unit the chunk names.
+    pub const REFS_IN_UNITS: u16 = 24;
     /// [`crate::trace::Residency`].
     pub const RESIDENCY: u16 = 20;
     /// [`crate::record::RecordHeader`]: the first frame of a recording.

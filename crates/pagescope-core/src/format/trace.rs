@@ -5,7 +5,10 @@
 //! page-number deltas (zigzag), thread, process and mapping changes, and a
 //! bit per reference for writes. A program that walks memory page by page
 //! gives a page delta of 1 every time, which zstd stores in almost nothing,
-//! so the time column dominates (see docs/format.md for measured sizes).
+//! so the time column dominates. Times are stored in a unit (the trace's
+//! time resolution, 1 us by default): below it they are the jitter of
+//! the fault's delivery to the tracer, which no compressor can shrink
+//! (see docs/format.md for measured sizes).
 
 use super::codec::{put, unzigzag, zigzag, Column};
 use super::frame::{decode, open_kind, Completeness, Kind, RecordFile};
@@ -40,20 +43,32 @@ struct RefColumns {
     write: Vec<u8>,
 }
 
-/// Encodes references into the columnar form.
-pub fn encode_refs(refs: &[Ref], page_size: u64, out: &mut Vec<u8>) {
+/// The stored form of a chunk of references with times in `time_unit`
+/// nanoseconds (frame type 24); `columns.first_time` and the time deltas
+/// count units.
+#[derive(Serialize, Deserialize, Default, Debug)]
+struct RefChunk {
+    time_unit: u32,
+    columns: RefColumns,
+}
+
+/// Encodes references into the columnar form, with times rounded down to
+/// a multiple of `time_unit` ns (at least 1).
+pub fn encode_refs(refs: &[Ref], page_size: u64, time_unit: u32, out: &mut Vec<u8>) {
+    let unit = time_unit.max(1);
     let shift = page_size.max(1).trailing_zeros() as u8;
     let mut c = RefColumns {
         count: refs.len() as u32,
         page_shift: shift,
-        first_time: refs.first().map_or(0, |r| r.time_ns),
+        first_time: refs.first().map_or(0, |r| r.time_ns / unit as u64),
         write: vec![0; refs.len().div_ceil(8)],
         ..RefColumns::default()
     };
     let (mut t, mut page, mut tid, mut pid, mut map) = (c.first_time, 0u64, 0u32, 0u32, 0u32);
     for (i, r) in refs.iter().enumerate() {
-        put(&mut c.time_delta, r.time_ns.wrapping_sub(t));
-        t = r.time_ns;
+        let now = r.time_ns / unit as u64;
+        put(&mut c.time_delta, now.wrapping_sub(t));
+        t = now;
         let p = r.addr >> shift;
         put(&mut c.page_delta, zigzag(p.wrapping_sub(page) as i64));
         page = p;
@@ -68,17 +83,30 @@ pub fn encode_refs(refs: &[Ref], page_size: u64, out: &mut Vec<u8>) {
         }
     }
     out.clear();
-    *out = postcard::to_extend(&c, std::mem::take(out)).expect("a Vec takes any bytes");
+    let chunk = RefChunk {
+        time_unit: unit,
+        columns: c,
+    };
+    *out = postcard::to_extend(&chunk, std::mem::take(out)).expect("a Vec takes any bytes");
 }
 
 fn to_u32(v: i64, what: &str) -> std::result::Result<u32, String> {
     u32::try_from(v).map_err(|_| format!("reference chunk: {what} {v} out of range"))
 }
 
-/// Decodes a chunk written by [`encode_refs`], checking every bound.
-pub fn decode_refs(bytes: &[u8]) -> std::result::Result<Vec<Ref>, String> {
-    let c: RefColumns =
-        postcard::from_bytes(bytes).map_err(|e| format!("bad reference chunk: {e}"))?;
+/// Decodes a chunk written by [`encode_refs`] (frame type 24), or with
+/// `in_ns` one of frame type 19 (times in ns), checking every bound.
+pub fn decode_refs(bytes: &[u8], in_ns: bool) -> std::result::Result<Vec<Ref>, String> {
+    let bad = |e: postcard::Error| format!("bad reference chunk: {e}");
+    let (unit, c) = if in_ns {
+        (1, postcard::from_bytes::<RefColumns>(bytes).map_err(bad)?)
+    } else {
+        let chunk: RefChunk = postcard::from_bytes(bytes).map_err(bad)?;
+        if chunk.time_unit == 0 {
+            return Err("reference chunk: time unit 0".into());
+        }
+        (chunk.time_unit as u64, chunk.columns)
+    };
     let n = c.count as usize;
     if c.page_shift >= 40 || c.write.len() != n.div_ceil(8) || n > c.time_delta.len() {
         return Err("reference chunk header does not match its columns".into());
@@ -97,7 +125,7 @@ pub fn decode_refs(bytes: &[u8]) -> std::result::Result<Vec<Ref>, String> {
         pid += unzigzag(pids.next()?);
         map += unzigzag(maps.next()?);
         out.push(Ref {
-            time_ns: t,
+            time_ns: t.wrapping_mul(unit),
             pid: to_u32(pid, "pid")?,
             tid: to_u32(tid, "tid")?,
             addr: page.checked_shl(c.page_shift as u32).unwrap_or(0),
@@ -117,15 +145,23 @@ pub fn decode_refs(bytes: &[u8]) -> std::result::Result<Vec<Ref>, String> {
 pub struct TraceWriter<W: Write> {
     file: RecordFile<W>,
     page_size: u64,
+    time_unit: u32,
     encoded: Vec<u8>,
 }
 
 impl<W: Write> TraceWriter<W> {
-    /// Starts a trace file with its header.
-    pub fn new(out: W, path: &Path, header: &TraceHeader) -> Result<TraceWriter<W>> {
+    /// Starts a trace file with its header; reference times are stored
+    /// rounded down to a multiple of `time_unit` ns (at least 1).
+    pub fn new(
+        out: W,
+        path: &Path,
+        header: &TraceHeader,
+        time_unit: u32,
+    ) -> Result<TraceWriter<W>> {
         let mut w = TraceWriter {
             file: RecordFile::new(out, path, Kind::Trace)?,
             page_size: header.page_size,
+            time_unit: time_unit.max(1),
             encoded: Vec::new(),
         };
         w.put(frame_type::TRACE_HEADER, header)?;
@@ -161,8 +197,8 @@ impl<W: Write> TraceWriter<W> {
         if refs.is_empty() {
             return Ok(());
         }
-        encode_refs(refs, self.page_size, &mut self.encoded);
-        self.file.raw(frame_type::REFS, &self.encoded)
+        encode_refs(refs, self.page_size, self.time_unit, &mut self.encoded);
+        self.file.raw(frame_type::REFS_IN_UNITS, &self.encoded)
     }
 
     /// The end record.
@@ -240,8 +276,9 @@ pub fn read_trace<R: Read>(
             frame_type::RESIDENCY => {
                 visitor.residency(&decode(path, at, "residency", &frame.payload)?)?
             }
-            frame_type::REFS => {
-                let refs = decode_refs(&frame.payload)
+            frame_type::REFS | frame_type::REFS_IN_UNITS => {
+                let in_ns = frame.frame_type == frame_type::REFS;
+                let refs = decode_refs(&frame.payload, in_ns)
                     .map_err(|why| Error::corrupt(path, format!("frame at byte {at}: {why}")))?;
                 visitor.refs(&refs)?;
             }
@@ -309,14 +346,35 @@ mod tests {
     fn refs_round_trip() {
         let refs = sample(10_000);
         let mut buf = Vec::new();
-        encode_refs(&refs, 4096, &mut buf);
-        assert_eq!(decode_refs(&buf).unwrap(), refs);
+        encode_refs(&refs, 4096, 1, &mut buf);
+        assert_eq!(decode_refs(&buf, false).unwrap(), refs);
+        // In microseconds: every time rounded down, nothing else changed.
+        encode_refs(&refs, 4096, 1000, &mut buf);
+        let us = decode_refs(&buf, false).unwrap();
+        for (a, b) in us.iter().zip(&refs) {
+            assert_eq!(a.time_ns, b.time_ns / 1000 * 1000);
+            assert_eq!(
+                (a.pid, a.tid, a.addr, a.write),
+                (b.pid, b.tid, b.addr, b.write)
+            );
+        }
+    }
+
+    /// Chunks of frame type 19 (times in ns, no unit) still read.
+    #[test]
+    fn chunks_in_ns_still_read() {
+        let refs = sample(1000);
+        let mut buf = Vec::new();
+        encode_refs(&refs, 4096, 1, &mut buf);
+        // The unit (varint 1) is the first byte; the rest is the old form.
+        assert_eq!(buf[0], 1);
+        assert_eq!(decode_refs(&buf[1..], true).unwrap(), refs);
     }
 
     #[test]
     fn file_round_trip_and_truncation() {
         let refs = sample(3000);
-        let mut w = TraceWriter::new(Vec::new(), Path::new("t"), &header()).unwrap();
+        let mut w = TraceWriter::new(Vec::new(), Path::new("t"), &header(), 1).unwrap();
         for chunk in refs.chunks(1000) {
             w.refs(chunk).unwrap();
         }
@@ -347,13 +405,14 @@ mod tests {
     fn corrupt_chunks_are_errors() {
         let refs = sample(100);
         let mut buf = Vec::new();
-        encode_refs(&refs, 4096, &mut buf);
+        encode_refs(&refs, 4096, 1000, &mut buf);
         for i in 0..buf.len() {
             let mut b = buf.clone();
             b[i] ^= 0x55;
-            let _ = decode_refs(&b); // must not panic
+            let _ = decode_refs(&b, false); // must not panic
+            let _ = decode_refs(&b, true);
             b.truncate(i);
-            assert!(decode_refs(&b).is_err() || i == buf.len());
+            assert!(decode_refs(&b, false).is_err() || i == buf.len());
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The `fault` backend: userfaultfd, exact per page, with writes, for a
-//! command pagescope launches.
+//! command pagescope launches or one running process it attaches.
 //!
 //! The program runs under the tracer of `pagescope trace` with a pool
 //! that never fills: every private anonymous page it touches faults once,
@@ -19,7 +19,7 @@
 
 use super::pages::{resident, ProcessTally};
 use super::{Launched, Probe};
-use crate::trace::{Counts as TraceCounts, Sampler};
+use crate::trace::{Counts as TraceCounts, Sampler, Target};
 use crate::Root;
 use pagescope_core::record::{Backend, Granularity, Interval, WriteSource};
 use pagescope_core::{Error, Result};
@@ -70,9 +70,9 @@ impl Probe for Fault {
         false
     }
 
-    fn launch(&mut self, argv: &[String]) -> Option<Result<u32>> {
+    fn follow(&mut self, what: &Target) -> Option<Result<u32>> {
         Some(
-            Sampler::start(argv, Arc::new(TraceCounts::default())).map(|s| {
+            Sampler::start(what, Arc::new(TraceCounts::default())).map(|s| {
                 let pid = s.root();
                 self.sampler = Some(s);
                 pid
@@ -166,8 +166,8 @@ impl Drop for Fault {
 pub fn refuse(what: &str) -> Error {
     Error::Unsupported {
         what: format!("the fault backend for {what}"),
-        needs: "a command pagescope launches (`pagescope record --backend fault -- CMD`): \
-                attaching to running processes is not built yet"
+        needs: "a command pagescope launches (`pagescope record --backend fault -- CMD`) \
+                or one running process (`--pid PID`)"
             .into(),
     }
 }

@@ -49,18 +49,19 @@ pub trait Probe {
     /// Adds what `pids` referenced since the last reset or collect to
     /// `out`, and clears the bits again for the next interval.
     fn collect(&mut self, pids: &[u32], out: &mut Interval) -> Result<()>;
-    /// Launches the command itself, for a backend that must follow the
-    /// program from its first instruction; returns its pid. `None`: the
-    /// recorder launches it.
-    fn launch(&mut self, _argv: &[String]) -> Option<Result<u32>> {
+    /// Launches the command, or attaches the one process of `--pid`,
+    /// for a backend that must follow the program itself; returns its
+    /// pid. `None`: the backend does not (the recorder launches a
+    /// command).
+    fn follow(&mut self, _what: &crate::trace::Target) -> Option<Result<u32>> {
         None
     }
-    /// For a backend that launched the command: whether it still runs.
+    /// For a backend that follows the program: whether it still runs.
     /// Its children are the backend's: the recorder never waits for them.
     fn launched(&mut self) -> Launched {
         Launched::Running
     }
-    /// For a backend that launched the command: stops following it, so
+    /// For a backend that follows the program: stops following it, so
     /// that it runs on unrecorded (or says that it has exited).
     fn let_go(&mut self) -> Launched {
         Launched::LetGo
@@ -254,25 +255,8 @@ fn choose(
         },
         Choice::Use(Backend::Damon) => Ok((damon()?, damon_why())),
         Choice::Use(Backend::Fault) => match &config.target {
-            Target::Command(_) => Ok((
-                Box::new(fault::Fault::new(
-                    root,
-                    page_size,
-                    config.block,
-                    config.sample,
-                )),
-                if config.sample < 1.0 {
-                    format!(
-                        "asked for; a fixed random {:.0}% of the pages moved out at each \
-                         boundary, each that comes back counting {:.1} pages",
-                        config.sample * 100.0,
-                        1.0 / config.sample
-                    )
-                } else {
-                    "asked for".into()
-                },
-            )),
-            Target::Pids(_) => Err(fault::refuse("running processes (--pid)")),
+            Target::Pids(p) if p.len() > 1 => Err(fault::refuse("more than one running process")),
+            Target::Command(_) | Target::Pids(_) => Ok(fault_probe(root, page_size, config)),
             Target::Cgroup(_) => Err(fault::refuse("a cgroup")),
             Target::System => Err(fault::refuse("the whole machine")),
         },
@@ -284,6 +268,32 @@ fn choose(
             Some(why) => Ok((refs(), format!("refs: {why}"))),
         },
     }
+}
+
+/// The fault backend for a launched command or one attached process, and
+/// why.
+fn fault_probe(
+    root: &crate::Root,
+    page_size: u64,
+    config: &RecordConfig,
+) -> (Box<dyn Probe>, String) {
+    let probe = Box::new(fault::Fault::new(
+        root,
+        page_size,
+        config.block,
+        config.sample,
+    ));
+    let why = if config.sample < 1.0 {
+        format!(
+            "asked for; a fixed random {:.0}% of the pages moved out at each boundary, each \
+             that comes back counting {:.1} pages",
+            config.sample * 100.0,
+            1.0 / config.sample
+        )
+    } else {
+        "asked for".into()
+    };
+    (probe, why)
 }
 
 /// Reads the pids of a cgroup directory (`cgroup.procs`).
@@ -464,18 +474,29 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
     };
     // The file first: a bad -o must not leave a launched command behind.
     let file = std::fs::File::create(&config.output).map_err(|e| Error::io(&config.output, e))?;
-    if let Target::Command(argv) = &config.target {
-        rec.child = Some(match rec.probe.launch(argv) {
+    let follow = match &config.target {
+        Target::Command(argv) => Some(crate::trace::Target::Launch(argv.clone())),
+        Target::Pids(p) if p.len() == 1 => Some(crate::trace::Target::Attach(p[0])),
+        _ => None,
+    };
+    if let Some(what) = follow {
+        let pid = match rec.probe.follow(&what) {
             Some(pid) => {
                 rec.probe_launched = true;
-                pid?
+                Some(pid?)
             }
-            None => std::process::Command::new(&argv[0])
-                .args(&argv[1..])
-                .spawn()
-                .map_err(|e| Error::io(&argv[0], e))?
-                .id(),
-        });
+            None => None,
+        };
+        if let Target::Command(argv) = &config.target {
+            rec.child = Some(match pid {
+                Some(pid) => pid,
+                None => std::process::Command::new(&argv[0])
+                    .args(&argv[1..])
+                    .spawn()
+                    .map_err(|e| Error::io(&argv[0], e))?
+                    .id(),
+            });
+        }
     }
     let start = Instant::now();
     let header = RecordHeader {
@@ -517,9 +538,9 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
     };
     if rec.probe_launched && rec.exit_code.is_none() {
         match rec.probe.let_go() {
-            Launched::Exited(code) => rec.exit_code = Some(code),
+            Launched::Exited(code) if rec.child.is_some() => rec.exit_code = Some(code),
             Launched::Failed(e) => reason = format!("{reason}; letting the program go: {e}"),
-            Launched::Running | Launched::LetGo => {}
+            Launched::Exited(_) | Launched::Running | Launched::LetGo => {}
         }
     }
     if let (Some(c), None) = (rec.child, rec.exit_code) {
@@ -586,7 +607,9 @@ fn run(
             if rec.probe_launched {
                 match rec.probe.launched() {
                     Launched::Running => {}
-                    Launched::Exited(code) => rec.exit_code = Some(code),
+                    Launched::Exited(code) if rec.child.is_some() => rec.exit_code = Some(code),
+                    // An attached process: its exit code is its parent's.
+                    Launched::Exited(_) => reason = Some("exited"),
                     Launched::LetGo => reason = Some("interrupted"),
                     Launched::Failed(e) => return Err(e),
                 }

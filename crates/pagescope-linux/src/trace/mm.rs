@@ -4,7 +4,9 @@
 //! The store is a private anonymous mapping inside the target, reserved
 //! with `MAP_NORESERVE` and named `[anon:pagescope-store]`. An evicted page
 //! is moved (`UFFDIO_MOVE`, no copy) into a free slot of the store; the
-//! fault that follows moves it back. Next to it, `[anon:pagescope-index]`
+//! fault that follows copies it back (`UFFDIO_COPY` from the tracer, with
+//! no ptrace round trip), and the slot's stale copy is dropped later with
+//! others. Next to it, `[anon:pagescope-index]`
 //! holds, for each slot, the address of the page in it, written *before*
 //! the page moves; so if the tracer dies, `pagescope trace --release`
 //! finds every page that is away and puts it back. Index entry 0 holds the
@@ -15,7 +17,7 @@
 //! from now on waits for the tracer and can't be lost), copies it into its
 //! slot, names it in the index, and has the mover drop it with
 //! `madvise(MADV_DONTNEED)`; the fault that follows copies it back with
-//! `UFFDIO_COPY`. That madvise waits until its `UFFD_EVENT_REMOVE` is
+//! `UFFDIO_COPY`, as in the other method. That madvise waits until its `UFFD_EVENT_REMOVE` is
 //! read, by the same thread that drives the mover, so the thread reads the
 //! userfaultfd while it waits and keeps the other messages for later.
 
@@ -71,13 +73,10 @@ impl Store {
     }
 }
 
-/// What became of a page the tracer tried to move.
+/// What became of a page the tracer brought back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Restored {
-    /// Moved without a copy.
-    Moved,
-    /// The kernel refused the move (page shared after fork, or a
-    /// protection that differs from the store's); the content was copied.
+    /// Copied back from its slot.
     Copied,
     /// There was no page at the source.
     Nothing,
@@ -415,54 +414,60 @@ impl Mm {
 
     /// Brings an evicted page back to `page` without waking the waiters;
     /// write-protected if `wp`. Returns how, or `None` if it wasn't evicted.
+    ///
+    /// In both methods the page is copied back (read from its slot,
+    /// `UFFDIO_COPY` in): that takes a few microseconds, where a move
+    /// back needs the mover, a ptrace round trip ten times as long. The
+    /// slot keeps a stale copy until [`Mm::reclaim_dead`] drops it.
     pub fn bring_back(&mut self, page: u64, wp: bool) -> io::Result<Option<Restored>> {
         let Some(&slot) = self.evicted.get(&page) else {
             return Ok(None);
         };
-        let from = self.store.addr(slot);
-        let moved = if self.method == EvictMethod::Copy {
-            Err(Errno::ENOSYS)
-        } else {
-            self.move_page(page, from)?
-        };
-        let how = match moved {
-            Ok(()) => Some(Restored::Moved),
-            Err(Errno::ENOENT) => Some(Restored::Nothing),
-            Err(Errno::EAGAIN) => return Err(Errno::EAGAIN.into()),
-            Err(Errno::EEXIST) => None,
-            // Shared after fork, no mover, or no MOVE: copy it.
-            Err(_) => match copy_back(&self.uffd, self.pid, from, page, wp)? {
-                Restored::Copied => Some(Restored::Copied),
-                _ => None,
-            },
-        };
-        let Some(how) = how else {
-            // Already back (another fault filled it) or unmapped: the slot
-            // keeps its copy until it is dropped.
-            self.evicted.remove(&page);
-            self.write_index(slot, 0)?;
-            self.dead.push(slot);
-            return Ok(Some(Restored::Nothing));
-        };
+        // `Nothing`: already back (another fault filled it) or unmapped.
+        let how = copy_back(&self.uffd, self.pid, self.store.addr(slot), page, wp)?;
         self.evicted.remove(&page);
-        match how {
-            Restored::Moved | Restored::Nothing => self.store.free.push(slot),
-            // The slot still holds the original; it is dropped at the
-            // next system call stop.
-            Restored::Copied => {
-                self.write_index(slot, 0)?;
-                self.dead.push(slot);
-            }
-        }
-        if wp && how == Restored::Moved {
-            match self.uffd.write_protect(page, PAGE, true) {
-                // The address space is changing: the page stays writable,
-                // and a write to it before its next eviction goes unseen.
-                Err(e) if errno(&e) == Errno::EAGAIN => {}
-                r => r?,
-            }
-        }
+        self.write_index(slot, 0)?;
+        self.dead.push(slot);
         Ok(Some(how))
+    }
+
+    /// Drops the stale copies in the slots of pages that came back, once
+    /// there are `at_least` of them, so that the slots can be used again:
+    /// the mover runs one `madvise(MADV_DONTNEED)` per run of neighbouring
+    /// slots. Nothing without a mover (a forked child's space).
+    pub fn reclaim_dead(&mut self, at_least: usize) -> io::Result<()> {
+        if self.dead.len() < at_least.max(1) || !self.has_mover() {
+            return Ok(());
+        }
+        let mut dead = std::mem::take(&mut self.dead);
+        dead.sort_unstable();
+        dead.dedup();
+        let mut i = 0;
+        while i < dead.len() {
+            let mut j = i + 1;
+            while j < dead.len() && dead[j] == dead[j - 1] + 1 {
+                j += 1;
+            }
+            let (start, len) = (self.store.addr(dead[i]), (j - i) as u64 * PAGE);
+            let r = if self.method == EvictMethod::Move {
+                // The store is registered: the madvise waits for its
+                // UFFD_EVENT_REMOVE to be read.
+                self.drop_pages(start, len)?
+            } else {
+                let mover = self.mover.as_ref().and_then(|m| m.mover.as_ref());
+                mover.expect("checked above").syscall(
+                    28, /* madvise */
+                    [start, len, 4 /* MADV_DONTNEED */, 0, 0, 0],
+                )?
+            };
+            if r < 0 {
+                self.dead.extend_from_slice(&dead[i..]);
+                return Err(io::Error::from_raw_os_error(-r as i32));
+            }
+            self.store.free.extend_from_slice(&dead[i..j]);
+            i = j;
+        }
+        Ok(())
     }
 
     /// For a page in the evicted map that took a write-protect fault:

@@ -15,4 +15,6 @@ mod uffd;
 
 pub use ptrace::with_stop_signals_blocked;
 pub use release::release;
-pub use tracer::{evict_method, trace, Counts, Sampled, Sampler, TraceConfig, TraceOutcome};
+pub use tracer::{
+    evict_method, trace, Counts, Sampled, Sampler, Target, TraceConfig, TraceOutcome,
+};

@@ -9,6 +9,13 @@
 //! call's exit stop the result is read and the saved registers are put
 //! back, and the program continues as if nothing happened. No code is
 //! written into the target, so static binaries and read-only text work.
+//!
+//! A process attached with `--pid` is instead stopped with
+//! `PTRACE_INTERRUPT`, which may catch a thread blocked in a system call
+//! that the kernel means to restart when the thread resumes. The kernel
+//! does that only on the way out of a signal stop, and the injected calls
+//! end at a syscall-exit stop, so [`Injector::at_interrupt`] rewinds the
+//! saved registers to the restart itself.
 #![allow(unsafe_code)]
 
 use nix::errno::Errno;
@@ -253,6 +260,114 @@ fn run_at(
     Ok(ptrace::getregs(tid)?.rax as i64)
 }
 
+/// How a thread of an attached process stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Seized {
+    /// At the `PTRACE_INTERRUPT` stop: ready for injection.
+    Interrupted,
+    /// At a signal-delivery stop: the signal is delivered when it resumes.
+    Signal(Signal),
+    /// At another ptrace event (it was exiting, or cloning).
+    Event,
+}
+
+/// Attaches every thread of the running process `pid` with
+/// `PTRACE_SEIZE` and [`options`], and stops each one. Threads that appear
+/// meanwhile are attached too: the task list is read again until every
+/// thread in it is stopped, after which none can start another.
+pub fn seize_process(pid: u32) -> io::Result<Vec<(Pid, Seized)>> {
+    if pid == std::process::id() {
+        return Err(io::Error::other("pagescope can't trace itself"));
+    }
+    let mut seized: Vec<(Pid, Seized)> = Vec::new();
+    loop {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).map_err(|e| {
+            if e.kind() == io::ErrorKind::NotFound {
+                io::Error::new(io::ErrorKind::NotFound, format!("no process {pid}"))
+            } else {
+                e
+            }
+        })?;
+        let mut new = Vec::new();
+        for t in tasks {
+            let Some(tid) = t?.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+                continue;
+            };
+            let tid = Pid::from_raw(tid);
+            if seized.iter().any(|&(s, _)| s == tid) {
+                continue;
+            }
+            match ptrace::seize(tid, options()) {
+                Ok(()) => {}
+                Err(Errno::ESRCH) => continue,
+                // Already ours: a thread cloned by one attached before,
+                // attached by the kernel.
+                Err(Errno::EPERM) if tracer_of(tid) == Some(std::process::id()) => {}
+                Err(e) => {
+                    for &(t, _) in &seized {
+                        let _ = ptrace::detach(t, None);
+                    }
+                    return Err(match tracer_of(tid) {
+                        Some(other) if e == Errno::EPERM && other != 0 => io::Error::other(
+                            format!("it is already traced by process {other} (a debugger?)"),
+                        ),
+                        _ => seize_error(e),
+                    });
+                }
+            }
+            let _ = ptrace::interrupt(tid);
+            new.push(tid);
+        }
+        if new.is_empty() {
+            break;
+        }
+        for tid in new {
+            if let Some(how) = wait_seized(tid)? {
+                seized.push((tid, how));
+            }
+        }
+    }
+    if seized.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("process {pid} has no threads left"),
+        ));
+    }
+    Ok(seized)
+}
+
+/// The pid of the tracer of `tid`, from its status.
+fn tracer_of(tid: Pid) -> Option<u32> {
+    std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("TracerPid:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Waits for the first stop of a thread just attached; `None` if it is
+/// gone.
+fn wait_seized(tid: Pid) -> io::Result<Option<Seized>> {
+    loop {
+        return match waitpid(tid, Some(WaitPidFlag::__WALL)) {
+            Err(Errno::EINTR) => continue,
+            Err(Errno::ECHILD) => Ok(None),
+            Err(e) => Err(e.into()),
+            Ok(WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_STOP)) => {
+                Ok(Some(Seized::Interrupted))
+            }
+            Ok(WaitStatus::PtraceEvent(..)) => Ok(Some(Seized::Event)),
+            Ok(WaitStatus::Stopped(_, sig)) => Ok(Some(Seized::Signal(sig))),
+            Ok(WaitStatus::Exited(..)) | Ok(WaitStatus::Signaled(..)) => Ok(None),
+            Ok(other) => Err(io::Error::other(format!(
+                "thread {tid} did not stop: {other:?}"
+            ))),
+        };
+    }
+}
+
 /// A thread stopped at a syscall-exit stop, borrowed for injection.
 #[derive(Debug)]
 pub struct Injector {
@@ -260,6 +375,7 @@ pub struct Injector {
     saved: libc::user_regs_struct,
     insn: u64,
     held: Vec<Signal>,
+    finished: bool,
 }
 
 impl Injector {
@@ -274,7 +390,36 @@ impl Injector {
             saved,
             insn: insn.unwrap_or(saved.rip - 2),
             held: Vec::new(),
+            finished: false,
         })
+    }
+
+    /// As [`Injector::new`] for a thread at its `PTRACE_INTERRUPT` stop,
+    /// which runs the `syscall` instruction at `insn`. If the interrupt
+    /// cut a system call short to be restarted, the saved registers are
+    /// set to restart it, as the kernel would have on resuming.
+    pub fn at_interrupt(tid: Pid, insn: u64) -> io::Result<Injector> {
+        const ERESTARTSYS: i64 = -512;
+        const ERESTARTNOINTR: i64 = -513;
+        const ERESTARTNOHAND: i64 = -514;
+        const ERESTART_RESTARTBLOCK: i64 = -516;
+        const RESTART_SYSCALL: u64 = 219;
+        let mut inj = Injector::new(tid, Some(insn))?;
+        let r = &mut inj.saved;
+        if (r.orig_rax as i64) >= 0 {
+            match r.rax as i64 {
+                ERESTARTSYS | ERESTARTNOINTR | ERESTARTNOHAND => {
+                    r.rax = r.orig_rax;
+                    r.rip -= 2;
+                }
+                ERESTART_RESTARTBLOCK => {
+                    r.rax = RESTART_SYSCALL;
+                    r.rip -= 2;
+                }
+                _ => {}
+            }
+        }
+        Ok(inj)
     }
 
     /// Runs the next system calls at the `syscall` instruction at `insn`.
@@ -303,12 +448,23 @@ impl Injector {
 
     /// Puts the saved registers back; the thread is again at its original
     /// syscall-exit stop. Signals that arrived meanwhile are sent again.
-    pub fn finish(self) -> io::Result<()> {
+    pub fn finish(mut self) -> io::Result<()> {
+        self.finished = true;
         ptrace::setregs(self.tid, self.saved)?;
-        for sig in self.held {
+        for sig in std::mem::take(&mut self.held) {
             let _ = signal::kill(self.tid, sig);
         }
         Ok(())
+    }
+}
+
+impl Drop for Injector {
+    /// An injection cut short by an error still gives the thread its
+    /// registers back (if it is stopped), so that it can be let go.
+    fn drop(&mut self) {
+        if !self.finished {
+            let _ = ptrace::setregs(self.tid, self.saved);
+        }
     }
 }
 

@@ -39,14 +39,46 @@ use std::time::{Duration, Instant};
 /// What to trace and where to write.
 #[derive(Clone, Debug)]
 pub struct TraceConfig {
-    /// The command and its arguments.
-    pub argv: Vec<String>,
+    /// The program traced.
+    pub target: Target,
     /// Pages in the pool.
     pub pool_pages: u64,
     /// The trace file.
     pub output: PathBuf,
     /// How pages are evicted: see [`evict_method`].
     pub evict: EvictMethod,
+    /// Reference times are stored rounded down to a multiple of this.
+    pub time_resolution_ns: u32,
+}
+
+/// The program a tracer follows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// A command (program and arguments) launched by the tracer.
+    Launch(Vec<String>),
+    /// A running process, attached with its threads (its exit status is
+    /// still reported, though it is its parent's); processes it forks
+    /// from then on are followed, the ones it forked before are not.
+    Attach(u32),
+}
+
+impl Target {
+    /// The command line: the launched one, or the attached process's.
+    fn command(&self) -> Result<Vec<String>> {
+        match self {
+            Target::Launch(argv) => Ok(argv.clone()),
+            Target::Attach(pid) => std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|b| parse::cmdline(&b))
+                .map_err(|e| {
+                    let e = if e.kind() == std::io::ErrorKind::NotFound {
+                        std::io::Error::new(e.kind(), "no such process")
+                    } else {
+                        e
+                    };
+                    sys(&format!("cannot attach to process {pid}"), e)
+                }),
+        }
+    }
 }
 
 /// Counts the tracer keeps while it runs; readable from another thread.
@@ -286,43 +318,137 @@ fn anon_kind(line: &parse::maps::MapsLine) -> Option<MappingKind> {
     }
 }
 
-/// Runs the pool's replacement until it fits.
-fn shrink_pool(st: &mut State, counts: &Counts) -> Result<()> {
-    while st.pool.live.len() > st.pool.cap {
-        let Some((key, page, gen)) = st.pool.fifo.pop_front() else {
-            break;
-        };
-        let writable = match st.pool.live.get(&(key, page)) {
-            Some(&(g, w)) if g == gen => w,
-            _ => continue,
-        };
-        st.pool.live.remove(&(key, page));
+/// The pages that leave a full pool together: an eighth of it, at most
+/// 64. One eviction per fault would cost one call in the mover per page;
+/// in a batch, a run of neighbouring pages goes with one call.
+fn evict_batch(cap: usize) -> usize {
+    (cap / 8).clamp(1, 64)
+}
+
+/// Stale copies in store slots before they are dropped (16 MiB).
+const DEAD_BATCH: usize = 4096;
+
+/// Evicts `pages` (sorted), runs of neighbours in one mapping with one
+/// call each. Returns the pages that left, and those that can't leave
+/// now (the address space is changing: try later); the others can't
+/// leave at all (shared after fork, no mover), and are counted so.
+#[allow(clippy::type_complexity)]
+fn evict_pages(
+    st: &mut State,
+    counts: &Counts,
+    pages: &[(u32, u64)],
+) -> Result<(Vec<(u32, u64)>, Vec<(u32, u64)>)> {
+    let mut out = Vec::new();
+    let mut later = Vec::new();
+    let mut i = 0;
+    while i < pages.len() {
+        let (key, start) = pages[i];
         let Some(space) = st.spaces.get_mut(&key) else {
+            i += 1;
             continue;
         };
-        let done = match space.mm.evict(page) {
-            Ok(d) => d,
-            // The process is exiting (its mover or memory already gone).
-            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => continue,
-            Err(e) => return Err(sys("UFFDIO_MOVE (evicting a page)", e)),
+        let map_end = space
+            .maps
+            .range(..=start)
+            .next_back()
+            .map_or(start + PAGE, |(_, r)| r.end.max(start + PAGE));
+        let mut j = i + 1;
+        while j < pages.len()
+            && j - i < 4096
+            && pages[j].0 == key
+            && pages[j].1 == start + (j - i) as u64 * PAGE
+            && pages[j].1 < map_end
+        {
+            j += 1;
+        }
+        let n = (j - i) as u64;
+        let moved = if n > 1 {
+            match space.mm.evict_run(start, n) {
+                Ok(m) => m as usize,
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => 0,
+                Err(e) => return Err(sys("UFFDIO_MOVE (evicting pages)", e)),
+            }
+        } else {
+            0
         };
-        match done {
-            Some(true) => {
-                counts.evictions.fetch_add(1, Ordering::Relaxed);
+        out.extend_from_slice(&pages[i..i + moved]);
+        // The rest one by one: the page that stopped the run may be one
+        // the kernel won't move, and the others may still go.
+        for &(_, page) in &pages[i + moved..j] {
+            match space.mm.evict(page) {
+                Ok(Some(true)) => out.push((key, page)),
+                // Can't go (shared after fork, no mover yet): it stays, and
+                // its next touches go unseen until it can.
+                Ok(Some(false)) => {
+                    counts.unevictable.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(None) => later.push((key, page)),
+                // The process is exiting (its mover or memory already gone).
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(e) => return Err(sys("UFFDIO_MOVE (evicting a page)", e)),
             }
-            Some(false) => {
-                counts.unevictable.fetch_add(1, Ordering::Relaxed);
-            }
-            None => {
-                // The address space is changing (an event not read yet):
-                // keep the page and try at the next fault.
-                st.pool.live.insert((key, page), (gen, writable));
-                st.pool.fifo.push_front((key, page, gen));
-                break;
+        }
+        i = j;
+    }
+    counts
+        .evictions
+        .fetch_add(out.len() as u64, Ordering::Relaxed);
+    Ok((out, later))
+}
+
+/// Drops the stale slot copies of the spaces `keys` that have gathered
+/// at least `at_least`.
+fn reclaim_dead(
+    st: &mut State,
+    keys: impl IntoIterator<Item = u32>,
+    at_least: usize,
+) -> Result<()> {
+    for key in keys {
+        if let Some(space) = st.spaces.get_mut(&key) {
+            match space.mm.reclaim_dead(at_least) {
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                r => r.map_err(|e| sys("madvise (freeing store slots)", e))?,
             }
         }
     }
     Ok(())
+}
+
+/// Runs the pool's replacement once it is over its size: its oldest
+/// [`evict_batch`] pages leave.
+fn shrink_pool(st: &mut State, counts: &Counts) -> Result<()> {
+    if st.pool.live.len() <= st.pool.cap {
+        return Ok(());
+    }
+    let target = st.pool.cap + 1 - evict_batch(st.pool.cap);
+    let mut victims = Vec::new();
+    while st.pool.live.len() > target {
+        let Some((key, page, gen)) = st.pool.fifo.pop_front() else {
+            break;
+        };
+        match st.pool.live.get(&(key, page)) {
+            Some(&(g, writable)) if g == gen => {
+                st.pool.live.remove(&(key, page));
+                victims.push((key, page, gen, writable));
+            }
+            _ => continue,
+        }
+    }
+    let mut pages: Vec<(u32, u64)> = victims.iter().map(|v| (v.0, v.1)).collect();
+    pages.sort_unstable();
+    let (_, later) = evict_pages(st, counts, &pages)?;
+    // The address space is changing (an event not read yet): those stay
+    // at the head of the pool, and are tried at the next fault.
+    let later: HashSet<(u32, u64)> = later.into_iter().collect();
+    for &(key, page, gen, writable) in victims.iter().rev() {
+        if later.contains(&(key, page)) {
+            st.pool.live.insert((key, page), (gen, writable));
+            st.pool.fifo.push_front((key, page, gen));
+        }
+    }
+    let mut keys: Vec<u32> = pages.iter().map(|p| p.0).collect();
+    keys.dedup();
+    reclaim_dead(st, keys, DEAD_BATCH)
 }
 
 fn pool_insert(st: &mut State, key: u32, page: u64, writable: bool) {
@@ -362,69 +488,14 @@ fn on_boundary(st: &mut State, counts: &Counts, fraction: f64) -> Result<()> {
         .filter(|&(_, p)| in_sample(p, fraction))
         .collect();
     pages.sort_unstable();
-    // Runs of neighbouring pages inside one mapping go with one move each.
-    let mut i = 0;
-    while i < pages.len() {
-        let (key, start) = pages[i];
-        let Some(space) = st.spaces.get_mut(&key) else {
-            i += 1;
-            continue;
-        };
-        let map_end = space
-            .maps
-            .range(..=start)
-            .next_back()
-            .map_or(start + PAGE, |(_, r)| r.end.max(start + PAGE));
-        let mut j = i + 1;
-        while j < pages.len()
-            && j - i < 4096
-            && pages[j].0 == key
-            && pages[j].1 == start + (j - i) as u64 * PAGE
-            && pages[j].1 < map_end
-        {
-            j += 1;
-        }
-        let n = (j - i) as u64;
-        let moved = if n > 1 {
-            match space.mm.evict_run(start, n) {
-                Ok(m) => m as usize,
-                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => 0,
-                Err(e) => return Err(sys("UFFDIO_MOVE (evicting pages)", e)),
-            }
-        } else {
-            0
-        };
-        for &(_, page) in &pages[i..i + moved] {
-            st.pool.live.remove(&(key, page));
-            st.moved_out.insert((key, page));
-        }
-        counts.evictions.fetch_add(moved as u64, Ordering::Relaxed);
-        // The rest one by one: the page that stopped the run may be one
-        // the kernel won't move, and the others may still go.
-        for &(_, page) in &pages[i + moved..j] {
-            let Some(space) = st.spaces.get_mut(&key) else {
-                break;
-            };
-            match space.mm.evict(page) {
-                Ok(Some(true)) => {
-                    st.pool.live.remove(&(key, page));
-                    st.moved_out.insert((key, page));
-                    counts.evictions.fetch_add(1, Ordering::Relaxed);
-                }
-                // Can't go (shared after fork, no mover yet): it stays, and
-                // its next touches go unseen until it can.
-                Ok(Some(false)) => {
-                    counts.unevictable.fetch_add(1, Ordering::Relaxed);
-                }
-                // The address space is changing: tried at the next boundary.
-                Ok(None) => {}
-                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
-                Err(e) => return Err(sys("UFFDIO_MOVE (evicting a page)", e)),
-            }
-        }
-        i = j;
+    let (out, _) = evict_pages(st, counts, &pages)?;
+    // Pages that can't leave now are tried at the next boundary.
+    for page in out {
+        st.pool.live.remove(&page);
+        st.moved_out.insert(page);
     }
-    Ok(())
+    let keys: Vec<u32> = st.spaces.keys().copied().collect();
+    reclaim_dead(st, keys, 1)
 }
 
 fn lookup_mapping(st: &mut State, key: u32, addr: u64) -> Result<u32> {
@@ -566,7 +637,7 @@ fn on_fault(
         Err(e) => return Err(sys("UFFDIO_MOVE (bringing a page back)", e)),
     };
     match back {
-        Some(Restored::Moved) | Some(Restored::Copied) => {
+        Some(Restored::Copied) => {
             uffd.wake(page, PAGE).map_err(|e| sys("UFFDIO_WAKE", e))?;
         }
         Some(Restored::Nothing) | None => {
@@ -967,14 +1038,20 @@ impl Ptracer {
     }
 
     /// Sets up tracing of the address space of `tid`, stopped at a
-    /// syscall-exit stop: a userfaultfd and a store made by the program
-    /// itself, the descriptor copied to the tracer, and every private
-    /// anonymous mapping registered and emptied.
-    fn attach_space(&mut self, tid: u32) -> Result<u32> {
+    /// syscall-exit stop (or, `interrupted`, at the stop of an attach): a
+    /// userfaultfd and a store made by the program itself, the descriptor
+    /// copied to the tracer, and every private anonymous mapping
+    /// registered and emptied.
+    fn attach_space(&mut self, tid: u32, interrupted: bool) -> Result<u32> {
         let t = Pid::from_raw(tid as i32);
         let tgid = self.threads[&tid].tgid;
         let insn = pt::vdso_syscall(tgid).map_err(|e| sys("finding a syscall instruction", e))?;
-        let mut inj = Injector::new(t, Some(insn)).map_err(|e| sys("ptrace GETREGS", e))?;
+        let inj = if interrupted {
+            Injector::at_interrupt(t, insn)
+        } else {
+            Injector::new(t, Some(insn))
+        };
+        let mut inj = inj.map_err(|e| sys("ptrace GETREGS", e))?;
         let sp = inj.sp();
         let run = |inj: &mut Injector, n: u64, a: [u64; 6]| -> Result<i64> {
             inj.syscall(n, a)
@@ -1183,6 +1260,43 @@ impl Ptracer {
         Ok(key)
     }
 
+    /// Starts tracing the attached process whose threads are `seized`
+    /// (all stopped), and lets them run on.
+    fn attach_running(&mut self, seized: &[(Pid, pt::Seized)]) -> Result<()> {
+        let tgid = self.root;
+        for &(tid, _) in seized {
+            self.threads.insert(
+                tid.as_raw() as u32,
+                ThreadState {
+                    space: None,
+                    tgid,
+                    entry: None,
+                },
+            );
+        }
+        let Some(&(by, _)) = seized
+            .iter()
+            .find(|(_, how)| *how == pt::Seized::Interrupted)
+        else {
+            return Err(sys(
+                &format!("cannot attach to process {tgid}"),
+                std::io::Error::other("no thread stopped where system calls can be injected"),
+            ));
+        };
+        let key = self.attach_space(by.as_raw() as u32, true)?;
+        for t in self.threads.values_mut() {
+            t.space = Some(key);
+        }
+        for &(tid, how) in seized {
+            let sig = match how {
+                pt::Seized::Signal(sig) => Some(sig),
+                _ => None,
+            };
+            let _ = ptrace::syscall(tid, sig);
+        }
+        Ok(())
+    }
+
     /// An address space is gone: its mover is ended by the fault thread.
     fn retire(&self, key: u32) {
         let mut st = self.shared.lock();
@@ -1351,7 +1465,7 @@ impl Ptracer {
                 return Ok(());
             }
             let old = ts.space;
-            let key = self.attach_space(tid)?;
+            let key = self.attach_space(tid, false)?;
             if let Some(t) = self.threads.get_mut(&tid) {
                 t.space = Some(key);
             }
@@ -1745,9 +1859,18 @@ pub fn evict_method(want: Option<EvictMethod>) -> Result<EvictMethod> {
     }
 }
 
-/// Traces the program of `config` into its trace file.
-pub fn trace(config: &TraceConfig, counts: Arc<Counts>) -> Result<TraceOutcome> {
-    let program = pt::resolve(&config.argv[0]).map_err(|e| sys("cannot run", e))?;
+/// Traces the program of `config` into its trace file. `started` gets the
+/// program's pid once it is traced (an attached one: every page it had
+/// is out, and it runs on).
+pub fn trace(
+    config: &TraceConfig,
+    counts: Arc<Counts>,
+    started: impl FnOnce(u32),
+) -> Result<TraceOutcome> {
+    if let Target::Launch(argv) = &config.target {
+        pt::resolve(&argv[0]).map_err(|e| sys("cannot run", e))?;
+    }
+    let command = config.target.command()?;
     evict_method(Some(config.evict))?;
     let file = File::create(&config.output).map_err(|e| Error::io(&config.output, e))?;
     let start_unix_ns = std::time::SystemTime::now()
@@ -1759,7 +1882,7 @@ pub fn trace(config: &TraceConfig, counts: Arc<Counts>) -> Result<TraceOutcome> 
         pool_pages: config.pool_pages,
         policy: "fifo".into(),
         evict: config.evict,
-        command: config.argv.clone(),
+        command,
         start_unix_ns,
         start_monotonic_ns: start_mono,
         kernel: crate::system::kernel_release(),
@@ -1767,27 +1890,24 @@ pub fn trace(config: &TraceConfig, counts: Arc<Counts>) -> Result<TraceOutcome> 
                    userfaultfd; their residency at exit is recorded instead"
             .into(),
     };
-    let writer = TraceWriter::new(file, &config.output, &header)?;
+    let writer = TraceWriter::new(file, &config.output, &header, config.time_resolution_ns)?;
     run(
-        &program,
-        &config.argv,
+        &config.target,
         config.evict,
         config.pool_pages.max(1) as usize,
         Some(writer),
         start_mono,
         counts,
-        |_, _| {},
+        |_, pid| started(pid),
     )
 }
 
-/// Launches and traces the program until it exits or a stop is asked
-/// for (SIGINT or SIGTERM in this thread). References go to `writer`, or
-/// with no writer to the boundaries of a [`Sampler`]. `started` gets the
-/// shared state and the program's pid once it runs.
-#[allow(clippy::too_many_arguments)]
+/// Launches or attaches the program and traces it until it exits or a
+/// stop is asked for (SIGINT or SIGTERM in this thread). References go to
+/// `writer`, or with no writer to the boundaries of a [`Sampler`].
+/// `started` gets the shared state and the program's pid once it runs.
 fn run(
-    program: &std::path::Path,
-    argv: &[String],
+    target: &Target,
     method: EvictMethod,
     pool_cap: usize,
     writer: Option<TraceWriter<File>>,
@@ -1796,7 +1916,19 @@ fn run(
     started: impl FnOnce(&Arc<Shared>, u32),
 ) -> Result<TraceOutcome> {
     pt::catch_stop_signals().map_err(|e| sys("sigaction", e))?;
-    let child = pt::spawn(program, argv).map_err(|e| sys("trace", e))?;
+    let command = target.command()?;
+    let (root, seized) = match target {
+        Target::Launch(argv) => {
+            let program = pt::resolve(&argv[0]).map_err(|e| sys("cannot run", e))?;
+            let child = pt::spawn(&program, argv).map_err(|e| sys("trace", e))?;
+            (child.as_raw() as u32, Vec::new())
+        }
+        Target::Attach(pid) => {
+            let seized = pt::seize_process(*pid)
+                .map_err(|e| sys(&format!("cannot attach to process {pid}"), e))?;
+            (*pid, seized)
+        }
+    };
     let (wake_r, wake_w) = rustix::pipe::pipe_with(
         rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
     )
@@ -1840,7 +1972,6 @@ fn run(
         })
         .map_err(|e| sys("thread", e))?
     };
-    let root = child.as_raw() as u32;
     let mut tracer = Ptracer {
         shared: shared.clone(),
         threads: HashMap::from([(
@@ -1855,16 +1986,22 @@ fn run(
         root,
         root_status: None,
     };
-    shared.lock().event(
-        root,
-        ProcessEventKind::Start {
-            command: argv.to_vec(),
-        },
-    )?;
-    started(&shared, root);
+    shared
+        .lock()
+        .event(root, ProcessEventKind::Start { command })?;
     let mut reason = "exited".to_string();
     let mut error = None;
-    loop {
+    if !seized.is_empty() {
+        if let Err(e) = tracer.attach_running(&seized) {
+            reason = format!("stopped by an error: {e}");
+            let _ = tracer.detach_all();
+            error = Some(e);
+        }
+    }
+    if error.is_none() {
+        started(&shared, root);
+    }
+    while error.is_none() {
         if pt::stop_requested() {
             reason = "interrupted: the program was detached and runs on".into();
             if let Err(e) = tracer.detach_all() {
@@ -1960,12 +2097,14 @@ impl Sampler {
     /// tracer's thread, which puts every page back and lets the program go;
     /// when the tracer ends for any reason it sends `SIGCHLD` to the
     /// calling thread, to wake a recorder waiting in `sigtimedwait`.
-    pub fn start(argv: &[String], counts: Arc<Counts>) -> Result<Sampler> {
-        let program = pt::resolve(&argv[0]).map_err(|e| sys("cannot run", e))?;
+    pub fn start(target: &Target, counts: Arc<Counts>) -> Result<Sampler> {
+        if let Target::Launch(argv) = target {
+            pt::resolve(&argv[0]).map_err(|e| sys("cannot run", e))?;
+        }
         let method = evict_method(None)?;
         let caller = nix::sys::pthread::pthread_self();
         let (tx, rx) = std::sync::mpsc::channel();
-        let argv = argv.to_vec();
+        let target = target.clone();
         let thread = std::thread::Builder::new()
             .name("tracer".into())
             .spawn(move || {
@@ -1979,8 +2118,7 @@ impl Sampler {
                 );
                 let me = nix::sys::pthread::pthread_self();
                 let r = run(
-                    &program,
-                    &argv,
+                    &target,
                     method,
                     usize::MAX,
                     None,
