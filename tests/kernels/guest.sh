@@ -3,7 +3,14 @@
 #   PAGESCOPE-CHECK <check> <pass|fail|refused-as-expected|skip> <detail>
 # which tests/kernels/run collects from the serial console.
 kernel=$1
-check() { echo "PAGESCOPE-CHECK $1 $2 $3"; }
+# Each check's detail ends with the guest seconds since the previous check,
+# so a slow check shows on the console.
+last=$(cut -d. -f1 /proc/uptime)
+check() {
+    now=$(cut -d. -f1 /proc/uptime)
+    echo "PAGESCOPE-CHECK $1 $2 $3 [$((now - last)) s]"
+    last=$now
+}
 
 # within PCT A B: A within PCT percent of B (or one page).
 within() {
@@ -76,18 +83,21 @@ fi
 # spikes OP PAGES FIRST TOL [WTOL]: temporal CSV rows on stdin; FIRST is the
 # first iteration's start in recording time; each spike within TOL percent,
 # its written pages within WTOL percent (default TOL). Prints a verdict,
-# with the largest errors.
+# with the largest errors. One quiet interval inside a spike does not end
+# it (under TCG an iteration now and then stalls for an interval, or DAMON
+# misses it for one); iterations are 2 s (20 intervals) apart.
 spikes() {
     awk -F, -v op="$1" -v pages="$2" -v first="$3" -v tol="$4" -v wtol="${5:-$4}" '
+        BEGIN { gap = 2 }
         NR == 1 || $3 <= first { next }
         {
             user = $4; written = $7
             # Inside a spike: more than 1/1024 of the buffer (64 pages of 256 MiB).
             if (user > pages / 1024) {
-                if (!inside) { n++; u[n] = 0; w[n] = 0 }
+                if (gap > 1) { n++; u[n] = 0; w[n] = 0 }
                 u[n] += user; if (written != "") { w[n] += written; known = 1 }
-                inside = 1
-            } else inside = 0
+                gap = 0
+            } else gap++
         }
         END {
             if (n != 10) { print "fail spikes=" n; exit }
@@ -105,10 +115,14 @@ spikes() {
 # record_check NAME BACKEND TOL[/WTOL] [OPS [PAGETEST-ARGS [ARGS...]]]: the
 # write and the read run (or OPS) with BACKEND and record ARGS, each spike
 # within TOL percent (its written pages within WTOL); the buffer is
-# $ptsize (256M if unset).
+# $ptsize (256M if unset). With $attempts (default 1), a failed check is
+# run again up to that many times in all, and the earlier verdicts are
+# printed with the last.
 record_check() {
     name=$1 backend=$2 tol=${3%/*} wtol=${3#*/} ops=${4:-"write read"} ptargs=$5
     shift 3; [ $# -gt 0 ] && shift; [ $# -gt 0 ] && shift
+    tries=${attempts:-1} earlier=""
+    while :; do
     verdict=""
     for op in $ops; do
         if ! /pagescope record -q --backend "$backend" --interval 100ms "$@" -o /tmp/r.rec -- \
@@ -139,7 +153,15 @@ record_check() {
                 break ;;
         esac
     done
-    case "$verdict" in fail*) check "$name" fail "${verdict#fail }" ;; *) check "$name" pass "$verdict" ;; esac
+    case "$verdict" in fail*) ;; *) break ;; esac
+    tries=$((tries - 1))
+    [ "$tries" -gt 0 ] || break
+    earlier="$earlier (an earlier run: ${verdict#fail })"
+    done
+    case "$verdict" in
+        fail*) check "$name" fail "${verdict#fail }$earlier" ;;
+        *) check "$name" pass "$verdict$earlier" ;;
+    esac
 }
 # The machine's workload for --system: a 64 MiB file in tmpfs read over
 # and over with cat (page cache no process maps) while pagetest writes its
@@ -294,7 +316,13 @@ fi
 # is repeated for each region setting and its largest error printed.
 damon=/sys/kernel/mm/damon/admin/kdamonds
 if [ -d $damon ]; then
+    # Under TCG, DAMON's sampling now and then misses an iteration for a
+    # whole interval, or a whole iteration (a tenth of the runs, measured
+    # over the harness's runs; on the host's scale of time it does not):
+    # a failed run is run once more, and the first verdict is printed.
+    attempts=2
     record_check damon damon 10/100 "write read" --prefault
+    attempts=
     for regions in $(sed -n 's/.*pagescope.damon_sweep=\([0-9,-]*\).*/\1/p' /proc/cmdline | tr , ' '); do
         record_check damon-regions-$regions damon 100 write --prefault --damon-regions "$regions"
     done
@@ -378,6 +406,32 @@ trace_check() { # NAME EVICT
 }
 trace_check trace auto
 trace_check trace-move move
+# trace --pid: pagetest fills 4 MiB and waits for a line on a fifo (a
+# blocked read, which must be restarted after the attach); once the
+# tracer is in place, its 3 read passes are logged exactly.
+rm -f /tmp/go && mkfifo /tmp/go
+/pagetest --size 4M --mode anon --op read --iterations 3 --wait-stdin < /tmp/go > /tmp/ap.out &
+appid=$!
+exec 3> /tmp/go
+while ! grep -q ready /tmp/ap.out; do sleep 0.1; done
+timeout 300 /pagescope trace --pool 2M -o /tmp/ap.trace --pid "$appid" 2> /tmp/ap.err &
+trpid=$!
+while ! grep -q "^tracing process" /tmp/ap.err && kill -0 $trpid 2>/dev/null; do sleep 0.1; done
+echo go >&3
+exec 3>&-
+wait $appid
+wait $trpid
+start=$(field start < /tmp/ap.out)
+end=$(field end < /tmp/ap.out)
+pages=$(field pages < /tmp/ap.out)
+sum=$(field checksum < /tmp/ap.out)
+refs=$(/pagescope analyze /tmp/ap.trace refs --range "$start-$end" --format json 2>/dev/null | field references)
+detail="references=$refs checksum=$sum pages=$pages"
+if [ -n "$pages" ] && [ "$refs" = $((3 * pages)) ] && [ "$sum" = $((3 * pages)) ]; then
+    check trace-attach pass "$detail"
+else
+    check trace-attach fail "$detail $(grep -v '^note:' /tmp/ap.err | tail -2 | tr '\n' ' ' | head -c 300)"
+fi
 # A static shell (busybox) that forks a child per command substitution and
 # pipeline, through a pool of 16 pages: the same output traced.
 awk 'BEGIN { srand(7); for (i = 0; i < 20000; i++) printf "%08x %d\n", int(rand() * 4294967295), i }' > /tmp/data
@@ -389,10 +443,10 @@ if timeout 300 /pagescope trace -q --pool 64K -o /tmp/sh.trace -- /bin/sh -c "$s
 else
     check trace-programs fail "$(head -1 /tmp/sh.err) $(head -c 100 /tmp/traced.out)"
 fi
-# fault: the verification run, 16 MiB (every boundary copies the buffer
-# out under TCG).
+# fault: the verification write run, 16 MiB (every boundary copies the
+# buffer out under TCG); the host tests run the read run too.
 ptsize=16M
-record_check fault fault 2
+record_check fault fault 2 write
 ptsize=
 
 # refs with soft-dirty writes (both guest kernels have soft-dirty).
