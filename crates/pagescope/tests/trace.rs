@@ -535,57 +535,78 @@ fn attached_run(argv: &[&str], evict: &str, pool: &str, trace: &str) -> String {
     output
 }
 
-/// `trace --pid`: pagetest is attached while it waits (blocked in
-/// `read`, which must be restarted), its buffer already written; every
-/// page it had goes out, so each of its 3 read passes is logged exactly.
+/// Attaches `trace --pid` (evicting by `evict`, 2 MiB pool) to a
+/// pagetest reading its buffer of `size` 3 times (with `extra` options),
+/// once it waits after `ready` (blocked in `read`, which must be
+/// restarted), and checks that every page it had went out: each pass is
+/// logged exactly, in ascending order, all reads, and the checksum shows
+/// every page came back with its data.
+fn attach_reads_exactly(size: &str, evict: &str, extra: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = temp_path(dir.path(), "t.trace");
+    let bin = pagetest_bin();
+    let mut argv = vec![
+        bin.to_str().unwrap(),
+        "--size",
+        size,
+        "--op",
+        "read",
+        "--iterations",
+        "3",
+        "--wait-stdin",
+    ];
+    argv.extend_from_slice(extra);
+    let lines = pagetest_lines(attached_run(&argv, evict, "2M", &trace).as_bytes());
+    let (start, end) = (
+        lines[0]["start"].as_u64().unwrap(),
+        lines[0]["end"].as_u64().unwrap(),
+    );
+    let pages = lines[0]["pages"].as_u64().unwrap() as usize;
+    let done = lines.iter().find(|l| l["event"] == "done").unwrap();
+    assert_eq!(
+        done["checksum"],
+        3 * pages as u64,
+        "{evict}: pages lost their data"
+    );
+    let (all, complete) = read_all(&trace);
+    assert_eq!(complete, Completeness::Complete);
+    let in_buf: Vec<&Ref> = all
+        .refs
+        .iter()
+        .filter(|r| r.addr >= start && r.addr < end)
+        .collect();
+    assert_eq!(in_buf.len(), 3 * pages, "{evict}: references to the buffer");
+    assert!(in_buf.iter().all(|r| !r.write), "{evict}: a write logged");
+    for pass in in_buf.chunks(pages) {
+        assert!(
+            pass.windows(2).all(|w| w[0].addr + 4096 == w[1].addr),
+            "{evict}: a pass not in ascending order"
+        );
+    }
+}
+
+/// `trace --pid`, by each eviction method.
 #[test]
 fn attach_counts_every_read_exactly() {
     require_trace!();
     let _serial = serial();
     for evict in methods() {
-        let dir = tempfile::tempdir().unwrap();
-        let trace = temp_path(dir.path(), "t.trace");
-        let bin = pagetest_bin();
-        let output = attached_run(
-            &[
-                bin.to_str().unwrap(),
-                "--size",
-                "16M",
-                "--mode",
-                "anon",
-                "--op",
-                "read",
-                "--iterations",
-                "3",
-                "--wait-stdin",
-            ],
-            evict,
-            "2M",
-            &trace,
-        );
-        let lines = pagetest_lines(output.as_bytes());
-        let (start, end) = (
-            lines[0]["start"].as_u64().unwrap(),
-            lines[0]["end"].as_u64().unwrap(),
-        );
-        let done = lines.iter().find(|l| l["event"] == "done").unwrap();
-        assert_eq!(done["checksum"], 3 * 4096, "{evict}: pages lost their data");
-        let (all, complete) = read_all(&trace);
-        assert_eq!(complete, Completeness::Complete);
-        let in_buf: Vec<&Ref> = all
-            .refs
-            .iter()
-            .filter(|r| r.addr >= start && r.addr < end)
-            .collect();
-        assert_eq!(in_buf.len(), 3 * 4096, "{evict}: references to the buffer");
-        assert!(in_buf.iter().all(|r| !r.write), "{evict}: a write logged");
-        for pass in in_buf.chunks(4096) {
-            assert!(
-                pass.windows(2).all(|w| w[0].addr + 4096 == w[1].addr),
-                "{evict}: a pass not in ascending order"
-            );
-        }
+        attach_reads_exactly("16M", evict, &[]);
     }
+}
+
+/// `trace --pid` of a program whose seccomp filter makes the `userfaultfd`
+/// system call fail: the tracer makes the descriptor through
+/// /dev/userfaultfd instead.
+#[test]
+fn attach_through_dev_userfaultfd_when_the_system_call_is_refused() {
+    require_trace!();
+    if !Path::new("/dev/userfaultfd").exists() {
+        eprintln!("skipped: no /dev/userfaultfd (Linux 6.1 or later with CONFIG_USERFAULTFD)");
+        return;
+    }
+    let _serial = serial();
+    attach_reads_exactly("4M", "auto", &["--deny-userfaultfd"]);
 }
 
 /// `trace --pid` of a Python program whose four threads wait on an event

@@ -77,6 +77,11 @@ struct Args {
     /// it is in place.
     #[arg(long)]
     wait_stdin: bool,
+    /// Make the `userfaultfd` system call fail with EPERM from the start
+    /// (a seccomp filter, x86_64), as a sandbox might: a tracer attached
+    /// later must make its userfaultfd through /dev/userfaultfd.
+    #[arg(long)]
+    deny_userfaultfd: bool,
     /// Write every page once before `ready`, so that the first iteration
     /// touches memory already there, as the later ones do (`--op read`
     /// always does).
@@ -214,7 +219,66 @@ fn touch(buf: &Buffer, page: usize, op: Op, value: u64) -> u64 {
     sum
 }
 
+/// Installs a seccomp filter under which `userfaultfd(2)` fails with
+/// EPERM and every other system call is allowed.
+#[cfg(target_arch = "x86_64")]
+fn deny_userfaultfd() -> Result<()> {
+    const NR_USERFAULTFD: u32 = 323;
+    const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
+    const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
+    let insn = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
+    let mut filter = [
+        // A = seccomp_data.nr
+        insn((libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16, 0, 0, 0),
+        insn(
+            (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+            0,
+            1,
+            NR_USERFAULTFD,
+        ),
+        insn(
+            (libc::BPF_RET | libc::BPF_K) as u16,
+            0,
+            0,
+            SECCOMP_RET_ERRNO | libc::EPERM as u32,
+        ),
+        insn(
+            (libc::BPF_RET | libc::BPF_K) as u16,
+            0,
+            0,
+            SECCOMP_RET_ALLOW,
+        ),
+    ];
+    let prog = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_mut_ptr(),
+    };
+    #[allow(unsafe_code)]
+    // SAFETY: prctl with integer arguments, then with a pointer to a
+    // filter program that outlives the call.
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+            || libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &prog as *const libc::sock_fprog,
+            ) != 0
+        {
+            return Err(std::io::Error::last_os_error()).context("seccomp filter");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn deny_userfaultfd() -> Result<()> {
+    bail!("--deny-userfaultfd is built for x86_64 only")
+}
+
 fn run(args: Args) -> Result<()> {
+    if args.deny_userfaultfd {
+        deny_userfaultfd()?;
+    }
     let page = rustix::param::page_size();
     let len = usize::try_from(args.size.div_ceil(page as u64) * page as u64)
         .context("size too large for this machine")?;

@@ -29,6 +29,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// x86_64 system call numbers the tracer uses or watches.
 pub mod nr {
+    /// close
+    pub const CLOSE: u64 = 3;
+    /// ioctl
+    pub const IOCTL: u64 = 16;
+    /// openat
+    pub const OPENAT: u64 = 257;
     /// mmap
     pub const MMAP: u64 = 9;
     /// mprotect

@@ -1057,18 +1057,46 @@ impl Ptracer {
             inj.syscall(n, a)
                 .map_err(|e| sys("system call injection", e))
         };
-        let fd = run(
-            &mut inj,
-            nr::USERFAULTFD,
-            [(libc::O_CLOEXEC | libc::O_NONBLOCK) as u64, 0, 0, 0, 0, 0],
-        )?;
+        let flags = (libc::O_CLOEXEC | libc::O_NONBLOCK) as u64;
+        let mut fd = run(&mut inj, nr::USERFAULTFD, [flags, 0, 0, 0, 0, 0])?;
+        if fd < 0 {
+            // The system call refused (a seccomp filter of the program's,
+            // or vm.unprivileged_userfaultfd=0 for a user without
+            // CAP_SYS_PTRACE): since Linux 6.1, /dev/userfaultfd makes the
+            // same descriptor for whoever may open it.
+            const USERFAULTFD_IOC_NEW: u64 = 0xaa00;
+            let path = Self::write_name(t, sp, "/dev/userfaultfd")?;
+            let open = [
+                libc::AT_FDCWD as u64,
+                path,
+                (libc::O_RDWR | libc::O_CLOEXEC) as u64,
+                0,
+                0,
+                0,
+            ];
+            let dev = run(&mut inj, nr::OPENAT, open)?;
+            if dev >= 0 {
+                let made = run(
+                    &mut inj,
+                    nr::IOCTL,
+                    [dev as u64, USERFAULTFD_IOC_NEW, flags, 0, 0, 0],
+                )?;
+                run(&mut inj, nr::CLOSE, [dev as u64, 0, 0, 0, 0, 0])?;
+                if made >= 0 {
+                    fd = made;
+                }
+            }
+        }
         if fd < 0 {
             let _ = inj.finish();
             let e = Errno::from_raw(-fd as i32);
             return Err(if e == Errno::EPERM {
                 Error::PermissionDenied {
                     path: "userfaultfd".into(),
-                    needs: "run the program as root, or `sysctl vm.unprivileged_userfaultfd=1`"
+                    needs: "the program may not make one (the system call and \
+                            /dev/userfaultfd were refused): run it as root, or \
+                            `sysctl vm.unprivileged_userfaultfd=1`, or give access to \
+                            /dev/userfaultfd"
                         .into(),
                 }
             } else {
