@@ -17,9 +17,10 @@
 //! from now on waits for the tracer and can't be lost), copies it into its
 //! slot, names it in the index, and has the mover drop it with
 //! `madvise(MADV_DONTNEED)`; the fault that follows copies it back with
-//! `UFFDIO_COPY`, as in the other method. That madvise waits until its `UFFD_EVENT_REMOVE` is
-//! read, by the same thread that drives the mover, so the thread reads the
-//! userfaultfd while it waits and keeps the other messages for later.
+//! `UFFDIO_COPY`, as in the other method. That madvise waits until its
+//! `UFFD_EVENT_REMOVE` is read, by the same thread that drives the mover,
+//! so the thread reads the userfaultfd while it waits and keeps the other
+//! messages for later.
 
 use super::ptrace::Mover;
 use super::remote;
