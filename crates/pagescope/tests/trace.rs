@@ -609,6 +609,63 @@ fn attach_through_dev_userfaultfd_when_the_system_call_is_refused() {
     attach_reads_exactly("4M", "auto", &["--deny-userfaultfd"]);
 }
 
+/// `trace --pid` of a shell that forks and execs all the time (so a fork
+/// may be under way at the attach): it goes on forking while traced,
+/// and after SIGTERM to the tracer, untraced.
+#[test]
+fn attach_to_a_forking_shell_keeps_it_running() {
+    require_trace!();
+    use std::io::{BufRead, BufReader};
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = temp_path(dir.path(), "t.trace");
+    let count = temp_path(dir.path(), "count");
+    let script = format!("i=0; while :; do i=$((i+1)); /bin/true; echo $i > {count}; done");
+    let mut shell = Command::new("sh").args(["-c", &script]).spawn().unwrap();
+    let counted = || {
+        std::fs::read_to_string(&count)
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let progresses = || {
+        let before = counted();
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(10) {
+            if counted() > before + 10 {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    };
+    assert!(progresses(), "the shell does not run");
+    let mut tracer = Command::new(pagescope_bin())
+        .args(["trace", "-o", &trace, "--pid", &shell.id().to_string()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(tracer.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.starts_with("tracing process") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "the tracer ended");
+    }
+    let traced = progresses();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&tracer),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let status = tracer.wait().unwrap();
+    let untraced = progresses();
+    let _ = shell.kill();
+    let _ = shell.wait();
+    assert!(traced, "the shell stalled while traced");
+    assert!(status.success(), "tracer: {status:?}");
+    assert!(untraced, "the shell stalled after the tracer let it go");
+}
+
 /// `trace --pid` of a Python program whose four threads wait on an event
 /// (in `futex`) while the tracer attaches, then hash generated data: the
 /// same digests as untraced.

@@ -273,8 +273,9 @@ pub enum Seized {
     Interrupted,
     /// At a signal-delivery stop: the signal is delivered when it resumes.
     Signal(Signal),
-    /// At another ptrace event (it was exiting, or cloning).
-    Event,
+    /// At another ptrace event (`PTRACE_EVENT_*`: it was exiting, or
+    /// forking).
+    Event(i32),
 }
 
 /// Attaches every thread of the running process `pid` with
@@ -364,7 +365,7 @@ fn wait_seized(tid: Pid) -> io::Result<Option<Seized>> {
             Ok(WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_STOP)) => {
                 Ok(Some(Seized::Interrupted))
             }
-            Ok(WaitStatus::PtraceEvent(..)) => Ok(Some(Seized::Event)),
+            Ok(WaitStatus::PtraceEvent(_, _, event)) => Ok(Some(Seized::Event(event))),
             Ok(WaitStatus::Stopped(_, sig)) => Ok(Some(Seized::Signal(sig))),
             Ok(WaitStatus::Exited(..)) | Ok(WaitStatus::Signaled(..)) => Ok(None),
             Ok(other) => Err(io::Error::other(format!(

@@ -63,10 +63,14 @@ pub enum Target {
 }
 
 impl Target {
-    /// The command line: the launched one, or the attached process's.
+    /// The command line: the launched one (an error if its program can't
+    /// be run), or the attached process's (an error if there is none).
     fn command(&self) -> Result<Vec<String>> {
         match self {
-            Target::Launch(argv) => Ok(argv.clone()),
+            Target::Launch(argv) => {
+                pt::resolve(&argv[0]).map_err(|e| sys("cannot run", e))?;
+                Ok(argv.clone())
+            }
             Target::Attach(pid) => std::fs::read(format!("/proc/{pid}/cmdline"))
                 .map(|b| parse::cmdline(&b))
                 .map_err(|e| {
@@ -1318,9 +1322,52 @@ impl Ptracer {
         for &(tid, how) in seized {
             let sig = match how {
                 pt::Seized::Signal(sig) => Some(sig),
-                _ => None,
+                pt::Seized::Event(event) => {
+                    self.caught_forking(tid.as_raw() as u32, event)?;
+                    None
+                }
+                pt::Seized::Interrupted => None,
             };
             let _ = ptrace::syscall(tid, sig);
+        }
+        Ok(())
+    }
+
+    /// A thread of the attached process stopped at a fork event while it
+    /// was being attached: the child (attached by the kernel) forked
+    /// before there was a userfaultfd, so it is followed but not traced
+    /// until it execs. A thread it cloned is in the task list, and was
+    /// attached with the others.
+    fn caught_forking(&mut self, parent: u32, event: i32) -> Result<()> {
+        if !matches!(
+            event,
+            libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK | libc::PTRACE_EVENT_CLONE
+        ) {
+            return Ok(());
+        }
+        let Ok(child) = ptrace::getevent(Pid::from_raw(parent as i32)) else {
+            return Ok(());
+        };
+        let child = child as u32;
+        if self.threads.contains_key(&child) {
+            return Ok(());
+        }
+        self.threads.insert(
+            child,
+            ThreadState {
+                space: None,
+                tgid: child,
+                entry: None,
+            },
+        );
+        self.shared.lock().event(
+            child,
+            ProcessEventKind::Fork {
+                parent: self.threads[&parent].tgid,
+            },
+        )?;
+        if self.parked.remove(&child) {
+            let _ = ptrace::syscall(Pid::from_raw(child as i32), None);
         }
         Ok(())
     }
@@ -1895,9 +1942,6 @@ pub fn trace(
     counts: Arc<Counts>,
     started: impl FnOnce(u32),
 ) -> Result<TraceOutcome> {
-    if let Target::Launch(argv) = &config.target {
-        pt::resolve(&argv[0]).map_err(|e| sys("cannot run", e))?;
-    }
     let command = config.target.command()?;
     evict_method(Some(config.evict))?;
     let file = File::create(&config.output).map_err(|e| Error::io(&config.output, e))?;
@@ -2126,9 +2170,8 @@ impl Sampler {
     /// when the tracer ends for any reason it sends `SIGCHLD` to the
     /// calling thread, to wake a recorder waiting in `sigtimedwait`.
     pub fn start(target: &Target, counts: Arc<Counts>) -> Result<Sampler> {
-        if let Target::Launch(argv) = target {
-            pt::resolve(&argv[0]).map_err(|e| sys("cannot run", e))?;
-        }
+        // Before the tracer's thread: a bad command is an error here.
+        target.command()?;
         let method = evict_method(None)?;
         let caller = nix::sys::pthread::pthread_self();
         let (tx, rx) = std::sync::mpsc::channel();
