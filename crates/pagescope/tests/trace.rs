@@ -6,7 +6,7 @@
 mod util;
 
 use pagescope_core::format::{read_trace, Completeness, TraceVisitor};
-use pagescope_core::trace::{Ref, TraceEnd, TraceHeader};
+use pagescope_core::trace::{Mapping, MappingKind, Ref, Residency, TraceEnd, TraceHeader};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -75,11 +75,22 @@ struct All {
     header: Option<TraceHeader>,
     refs: Vec<Ref>,
     end: Option<TraceEnd>,
+    /// The last record of each mapping, by id.
+    mappings: std::collections::HashMap<u32, Mapping>,
+    residency: Vec<Residency>,
 }
 
 impl TraceVisitor for All {
     fn header(&mut self, h: &TraceHeader) -> pagescope_core::Result<()> {
         self.header = Some(h.clone());
+        Ok(())
+    }
+    fn mapping(&mut self, m: &Mapping) -> pagescope_core::Result<()> {
+        self.mappings.insert(m.id, m.clone());
+        Ok(())
+    }
+    fn residency(&mut self, r: &Residency) -> pagescope_core::Result<()> {
+        self.residency.push(r.clone());
         Ok(())
     }
     fn refs(&mut self, refs: &[Ref]) -> pagescope_core::Result<()> {
@@ -125,11 +136,12 @@ fn trace_pagetest(trace: &str, pool: &str, evict: &str, args: &[&str]) -> Vec<Va
     pagetest_lines(&out.stdout)
 }
 
-/// Traces pagetest over 64 MiB with a 2 MiB pool, evicting by `evict`,
-/// and checks that each iteration touched every buffer page exactly once,
-/// in ascending order, with the right kind of access; a read run sums
-/// what pagetest wrote, so every page came back with its data.
-fn exact_counts(op: &str, evict: &str) {
+/// Traces pagetest over 64 MiB of `mode` memory with a 2 MiB pool,
+/// evicting by `evict`, and checks that each iteration touched every
+/// buffer page exactly once, in ascending order, with the right kind of
+/// access; a read run sums what pagetest wrote, so every page came back
+/// with its data.
+fn exact_counts(op: &str, evict: &str, mode: &str) {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let trace = temp_path(dir.path(), "t.trace");
@@ -141,7 +153,7 @@ fn exact_counts(op: &str, evict: &str) {
             "--size",
             "64M",
             "--mode",
-            "anon",
+            mode,
             "--op",
             op,
             "--iterations",
@@ -172,6 +184,24 @@ fn exact_counts(op: &str, evict: &str) {
         .iter()
         .filter(|r| r.addr >= start && r.addr < end)
         .collect();
+    // Every reference names the buffer's mapping, of the right kind; a
+    // traced mapping has no residency record.
+    let ids: std::collections::HashSet<u32> = in_buf.iter().map(|r| r.mapping).collect();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    let m = &all.mappings[ids.iter().next().unwrap()];
+    let kind = if mode == "shm" {
+        MappingKind::Shared
+    } else {
+        MappingKind::Anonymous
+    };
+    assert_eq!((m.kind, m.start, m.end, m.traced), (kind, start, end, true));
+    if mode == "shm" {
+        assert!(
+            m.inode != 0 && m.path.starts_with("/memfd:pagetest"),
+            "{m:?}"
+        );
+    }
+    assert!(all.residency.iter().all(|r| r.mapping != m.id));
     let iterations: Vec<&Value> = lines.iter().filter(|l| l["event"] == "iteration").collect();
     assert_eq!(iterations.len(), 3);
     let mut total = 0;
@@ -223,25 +253,112 @@ fn exact_counts(op: &str, evict: &str) {
 #[test]
 fn trace_counts_every_write_exactly() {
     require_move!();
-    exact_counts("write", "move");
+    exact_counts("write", "move", "anon");
 }
 
 #[test]
 fn trace_counts_every_read_exactly() {
     require_move!();
-    exact_counts("read", "move");
+    exact_counts("read", "move", "anon");
 }
 
 #[test]
 fn trace_by_copy_counts_every_write_exactly() {
     require_trace!();
-    exact_counts("write", "copy");
+    exact_counts("write", "copy", "anon");
 }
 
 #[test]
 fn trace_by_copy_counts_every_read_exactly() {
     require_trace!();
-    exact_counts("read", "copy");
+    exact_counts("read", "copy", "anon");
+}
+
+/// Skips a test that traces shared memory on a kernel that can't.
+macro_rules! require_shmem {
+    () => {
+        require_trace!();
+        if !pagescope_linux::trace::shmem_supported() {
+            eprintln!(
+                "skipped: this kernel can't trace shared memory: it needs userfaultfd \
+                 minor faults and write protection on shmem (Linux 5.19)"
+            );
+            return;
+        }
+    };
+}
+
+/// Shared memory (a memfd) is traced as exactly as private memory: its
+/// pages leave by being unmapped and come back on their minor faults.
+#[test]
+fn shared_memory_counts_every_access_exactly() {
+    require_shmem!();
+    for op in ["write", "read"] {
+        exact_counts(op, "copy", "shm");
+    }
+}
+
+/// A forked child reads the parent's shared buffer: its references are
+/// logged under its own pid, and the analysis counts each page of the
+/// buffer once, whichever process touched it (same inode and offset).
+#[test]
+fn a_shared_page_is_one_page_in_every_process() {
+    require_shmem!();
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = temp_path(dir.path(), "t.trace");
+    let lines = trace_pagetest(
+        &trace,
+        "2M",
+        "copy",
+        &[
+            "--size",
+            "8M",
+            "--mode",
+            "shm",
+            "--op",
+            "write",
+            "--iterations",
+            "1",
+            "--sleep",
+            "0",
+            "--fork",
+            "1",
+        ],
+    );
+    let (start, end) = (
+        lines[0]["start"].as_u64().unwrap(),
+        lines[0]["end"].as_u64().unwrap(),
+    );
+    let parent = lines[0]["pid"].as_u64().unwrap() as u32;
+    let child = lines.iter().find(|l| l["event"] == "forked").unwrap()["pids"][0]
+        .as_u64()
+        .unwrap() as u32;
+    let (all, _) = read_all(&trace);
+    let in_buf = |pid: u32| {
+        all.refs
+            .iter()
+            .filter(|r| r.pid == pid && r.addr >= start && r.addr < end)
+            .collect::<Vec<_>>()
+    };
+    let (by_parent, by_child) = (in_buf(parent), in_buf(child));
+    assert_eq!(by_parent.len(), 2048, "the parent writes every page once");
+    // The child starts with the pages that were in the parent's pool
+    // mapped (fork copies them): it faults on the others.
+    assert!(
+        by_child.len() >= 2048 - 512 && by_child.iter().all(|r| !r.write),
+        "{} child references",
+        by_child.len()
+    );
+    let range = format!("{start:#x}-{end:#x}");
+    let refs = report_json(&[
+        "analyze", &trace, "refs", "--range", &range, "--format", "json",
+    ]);
+    assert_eq!(
+        refs["references"],
+        (by_parent.len() + by_child.len()) as u64
+    );
+    assert_eq!(refs["distinct_pages"], 2048);
 }
 
 #[test]
@@ -592,6 +709,9 @@ fn attach_counts_every_read_exactly() {
     let _serial = serial();
     for evict in methods() {
         attach_reads_exactly("16M", evict, &[]);
+    }
+    if pagescope_linux::trace::shmem_supported() {
+        attach_reads_exactly("16M", "auto", &["--mode", "shm"]);
     }
 }
 

@@ -2,7 +2,8 @@
 //! command pagescope launches or one running process it attaches.
 //!
 //! The program runs under the tracer of `pagescope trace` with a pool
-//! that never fills: every private anonymous page it touches faults once,
+//! that never fills: every private anonymous or shared-memory page it
+//! touches faults once,
 //! comes in, and stays. At each boundary the recorder takes the pages that
 //! faulted in since the last one (the referenced pages, with read or
 //! write: a page brought back for a read is write-protected, so its first
@@ -14,8 +15,8 @@
 //! that comes back counts `1 / FRACTION` pages; pages touched for the
 //! first time are all seen and count one each.
 //!
-//! Regular-file mappings (program text, mapped files) and shared memory
-//! can't be trapped this way and are not counted (the header says so).
+//! Regular-file mappings (program text, mapped files) can't be trapped
+//! this way and are not counted (the header says so).
 
 use super::pages::{resident, ProcessTally};
 use super::{Launched, Probe};

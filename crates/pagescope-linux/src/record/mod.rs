@@ -442,10 +442,16 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
     }
     if probe.backend() == Backend::Fault {
         notes.push(
-            "the fault backend traps private anonymous memory (heap, stacks, anonymous \
-             mappings): references to mapped files, program text and shared memory are not \
-             counted"
-                .into(),
+            if crate::trace::shmem_supported() {
+                "the fault backend traps private anonymous memory (heap, stacks, anonymous \
+                 mappings) and shared memory: references to mapped files and program text \
+                 are not counted"
+            } else {
+                "the fault backend traps private anonymous memory (heap, stacks, anonymous \
+                 mappings): references to mapped files, program text and shared memory (which \
+                 needs Linux 5.19 here) are not counted"
+            }
+            .into(),
         );
     }
     if probe.writes() == WriteSource::None {

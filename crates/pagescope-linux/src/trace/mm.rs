@@ -21,6 +21,11 @@
 //! `UFFD_EVENT_REMOVE` is read, by the same thread that drives the mover,
 //! so the thread reads the userfaultfd while it waits and keeps the other
 //! messages for later.
+//!
+//! Shared memory needs no store: its pages live in the page cache, which
+//! every process mapping them shares. A page leaves by being unmapped in
+//! this address space only (`madvise(MADV_DONTNEED)` in the mover), and
+//! comes back on its minor fault with `UFFDIO_CONTINUE`.
 
 use super::ptrace::Mover;
 use super::remote;
@@ -411,6 +416,18 @@ impl Mm {
             [start, len, 4 /* MADV_DONTNEED */, 0, 0, 0],
             &mut idle,
         )
+    }
+
+    /// Unmaps the `n` pages of shared memory from `start` in this address
+    /// space only, with one `madvise(MADV_DONTNEED)` in the mover: the
+    /// pages stay in the page cache (nothing is copied, nothing can be
+    /// lost), and the next touch of each is a minor fault. `false`: they
+    /// stay (no mover yet, or the kernel refused: `mlock`ed).
+    pub fn unmap_shared(&mut self, start: u64, n: u64) -> io::Result<bool> {
+        if !self.has_mover() {
+            return Ok(false);
+        }
+        Ok(self.drop_pages(start, n * PAGE)? >= 0)
     }
 
     /// Brings an evicted page back to `page` without waking the waiters;

@@ -1,8 +1,8 @@
 //! `pagescope trace`: exact page-reference tracing with userfaultfd, the
 //! work of kVMTrace done from user space (x86_64).
 //!
-//! Every private anonymous page of the traced program is kept out of its
-//! address space except a small pool; a touch of any other page faults,
+//! Every private anonymous and shared-memory page of the traced program
+//! is kept out of its address space except a small pool; a touch of any other page faults,
 //! the fault is logged, the page joins the pool and the oldest pool page
 //! is evicted. See docs/design.md for the data flow and the limits.
 
@@ -16,5 +16,6 @@ mod uffd;
 pub use ptrace::with_stop_signals_blocked;
 pub use release::release;
 pub use tracer::{
-    evict_method, trace, Counts, Sampled, Sampler, Target, TraceConfig, TraceOutcome,
+    evict_method, shmem_supported, trace, Counts, Sampled, Sampler, Target, TraceConfig,
+    TraceOutcome,
 };

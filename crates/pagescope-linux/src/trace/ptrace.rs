@@ -49,6 +49,8 @@ pub mod nr {
     pub const MREMAP: u64 = 25;
     /// madvise
     pub const MADVISE: u64 = 28;
+    /// shmat
+    pub const SHMAT: u64 = 30;
     /// execve
     pub const EXECVE: u64 = 59;
     /// prctl

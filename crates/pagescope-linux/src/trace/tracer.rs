@@ -145,6 +145,9 @@ pub struct Sampled {
 struct MapRange {
     end: u64,
     id: u32,
+    /// Shared memory: its pages leave by being unmapped here (they stay
+    /// in the page cache) and come back with `UFFDIO_CONTINUE`.
+    shared: bool,
 }
 
 /// The pool: FIFO over every traced address space. Entries of pages that
@@ -175,8 +178,8 @@ struct Space {
     /// Heap mapping id, start, current end.
     heap: Option<(u32, u64, u64)>,
     /// Ranges registered by the ptrace thread whose resident pages the
-    /// fault thread must move out.
-    pending_empty: Vec<(u64, u64)>,
+    /// fault thread must move out, and whether each is shared memory.
+    pending_empty: Vec<(u64, u64, bool)>,
     /// Set by the fault thread when the mover is attached and the pending
     /// ranges are empty; the ptrace thread waits for it before letting the
     /// program run.
@@ -206,6 +209,11 @@ struct State {
     zero: Box<[u8; PAGE as usize]>,
     /// How pages leave the program.
     method: EvictMethod,
+    /// The kernel can trace shared memory ([`uffd::FEATURES_SHMEM`]).
+    shmem: bool,
+    /// `UFFDIO_CONTINUE` can write-protect as it maps (Linux 6.4); until
+    /// the kernel refuses, it is assumed.
+    continue_wp: bool,
 }
 
 impl std::fmt::Debug for State {
@@ -351,11 +359,13 @@ fn evict_pages(
             i += 1;
             continue;
         };
-        let map_end = space
+        let (map_end, shared) = space
             .maps
             .range(..=start)
             .next_back()
-            .map_or(start + PAGE, |(_, r)| r.end.max(start + PAGE));
+            .map_or((start + PAGE, false), |(_, r)| {
+                (r.end.max(start + PAGE), r.shared && start < r.end)
+            });
         let mut j = i + 1;
         while j < pages.len()
             && j - i < 4096
@@ -366,6 +376,20 @@ fn evict_pages(
             j += 1;
         }
         let n = (j - i) as u64;
+        if shared {
+            // Shared memory stays in the page cache: only this mapping of
+            // it goes, and the next touch is a minor fault.
+            match space.mm.unmap_shared(start, n) {
+                Ok(true) => out.extend_from_slice(&pages[i..j]),
+                Ok(false) => {
+                    counts.unevictable.fetch_add(n, Ordering::Relaxed);
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(e) => return Err(sys("madvise (evicting shared memory)", e)),
+            }
+            i = j;
+            continue;
+        }
         let moved = if n > 1 {
             match space.mm.evict_run(start, n) {
                 Ok(m) => m as usize,
@@ -516,12 +540,22 @@ fn lookup_mapping(st: &mut State, key: u32, addr: u64) -> Result<u32> {
     let Some(line) = lines.iter().find(|l| l.start <= addr && addr < l.end) else {
         return Ok(u32::MAX);
     };
-    let kind = anon_kind(line).unwrap_or(MappingKind::Anonymous);
+    let shared = line.perms.ends_with('s');
+    let kind = if shared {
+        MappingKind::Shared
+    } else {
+        anon_kind(line).unwrap_or(MappingKind::Anonymous)
+    };
     let id = st.new_mapping(pid, line, kind, true)?;
     let space = st.spaces.get_mut(&key).expect("space exists");
-    space
-        .maps
-        .insert(line.start, MapRange { end: line.end, id });
+    space.maps.insert(
+        line.start,
+        MapRange {
+            end: line.end,
+            id,
+            shared,
+        },
+    );
     Ok(id)
 }
 
@@ -574,6 +608,7 @@ fn log_ref(
 
 /// Serves one fault; `Ok(false)`: not now (the address space is
 /// changing), try again after the pending events.
+#[allow(clippy::too_many_arguments)]
 fn on_fault(
     st: &mut State,
     counts: &Counts,
@@ -581,10 +616,14 @@ fn on_fault(
     address: u64,
     write: bool,
     wp: bool,
+    minor: bool,
     tid: u32,
 ) -> Result<bool> {
     let page = address & !(PAGE - 1);
     let uffd = st.spaces[&key].mm.uffd.clone();
+    if minor {
+        return on_minor_fault(st, counts, key, page, write, tid);
+    }
     let in_pool = st.pool.live.get(&(key, page)).copied();
     if wp {
         match in_pool {
@@ -670,6 +709,52 @@ fn on_fault(
     Ok(true)
 }
 
+/// Serves a minor fault: a page of shared memory that is in the page
+/// cache but not mapped here (it left the pool, or another process put it
+/// there). `UFFDIO_CONTINUE` maps it, write-protected for a read so that
+/// the first write is seen.
+fn on_minor_fault(
+    st: &mut State,
+    counts: &Counts,
+    key: u32,
+    page: u64,
+    write: bool,
+    tid: u32,
+) -> Result<bool> {
+    let uffd = st.spaces[&key].mm.uffd.clone();
+    let wp = !write;
+    let errno = |e: &std::io::Error| e.raw_os_error().unwrap_or(0);
+    // Before Linux 6.4 the page is mapped without waking the thread, then
+    // protected, then the thread is woken: another thread of the process
+    // could write to it unseen in between.
+    let split = wp && !st.continue_wp;
+    match uffd.continue_page(page, PAGE, wp && !split, split) {
+        Ok(()) => {}
+        Err(e) if errno(&e) == libc::EINVAL && wp && st.continue_wp => {
+            st.continue_wp = false;
+            return on_minor_fault(st, counts, key, page, write, tid);
+        }
+        Err(e) if errno(&e) == libc::EAGAIN => return Ok(false),
+        // Mapped already (another thread's fault), or gone from the page
+        // cache (a hole punched: the retry is a missing fault) or from the
+        // address space: the thread retries.
+        Err(e) if matches!(errno(&e), libc::EEXIST | libc::EFAULT | libc::ENOENT) => {
+            let _ = uffd.wake(page, PAGE);
+            return Ok(true);
+        }
+        Err(e) => return Err(sys("UFFDIO_CONTINUE", e)),
+    }
+    if split {
+        let r = uffd.write_protect(page, PAGE, true);
+        uffd.wake(page, PAGE).map_err(|e| sys("UFFDIO_WAKE", e))?;
+        r.map_err(|e| sys("UFFDIO_WRITEPROTECT", e))?;
+    }
+    log_ref(st, counts, key, page, tid, write, true)?;
+    pool_insert(st, key, page, write);
+    shrink_pool(st, counts)?;
+    Ok(true)
+}
+
 fn drop_range(st: &mut State, key: u32, start: u64, end: u64, unmap: bool) -> Result<()> {
     let Some(space) = st.spaces.get_mut(&key) else {
         return Ok(());
@@ -707,8 +792,9 @@ fn on_msg(shared: &Shared, st: &mut State, key: u32, msg: Msg) -> Result<bool> {
             address,
             write,
             wp,
+            minor,
             tid,
-        } => on_fault(st, counts, key, address, write, wp, tid),
+        } => on_fault(st, counts, key, address, write, wp, minor, tid),
         other => on_event(st, key, other).map(|()| true),
     }
 }
@@ -736,13 +822,7 @@ fn on_event(st: &mut State, key: u32, msg: Msg) -> Result<()> {
                 .remap(from, to, len)
                 .map_err(|e| sys("index write", e))?;
             if let Some((_, r)) = space.maps.range(..=from).next_back().map(|(&s, r)| (s, *r)) {
-                space.maps.insert(
-                    to,
-                    MapRange {
-                        end: to + len,
-                        id: r.id,
-                    },
-                );
+                space.maps.insert(to, MapRange { end: to + len, ..r });
             }
             let moved: Vec<((u32, u64), (u64, bool))> = st
                 .pool
@@ -828,8 +908,8 @@ fn prepare_spaces(st: &mut State) {
         }
         let space = st.spaces.get_mut(&k).expect("listed");
         let ranges = std::mem::take(&mut space.pending_empty);
-        for (a, b) in ranges {
-            if let Err(e) = empty_range(&mut space.mm, a, b) {
+        for (a, b, shared) in ranges {
+            if let Err(e) = empty_range(&mut space.mm, a, b, shared) {
                 st.failure.get_or_insert(e.to_string());
                 break;
             }
@@ -1044,8 +1124,8 @@ impl Ptracer {
     /// Sets up tracing of the address space of `tid`, stopped at a
     /// syscall-exit stop (or, `interrupted`, at the stop of an attach): a
     /// userfaultfd and a store made by the program itself, the descriptor
-    /// copied to the tracer, and every private anonymous mapping
-    /// registered and emptied.
+    /// copied to the tracer, and every private anonymous and shared-memory
+    /// mapping registered and emptied.
     fn attach_space(&mut self, tid: u32, interrupted: bool) -> Result<u32> {
         let t = Pid::from_raw(tid as i32);
         let tgid = self.threads[&tid].tgid;
@@ -1213,9 +1293,12 @@ impl Ptracer {
         )
         .map_err(|e| sys("pidfd_getfd", e))?;
         let u = Uffd::new(ours);
-        let method = self.shared.lock().method;
+        let (method, shmem) = {
+            let st = self.shared.lock();
+            (st.method, st.shmem)
+        };
         // The features were checked before the program started.
-        u.api(uffd::features(method == EvictMethod::Move))
+        u.api(uffd::features(method == EvictMethod::Move, shmem))
             .map_err(|e| sys("UFFDIO_API", e))?;
         if method == EvictMethod::Move {
             // UFFDIO_MOVE's destination must be registered too.
@@ -1261,22 +1344,32 @@ impl Ptracer {
             {
                 continue;
             }
-            let Some(kind) = anon_kind(line) else {
-                continue;
+            let len = line.end - line.start;
+            let (kind, shared) = match anon_kind(line) {
+                Some(kind) if u.register(line.start, len, uffd::MODE_MISSING_WP).is_ok() => {
+                    (kind, false)
+                }
+                None if shmem
+                    && line.perms.ends_with('s')
+                    && u.register_shared(line.start, len).unwrap_or(false) =>
+                {
+                    (MappingKind::Shared, true)
+                }
+                _ => continue,
             };
-            if u.register(line.start, line.end - line.start, uffd::MODE_MISSING_WP)
-                .is_err()
-            {
-                continue;
-            }
             let id = st.new_mapping(tgid, line, kind, true)?;
-            space
-                .maps
-                .insert(line.start, MapRange { end: line.end, id });
             if kind == MappingKind::Heap {
                 space.heap = Some((id, line.start, line.end));
             }
-            to_empty.push((line.start, line.end));
+            space.maps.insert(
+                line.start,
+                MapRange {
+                    end: line.end,
+                    id,
+                    shared,
+                },
+            );
+            to_empty.push((line.start, line.end, shared));
         }
         if space.heap.is_none() && brk > 0 {
             space.heap = Some((u32::MAX, brk as u64, brk as u64));
@@ -1423,16 +1516,92 @@ impl Ptracer {
             ..Default::default()
         };
         let id = st.new_mapping(pid, &line, kind, traced)?;
+        let range = MapRange {
+            end,
+            id,
+            shared: false,
+        };
+        self.insert_range(st, key, start, range, traced && populated)
+    }
+
+    /// Enters a new mapping in the fault thread's table; with `empty`,
+    /// has the fault thread move its resident pages out and waits until
+    /// it has.
+    fn insert_range(
+        &self,
+        mut st: MutexGuard<'_, State>,
+        key: u32,
+        start: u64,
+        range: MapRange,
+        empty: bool,
+    ) -> Result<()> {
         let space = st.spaces.get_mut(&key).expect("space exists");
-        space.maps.insert(start, MapRange { end, id });
-        if traced && populated {
-            space.pending_empty.push((start, end));
+        space.maps.insert(start, range);
+        if empty {
+            space.pending_empty.push((start, range.end, range.shared));
             space.ready.store(false, Ordering::SeqCst);
             let ready = space.ready.clone();
             drop(st);
             self.wait_ready(&ready)?;
         }
         Ok(())
+    }
+
+    /// Registers a new shared mapping at `start` found at a syscall exit
+    /// (to `end`, or with `None` the end of its VMA) if it is shared
+    /// memory; other shared mappings (regular files) are left alone.
+    fn add_shared(
+        &mut self,
+        key: u32,
+        start: u64,
+        end: Option<u64>,
+        populated: bool,
+    ) -> Result<()> {
+        let mut st = self.shared.lock();
+        let Some(space) = st.spaces.get(&key) else {
+            return Ok(());
+        };
+        if !st.shmem {
+            return Ok(());
+        }
+        let pid = space.mm.pid;
+        let u = space.mm.uffd.clone();
+        let vma_at = || -> Result<Option<parse::maps::MapsLine>> {
+            Ok(maps_of(pid)?
+                .into_iter()
+                .find(|l| l.start <= start && start < l.end))
+        };
+        // A regular file is refused by the kernel before maps is read.
+        let (end, vma) = match end {
+            Some(end) => (end, None),
+            None => match vma_at()? {
+                Some(v) => (v.end, Some(v)),
+                None => return Ok(()),
+            },
+        };
+        if !u
+            .register_shared(start, end - start)
+            .map_err(|e| sys("UFFDIO_REGISTER (shared memory)", e))?
+        {
+            return Ok(());
+        }
+        let Some(vma) = vma.map_or_else(vma_at, |v| Ok(Some(v)))? else {
+            return Ok(());
+        };
+        let end = end.min(vma.end);
+        let line = parse::maps::MapsLine {
+            start,
+            end,
+            offset: vma.offset + (start - vma.start),
+            ..vma
+        };
+        let id = st.new_mapping(pid, &line, MappingKind::Shared, true)?;
+        let range = MapRange {
+            end,
+            id,
+            shared: true,
+        };
+        self.insert_range(st, key, start, range, populated)
     }
 
     fn grow_heap(&mut self, key: u32, new_end: u64) -> Result<()> {
@@ -1473,7 +1642,14 @@ impl Ptracer {
                 id
             };
             let space = st.spaces.get_mut(&key).expect("space exists");
-            space.maps.insert(start, MapRange { end: to, id });
+            space.maps.insert(
+                start,
+                MapRange {
+                    end: to,
+                    id,
+                    shared: false,
+                },
+            );
             space.heap = Some((id, start, new_end));
         } else if let Some(space) = st.spaces.get_mut(&key) {
             space.heap = Some((id, start, new_end.max(start)));
@@ -1573,8 +1749,11 @@ impl Ptracer {
                         MappingKind::Anonymous
                     };
                     self.add_mapping(key, start, end, kind, prot, flags & MAP_POPULATE != 0)?;
+                } else if flags & MAP_SHARED != 0 {
+                    self.add_shared(key, start, Some(end), flags & MAP_POPULATE != 0)?;
                 }
             }
+            nr::SHMAT => self.add_shared(key, ret as u64, None, false)?,
             nr::BRK => self.grow_heap(key, ret as u64)?,
             _ => {}
         }
@@ -1601,9 +1780,21 @@ impl Ptracer {
         };
         let mut reader = PagemapReader::new(file, format!("/proc/{tid}/pagemap").into(), PAGE);
         let mut st = self.shared.lock();
+        // Shared memory that is traced has its references instead.
+        let traced: HashSet<u64> = ts
+            .space
+            .and_then(|k| st.spaces.get(&k))
+            .map(|s| {
+                s.maps
+                    .iter()
+                    .filter(|(_, r)| r.shared)
+                    .map(|(&a, _)| a)
+                    .collect()
+            })
+            .unwrap_or_default();
         for line in lines
             .iter()
-            .filter(|l| l.inode != 0 && l.path.starts_with('/'))
+            .filter(|l| l.inode != 0 && l.path.starts_with('/') && !traced.contains(&l.start))
         {
             let mut resident = 0;
             let _ = reader.for_each(line.start, line.end, |_, e| {
@@ -1871,9 +2062,9 @@ fn exit_of(info: &libc::ptrace_syscall_info) -> i64 {
     e.sval
 }
 
-/// Moves every resident page of `[start, end)` into the store, runs of
-/// neighbours together.
-fn empty_range(mm: &mut Mm, start: u64, end: u64) -> Result<()> {
+/// Moves every resident page of `[start, end)` into the store (of shared
+/// memory: unmaps it here), runs of neighbours together.
+fn empty_range(mm: &mut Mm, start: u64, end: u64, shared: bool) -> Result<()> {
     let path = format!("/proc/{}/pagemap", mm.pid);
     let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
     let mut reader = PagemapReader::new(file, path.into(), PAGE);
@@ -1890,6 +2081,11 @@ fn empty_range(mm: &mut Mm, start: u64, end: u64) -> Result<()> {
         while j < present.len() && j - i < 4096 && present[j] == present[j - 1] + PAGE {
             j += 1;
         }
+        if shared {
+            mm.unmap_shared(present[i], (j - i) as u64).map_err(what)?;
+            i = j;
+            continue;
+        }
         let moved = if j - i > 1 {
             mm.evict_run(present[i], (j - i) as u64).map_err(what)? as usize
         } else {
@@ -1901,6 +2097,12 @@ fn empty_range(mm: &mut Mm, start: u64, end: u64) -> Result<()> {
         i = j;
     }
     Ok(())
+}
+
+/// Whether this kernel can trace shared memory: minor faults and write
+/// protection of shmem ([`uffd::FEATURES_SHMEM`], Linux 5.19).
+pub fn shmem_supported() -> bool {
+    uffd::Uffd::probe_features().is_ok_and(|f| f & uffd::FEATURES_SHMEM == uffd::FEATURES_SHMEM)
 }
 
 /// How pages will be evicted: `want`, or with `None` the best this kernel
@@ -1958,9 +2160,15 @@ pub fn trace(
         start_unix_ns,
         start_monotonic_ns: start_mono,
         kernel: crate::system::kernel_release(),
-        untraced: "regular-file mappings (program text, mapped files) can't be trapped with \
-                   userfaultfd; their residency at exit is recorded instead"
-            .into(),
+        untraced: if shmem_supported() {
+            "regular-file and hugetlbfs mappings (program text, mapped files) can't be \
+             trapped with userfaultfd; their residency at exit is recorded instead"
+        } else {
+            "regular-file mappings (program text, mapped files) can't be trapped with \
+             userfaultfd, nor shared memory on this kernel (it needs Linux 5.19); their \
+             residency at exit is recorded instead"
+        }
+        .into(),
     };
     let writer = TraceWriter::new(file, &config.output, &header, config.time_resolution_ns)?;
     run(
@@ -2026,6 +2234,8 @@ fn run(
             failure: None,
             zero: Box::new([0; PAGE as usize]),
             method,
+            shmem: shmem_supported(),
+            continue_wp: true,
         }),
         counts: counts.clone(),
         boundary: Mutex::new(Boundary::default()),

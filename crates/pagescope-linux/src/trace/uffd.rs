@@ -26,11 +26,15 @@ const COPY: libc::c_ulong = iowr(k::_UFFDIO_COPY, size_of::<k::uffdio_copy>());
 pub const MOVE: libc::c_ulong = iowr(k::_UFFDIO_MOVE, size_of::<k::uffdio_move>());
 const WRITEPROTECT: libc::c_ulong =
     iowr(k::_UFFDIO_WRITEPROTECT, size_of::<k::uffdio_writeprotect>());
+const CONTINUE: libc::c_ulong = iowr(k::_UFFDIO_CONTINUE, size_of::<k::uffdio_continue>());
 
 // Mode bits linux-raw-sys does not carry (include/uapi/linux/userfaultfd.h).
 /// `UFFDIO_MOVE_MODE_DONTWAKE`.
 pub const MOVE_MODE_DONTWAKE: u64 = 1;
 const WRITEPROTECT_MODE_WP: u64 = 1;
+const CONTINUE_MODE_DONTWAKE: u64 = 1;
+/// `UFFDIO_CONTINUE_MODE_WP` (Linux 6.4).
+const CONTINUE_MODE_WP: u64 = 2;
 
 /// The features the tracer needs on every kernel, with the name of each.
 const FEATURE_LIST: [(u32, &str); 6] = [
@@ -45,15 +49,17 @@ const FEATURE_LIST: [(u32, &str); 6] = [
 /// `UFFD_FEATURE_MOVE` (Linux 6.8): evicting without a copy.
 pub const FEATURE_MOVE: u64 = k::UFFD_FEATURE_MOVE as u64;
 
-/// The features the tracer asks for: the needed ones, and MOVE when it
-/// moves pages rather than copying them.
-pub fn features(with_move: bool) -> u64 {
+/// Shared memory (shmem, memfd, SysV): minor faults on pages in the page
+/// cache (Linux 5.14) and write protection of them (Linux 5.19).
+pub const FEATURES_SHMEM: u64 =
+    (k::UFFD_FEATURE_MINOR_SHMEM | k::UFFD_FEATURE_WP_HUGETLBFS_SHMEM) as u64;
+
+/// The features the tracer asks for: the needed ones, MOVE when it moves
+/// pages rather than copying them, and the shared-memory ones when it
+/// traces shared memory.
+pub fn features(with_move: bool, with_shmem: bool) -> u64 {
     let needed = FEATURE_LIST.iter().fold(0, |f, &(bit, _)| f | bit as u64);
-    if with_move {
-        needed | FEATURE_MOVE
-    } else {
-        needed
-    }
+    needed | if with_move { FEATURE_MOVE } else { 0 } | if with_shmem { FEATURES_SHMEM } else { 0 }
 }
 
 /// The names of the needed features that `available` lacks.
@@ -68,6 +74,12 @@ pub fn missing_features(available: u64) -> Vec<&'static str> {
 /// Register mode: missing pages and write protection.
 pub const MODE_MISSING_WP: u64 =
     (k::UFFDIO_REGISTER_MODE_MISSING | k::UFFDIO_REGISTER_MODE_WP) as u64;
+/// Register mode of shared memory: also minor faults, on pages that are
+/// in the page cache but not mapped here.
+pub const MODE_SHARED: u64 = MODE_MISSING_WP | k::UFFDIO_REGISTER_MODE_MINOR as u64;
+/// The bit of `UFFDIO_ZEROPAGE` in the ioctls a registration allows: every
+/// range but hugetlbfs has it.
+const IOCTL_ZEROPAGE: u64 = 1 << k::_UFFDIO_ZEROPAGE;
 
 /// One message read from a userfaultfd.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,6 +92,8 @@ pub enum Msg {
         write: bool,
         /// The page is present and write-protected.
         wp: bool,
+        /// Shared memory: the page is in the page cache, not mapped here.
+        minor: bool,
         /// The faulting thread.
         tid: u32,
     },
@@ -175,12 +189,35 @@ impl Uffd {
 
     /// `UFFDIO_REGISTER` of `[start, start+len)`.
     pub fn register(&self, start: u64, len: u64, mode: u64) -> io::Result<()> {
+        self.register_ioctls(start, len, mode).map(|_| ())
+    }
+
+    /// `UFFDIO_REGISTER` of `[start, start+len)`; returns the ioctls the
+    /// range allows.
+    fn register_ioctls(&self, start: u64, len: u64, mode: u64) -> io::Result<u64> {
         let mut r = k::uffdio_register {
             range: k::uffdio_range { start, len },
             mode,
             ioctls: 0,
         };
-        self.ioctl(REGISTER, &mut r)
+        self.ioctl(REGISTER, &mut r)?;
+        Ok(r.ioctls)
+    }
+
+    /// Registers a shared mapping with [`MODE_SHARED`]: `Ok(true)` if it
+    /// is shared memory of base pages (shmem, memfd, SysV, shared
+    /// anonymous), `Ok(false)` if it is not (the kernel refuses a regular
+    /// file; hugetlbfs, whose pages are huge, is let go again).
+    pub fn register_shared(&self, start: u64, len: u64) -> io::Result<bool> {
+        match self.register_ioctls(start, len, MODE_SHARED) {
+            Ok(ioctls) if ioctls & IOCTL_ZEROPAGE != 0 => Ok(true),
+            Ok(_) => {
+                self.unregister(start, len)?;
+                Ok(false)
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// `UFFDIO_UNREGISTER`; the kernel also clears write protection and
@@ -212,6 +249,20 @@ impl Uffd {
             copy: 0,
         };
         self.ioctl(COPY, &mut c)
+    }
+
+    /// `UFFDIO_CONTINUE` of one page of shared memory: maps the page the
+    /// page cache holds, write-protected if `wp`, and wakes the waiters
+    /// unless `dontwake`. `wp` needs Linux 6.4: older kernels refuse the
+    /// mode with `EINVAL`.
+    pub fn continue_page(&self, page: u64, len: u64, wp: bool, dontwake: bool) -> io::Result<()> {
+        let mut c = k::uffdio_continue {
+            range: k::uffdio_range { start: page, len },
+            mode: if wp { CONTINUE_MODE_WP } else { 0 }
+                | if dontwake { CONTINUE_MODE_DONTWAKE } else { 0 },
+            mapped: 0,
+        };
+        self.ioctl(CONTINUE, &mut c)
     }
 
     /// `UFFDIO_WRITEPROTECT`: sets (`wp`) or clears write protection; a
@@ -287,6 +338,7 @@ impl Uffd {
                             address: pf.address,
                             write: pf.flags & k::UFFD_PAGEFAULT_FLAG_WRITE as u64 != 0,
                             wp: pf.flags & k::UFFD_PAGEFAULT_FLAG_WP as u64 != 0,
+                            minor: pf.flags & k::UFFD_PAGEFAULT_FLAG_MINOR as u64 != 0,
                             tid: pf.feat.ptid,
                         }
                     }
