@@ -1083,8 +1083,8 @@ fn trace_notes(maps: &TraceMaps) -> Vec<String> {
         Some(e) => {
             if e.unevictable > 0 {
                 n.push(format!(
-                    "{} pages could not be evicted (shared with another process after fork, or \
-                     mapped with other permissions): touches of them after their first were not seen",
+                    "{} pages could not be evicted (locked with mlock, or in a process forked \
+                     while pagescope attached): touches of them after their first were not seen",
                     e.unevictable
                 ));
             }

@@ -86,7 +86,8 @@ pub fn trace(args: TraceArgs) -> Result<u8> {
         );
         if e.unevictable > 0 {
             eprintln!(
-                "note: {} pages could not be evicted (shared after fork, or other permissions)",
+                "note: {} pages could not be evicted (locked with mlock, or in a process forked \
+                 while pagescope attached)",
                 e.unevictable
             );
         }

@@ -298,67 +298,79 @@ fn shared_memory_counts_every_access_exactly() {
     }
 }
 
-/// A forked child reads the parent's shared buffer: its references are
-/// logged under its own pid, and the analysis counts each page of the
-/// buffer once, whichever process touched it (same inode and offset).
+/// A forked child is traced as exactly as its parent: at its first stop
+/// it gets a mover and every page it inherited resident leaves, so it
+/// reads each page of the parent's 8 MiB buffer once and writes each once
+/// (through a 2 MiB pool), and no page is left unevictable. Shared
+/// memory is also counted once across the two processes (same inode and
+/// offset); private pages are each process's own.
 #[test]
-fn a_shared_page_is_one_page_in_every_process() {
-    require_shmem!();
+fn forked_children_are_traced_exactly() {
+    require_trace!();
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let trace = temp_path(dir.path(), "t.trace");
-    let lines = trace_pagetest(
-        &trace,
-        "2M",
-        "copy",
-        &[
-            "--size",
-            "8M",
-            "--mode",
-            "shm",
-            "--op",
-            "write",
-            "--iterations",
-            "1",
-            "--sleep",
-            "0",
-            "--fork",
-            "1",
-        ],
-    );
-    let (start, end) = (
-        lines[0]["start"].as_u64().unwrap(),
-        lines[0]["end"].as_u64().unwrap(),
-    );
-    let parent = lines[0]["pid"].as_u64().unwrap() as u32;
-    let child = lines.iter().find(|l| l["event"] == "forked").unwrap()["pids"][0]
-        .as_u64()
-        .unwrap() as u32;
-    let (all, _) = read_all(&trace);
-    let in_buf = |pid: u32| {
-        all.refs
-            .iter()
-            .filter(|r| r.pid == pid && r.addr >= start && r.addr < end)
-            .collect::<Vec<_>>()
-    };
-    let (by_parent, by_child) = (in_buf(parent), in_buf(child));
-    assert_eq!(by_parent.len(), 2048, "the parent writes every page once");
-    // The child starts with the pages that were in the parent's pool
-    // mapped (fork copies them): it faults on the others.
-    assert!(
-        by_child.len() >= 2048 - 512 && by_child.iter().all(|r| !r.write),
-        "{} child references",
-        by_child.len()
-    );
-    let range = format!("{start:#x}-{end:#x}");
-    let refs = report_json(&[
-        "analyze", &trace, "refs", "--range", &range, "--format", "json",
-    ]);
-    assert_eq!(
-        refs["references"],
-        (by_parent.len() + by_child.len()) as u64
-    );
-    assert_eq!(refs["distinct_pages"], 2048);
+    let mut cases: Vec<(&str, &str)> = methods().into_iter().map(|m| ("anon", m)).collect();
+    if pagescope_linux::trace::shmem_supported() {
+        cases.push(("shm", "copy"));
+    }
+    for (mode, evict) in cases {
+        let lines = trace_pagetest(
+            &trace,
+            "2M",
+            evict,
+            &[
+                "--size",
+                "8M",
+                "--mode",
+                mode,
+                "--op",
+                "write",
+                "--iterations",
+                "1",
+                "--sleep",
+                "0",
+                "--fork",
+                "1",
+                "--child-writes",
+                "2048",
+            ],
+        );
+        let what = format!("{mode} by {evict}");
+        let (start, end) = (
+            lines[0]["start"].as_u64().unwrap(),
+            lines[0]["end"].as_u64().unwrap(),
+        );
+        let parent = lines[0]["pid"].as_u64().unwrap() as u32;
+        let child = lines.iter().find(|l| l["event"] == "forked").unwrap()["pids"][0]
+            .as_u64()
+            .unwrap() as u32;
+        let (all, _) = read_all(&trace);
+        let count = |pid: u32, write: bool| {
+            all.refs
+                .iter()
+                .filter(|r| r.pid == pid && r.write == write && r.addr >= start && r.addr < end)
+                .count()
+        };
+        assert_eq!(
+            (count(parent, true), count(parent, false)),
+            (2048, 0),
+            "{what}: parent"
+        );
+        assert_eq!(
+            (count(child, true), count(child, false)),
+            (2048, 2048),
+            "{what}: child"
+        );
+        assert_eq!(all.end.as_ref().unwrap().unevictable, 0, "{what}");
+        let range = format!("{start:#x}-{end:#x}");
+        let refs = report_json(&[
+            "analyze", &trace, "refs", "--range", &range, "--format", "json",
+        ]);
+        assert_eq!(refs["references"], 3 * 2048, "{what}");
+        let distinct = if mode == "shm" { 2048 } else { 2 * 2048 };
+        assert_eq!(refs["distinct_pages"], distinct, "{what}");
+    }
 }
 
 #[test]

@@ -20,7 +20,11 @@
 //! `UFFDIO_COPY`, as in the other method. That madvise waits until its
 //! `UFFD_EVENT_REMOVE` is read, by the same thread that drives the mover,
 //! so the thread reads the userfaultfd while it waits and keeps the other
-//! messages for later.
+//! messages for later. The moving method copies too, for a page shared
+//! with another process since a fork (`UFFDIO_MOVE` takes only pages
+//! exclusive to one), filling its slot with `UFFDIO_COPY` since its store
+//! is registered; a forked child always copies (its userfaultfd is the
+//! tracer's alone, so its mover can't issue `UFFDIO_MOVE`).
 //!
 //! Shared memory needs no store: its pages live in the page cache, which
 //! every process mapping them shares. A page leaves by being unmapped in
@@ -118,11 +122,13 @@ pub struct Mm {
     /// Evicted pages: page address to slot, ordered so that `munmap` and
     /// `mremap` find a range's pages without a scan of them all.
     pub evicted: BTreeMap<u64, u64>,
-    /// Slots that still hold a page the program has dropped (unmapped or
-    /// `MADV_DONTNEED` while evicted); freed at the next system call stop.
+    /// Slots that still hold a stale copy: of a page that came back, or
+    /// that the program dropped (unmapped or `MADV_DONTNEED` while
+    /// evicted). The mover frees them in batches ([`Mm::reclaim_dead`]);
+    /// a space without one frees them at its next memory system call.
     pub dead: Vec<u64>,
     /// The mover, if this space has one yet (a child after fork gets one
-    /// at its first system call).
+    /// at its first stop).
     pub mover: Option<MoverRef>,
     /// How pages leave the program.
     pub method: EvictMethod,
@@ -159,8 +165,22 @@ impl Mm {
         }
     }
 
-    fn has_mover(&self) -> bool {
+    /// Whether the space's mover is attached.
+    pub fn has_mover(&self) -> bool {
         self.mover.as_ref().is_some_and(|m| m.mover.is_some())
+    }
+
+    /// The pid through which this address space's memory is read and
+    /// written: its mover's once there is one. The program's own pid
+    /// names another address space from the moment it execs until the
+    /// tracer has retired this one, and a write meant for the index
+    /// must never land in the new image; the mover lives in this space
+    /// until it is retired.
+    fn mem_pid(&self) -> u32 {
+        match &self.mover {
+            Some(m) if m.mover.is_some() => m.pid,
+            _ => self.pid,
+        }
     }
 
     /// Runs `UFFDIO_MOVE` of one page in the mover. `Err(errno)` for a
@@ -188,7 +208,7 @@ impl Mm {
         arg[8..16].copy_from_slice(&src.to_ne_bytes());
         arg[16..24].copy_from_slice(&(n * PAGE).to_ne_bytes());
         arg[24..32].copy_from_slice(&super::uffd::MOVE_MODE_DONTWAKE.to_ne_bytes());
-        remote::write(self.pid, m.scratch, &arg)?;
+        remote::write(self.mem_pid(), m.scratch, &arg)?;
         let r = mover.syscall(
             16, /* ioctl */
             [m.fd as u64, super::uffd::MOVE, m.scratch, 0, 0, 0],
@@ -202,7 +222,7 @@ impl Mm {
             // The kernel reports the bytes it moved before it stopped
             // (or a negative error) in the argument's `move` field.
             let mut field = [0u8; 8];
-            remote::read(self.pid, m.scratch + 32, &mut field)?;
+            remote::read(self.mem_pid(), m.scratch + 32, &mut field)?;
             (i64::from_ne_bytes(field).max(0) as u64 / PAGE).min(n)
         };
         Ok((moved, Err(Errno::from_raw(-r as i32))))
@@ -258,7 +278,7 @@ impl Mm {
     }
 
     fn write_indexes(&self, slot: u64, bytes: &[u8]) -> io::Result<()> {
-        remote::write(self.pid, self.store.index + slot * 8, bytes)
+        remote::write(self.mem_pid(), self.store.index + slot * 8, bytes)
     }
 
     fn write_index(&self, slot: u64, value: u64) -> io::Result<()> {
@@ -290,7 +310,7 @@ impl Mm {
     }
 
     /// Moves the page at `page` into the store. `Ok(false)`: the kernel
-    /// would not let it go (shared after fork, another protection, no
+    /// would not let it go (locked, another protection, no
     /// mover yet), or it is gone; the page stays where it is.
     /// `Err(EAGAIN)`-like states come back as `Ok(None)`: try later.
     pub fn evict(&mut self, page: u64) -> io::Result<Option<bool>> {
@@ -299,13 +319,7 @@ impl Mm {
         }
         let slot = self.alloc_slot()?;
         if self.method == EvictMethod::Copy {
-            let done = self.copy_out(page, 1, slot, &page.to_ne_bytes())?;
-            if done == Some(true) {
-                self.evicted.insert(page, slot);
-            } else {
-                self.store.free.push(slot);
-            }
-            return Ok(done);
+            return self.copy_out_one(page, slot);
         }
         // The index names the page before it moves, so a tracer killed
         // between the two steps leaves nothing unaccounted for.
@@ -315,6 +329,12 @@ impl Mm {
             Ok(()) => {
                 self.evicted.insert(page, slot);
                 Ok(Some(true))
+            }
+            // Shared with another process since a fork (the kernel moves
+            // only pages exclusive to this one): it leaves by copy.
+            Err(Errno::EBUSY) => {
+                self.write_index(slot, 0)?;
+                self.copy_out_one(page, slot)
             }
             Err(e) => {
                 self.write_index(slot, 0)?;
@@ -328,8 +348,22 @@ impl Mm {
         }
     }
 
+    /// [`Mm::copy_out`] of one page into `slot`, which is freed again if
+    /// the page stays.
+    fn copy_out_one(&mut self, page: u64, slot: u64) -> io::Result<Option<bool>> {
+        let done = self.copy_out(page, 1, slot, &page.to_ne_bytes())?;
+        if done == Some(true) {
+            self.evicted.insert(page, slot);
+        } else {
+            self.store.free.push(slot);
+        }
+        Ok(done)
+    }
+
     /// The copy method's eviction of the `n` pages from `start` into the
-    /// fresh slots from `first`, whose index entries are `names`:
+    /// fresh slots from `first` (also the moving method's, for a page
+    /// shared since a fork, which the kernel won't move), whose index
+    /// entries are `names`:
     /// `Some(true)` when they are out, `Some(false)` when they stay (the
     /// range changed, or the kernel won't drop them), `None` to try later.
     fn copy_out(
@@ -353,7 +387,13 @@ impl Mm {
             // Unmapped meanwhile (its event is not read yet).
             return Ok(Some(false));
         }
-        remote::write(self.pid, self.store.addr(first), &buf)?;
+        if self.method == EvictMethod::Move {
+            // The store is registered (for UFFDIO_MOVE): a plain write
+            // would fault into the tracer's own handler and wait on it.
+            self.uffd.copy(self.store.addr(first), &buf, false, true)?;
+        } else {
+            remote::write(self.mem_pid(), self.store.addr(first), &buf)?;
+        }
         // The index names the pages once their copies are in place, and
         // before the originals go.
         self.write_indexes(first, names)?;
@@ -369,7 +409,7 @@ impl Mm {
     /// `process_vm_readv`) reads pages the program can't (`PROT_NONE`).
     fn read_mem(&mut self, addr: u64, buf: &mut [u8]) -> io::Result<()> {
         if self.mem.is_none() {
-            self.mem = Some(File::open(format!("/proc/{}/mem", self.pid))?);
+            self.mem = Some(File::open(format!("/proc/{}/mem", self.mem_pid()))?);
         }
         self.mem
             .as_ref()
@@ -442,7 +482,7 @@ impl Mm {
             return Ok(None);
         };
         // `Nothing`: already back (another fault filled it) or unmapped.
-        let how = copy_back(&self.uffd, self.pid, self.store.addr(slot), page, wp)?;
+        let how = copy_back(&self.uffd, self.mem_pid(), self.store.addr(slot), page, wp)?;
         self.evicted.remove(&page);
         self.write_index(slot, 0)?;
         self.dead.push(slot);
@@ -492,7 +532,7 @@ impl Mm {
     /// `true` if it is in fact in place (a child forked between the copy
     /// and the drop of an eviction), and then no longer counted evicted.
     pub fn keep_if_present(&mut self, page: u64) -> io::Result<bool> {
-        let path = format!("/proc/{}/pagemap", self.pid);
+        let path = format!("/proc/{}/pagemap", self.mem_pid());
         let mut present = false;
         crate::pagemap::PagemapReader::new(File::open(&path)?, path.into(), PAGE)
             .for_each(page, page + PAGE, |_, e| present = e.is_present())

@@ -343,7 +343,7 @@ const DEAD_BATCH: usize = 4096;
 /// Evicts `pages` (sorted), runs of neighbours in one mapping with one
 /// call each. Returns the pages that left, and those that can't leave
 /// now (the address space is changing: try later); the others can't
-/// leave at all (shared after fork, no mover), and are counted so.
+/// leave at all (locked, or no mover), and are counted so.
 #[allow(clippy::type_complexity)]
 fn evict_pages(
     st: &mut State,
@@ -405,7 +405,7 @@ fn evict_pages(
         for &(_, page) in &pages[i + moved..j] {
             match space.mm.evict(page) {
                 Ok(Some(true)) => out.push((key, page)),
-                // Can't go (shared after fork, no mover yet): it stays, and
+                // Can't go (locked, or no mover): it stays, and
                 // its next touches go unseen until it can.
                 Ok(Some(false)) => {
                     counts.unevictable.fetch_add(1, Ordering::Relaxed);
@@ -1074,6 +1074,10 @@ struct ThreadState {
     tgid: u32,
     /// System call of the last entry stop.
     entry: Option<(u64, [u64; 6])>,
+    /// A forked child not yet at its first stop, which gets a mover
+    /// there: the address of the code page it inherited, and of the
+    /// scratch page.
+    mover_code: Option<(u64, u64)>,
 }
 
 struct Ptracer {
@@ -1396,6 +1400,7 @@ impl Ptracer {
                     space: None,
                     tgid,
                     entry: None,
+                    mover_code: None,
                 },
             );
         }
@@ -1451,6 +1456,7 @@ impl Ptracer {
                 space: None,
                 tgid: child,
                 entry: None,
+                mover_code: None,
             },
         );
         self.shared.lock().event(
@@ -1658,13 +1664,18 @@ impl Ptracer {
     }
 
     /// Frees store slots whose pages the program dropped, by running
-    /// `madvise(MADV_DONTNEED)` in the stopped thread.
+    /// `madvise(MADV_DONTNEED)` in the stopped thread: for a space with
+    /// no mover (whose mover would free them in batches, see
+    /// [`Mm::reclaim_dead`]).
     fn free_dead_slots(&mut self, tid: u32, key: u32) -> Result<()> {
         let (mut dead, base) = {
             let mut st = self.shared.lock();
             let Some(space) = st.spaces.get_mut(&key) else {
                 return Ok(());
             };
+            if space.mm.has_mover() {
+                return Ok(());
+            }
             (std::mem::take(&mut space.mm.dead), space.mm.store.base)
         };
         if dead.is_empty() {
@@ -1828,6 +1839,7 @@ impl Ptracer {
                 .is_some_and(|t| t == pts.tgid.to_string());
         let tgid = if is_thread { pts.tgid } else { child };
         let mut space = pts.space;
+        let mut mover_code = None;
         if !shares {
             if let Some(pkey) = pts.space {
                 // The fork message arrives before the ptrace event; wait
@@ -1853,6 +1865,12 @@ impl Ptracer {
                     let mut st = self.shared.lock();
                     let key = st.next_space;
                     st.next_space += 1;
+                    // The child has its copy of the parent's mover code.
+                    mover_code = st
+                        .spaces
+                        .get(&pkey)
+                        .and_then(|s| s.mm.mover.as_ref())
+                        .map(|m| (m.insn, m.scratch));
                     let mut mm = Mm::new(child, p.uffd, p.store, None, st.method);
                     // What the child holds in its store: its copy of the
                     // index, where its copy of the slot holds a page. (The
@@ -1864,9 +1882,7 @@ impl Ptracer {
                     for (slot, page) in stored {
                         mm.evicted.insert(page, slot);
                     }
-                    // The child's userfaultfd exists only in the tracer, so
-                    // no task of the child can run UFFDIO_MOVE on it: its
-                    // pages come back by copy and are not evicted again.
+                    // It gets a mover of its own at its first stop.
                     st.spaces.insert(
                         key,
                         Space {
@@ -1889,6 +1905,7 @@ impl Ptracer {
                 space,
                 tgid,
                 entry: None,
+                mover_code,
             },
         );
         if !is_thread {
@@ -1896,9 +1913,69 @@ impl Ptracer {
             st.event(child, ProcessEventKind::Fork { parent: pts.tgid })?;
         }
         if self.parked.remove(&child) {
+            self.first_stop(child)?;
             let _ = ptrace::syscall(Pid::from_raw(child as i32), None);
         }
         Ok(())
+    }
+
+    /// A forked child at its first stop, before it runs any code of its
+    /// own: it gets a mover, and every page it has resident leaves (as at
+    /// an attach), so its first touch of each is logged.
+    fn first_stop(&mut self, tid: u32) -> Result<()> {
+        let Some(ts) = self.threads.get_mut(&tid) else {
+            return Ok(());
+        };
+        let (Some((code, scratch)), Some(key)) = (ts.mover_code.take(), ts.space) else {
+            return Ok(());
+        };
+        let mut inj = Injector::at_interrupt(Pid::from_raw(tid as i32), code)
+            .map_err(|e| sys("ptrace GETREGS", e))?;
+        let mover = inj
+            .syscall(nr::CLONE, [pt::MOVER_CLONE_FLAGS, 0, 0, 0, 0, 0])
+            .map_err(|e| sys("system call injection", e));
+        inj.finish().map_err(|e| sys("ptrace SETREGS", e))?;
+        let mover = mover?;
+        if mover <= 0 {
+            // No mover (out of tasks): its pages come back by copy and
+            // can't be evicted again, and are counted unevictable.
+            return Ok(());
+        }
+        let mut st = self.shared.lock();
+        let Some(space) = st.spaces.get_mut(&key) else {
+            let _ = nix::sys::signal::kill(Pid::from_raw(mover as i32), Signal::SIGKILL);
+            return Ok(());
+        };
+        // The child's userfaultfd exists only in the tracer, so its mover
+        // can't run UFFDIO_MOVE with it: the child's pages leave by copy,
+        // into a store that must then not be registered.
+        if space.mm.method == EvictMethod::Move {
+            let store = space.mm.store.base;
+            match space.mm.uffd.unregister(store, STORE_BYTES) {
+                Err(e) if e.raw_os_error() != Some(libc::ESRCH) => {
+                    return Err(sys("UFFDIO_UNREGISTER (a child's store)", e));
+                }
+                _ => {}
+            }
+            space.mm.method = EvictMethod::Copy;
+        }
+        space.mm.mover = Some(MoverRef {
+            mover: None,
+            pid: mover as u32,
+            insn: code,
+            fd: -1,
+            scratch,
+            failed: false,
+        });
+        space.pending_empty = space
+            .maps
+            .iter()
+            .map(|(&start, r)| (start, r.end, r.shared))
+            .collect();
+        space.ready.store(false, Ordering::SeqCst);
+        let ready = space.ready.clone();
+        drop(st);
+        self.wait_ready(&ready)
     }
 
     fn on_gone(&mut self, tid: u32, status: i32) -> Result<()> {
@@ -1950,6 +2027,15 @@ impl Ptracer {
                 // tracer knows its address space.
                 self.parked.insert(pid.as_raw() as u32);
             }
+            WaitStatus::PtraceEvent(pid, _, libc::PTRACE_EVENT_STOP)
+                if self
+                    .threads
+                    .get(&(pid.as_raw() as u32))
+                    .is_some_and(|t| t.mover_code.is_some()) =>
+            {
+                self.first_stop(pid.as_raw() as u32)?;
+                let _ = ptrace::syscall(pid, None);
+            }
             WaitStatus::PtraceEvent(pid, _, event) => {
                 let tid = pid.as_raw() as u32;
                 match event {
@@ -1985,6 +2071,7 @@ impl Ptracer {
                     space: None,
                     tgid: tid,
                     entry: None,
+                    mover_code: None,
                 });
                 let _ = ptrace::syscall(pid, Some(sig));
             }
@@ -2262,6 +2349,7 @@ fn run(
                 space: None,
                 tgid: root,
                 entry: None,
+                mover_code: None,
             },
         )]),
         parked: HashSet::new(),
