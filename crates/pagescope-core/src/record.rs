@@ -44,6 +44,9 @@ pub enum WriteSource {
     SoftDirty,
     /// The backend sees writes itself.
     Backend,
+    /// `PAGEMAP_SCAN` of pages written under asynchronous userfaultfd
+    /// write protection (Linux 6.7); anonymous and shared memory only.
+    PagemapScan,
 }
 
 impl WriteSource {

@@ -184,6 +184,20 @@ fn verify_with(backend: &str, op: &str, options: &[&str]) {
     if h.writes == pagescope_core::record::WriteSource::None {
         assert!(rows.iter().all(|r| r["written_pages"].is_null()));
     }
+    // Writes are known wherever the kernel has a way: soft-dirty bits,
+    // else PAGEMAP_SCAN under asynchronous write protection (6.7).
+    use pagescope_core::record::WriteSource;
+    let page_size = rustix::param::page_size() as u64;
+    let want = if backend == "fault" {
+        WriteSource::Backend
+    } else if pagescope_linux::record::has_soft_dirty(Path::new("/proc"), page_size) {
+        WriteSource::SoftDirty
+    } else if pagescope_linux::record::scan_supported() {
+        WriteSource::PagemapScan
+    } else {
+        WriteSource::None
+    };
+    assert_eq!(h.writes, want, "{backend}");
     // Kernel resident pages are meminfo's, read at each boundary.
     let last = rec.intervals.last().unwrap().kernel;
     assert!(last.slab > 0 && last.page_tables > 0 && last.kernel_stack > 0);

@@ -29,7 +29,8 @@
 //! own) and when its own is the only one (to remove it).
 #![allow(unsafe_code)]
 
-use super::pages::{clear_soft_dirty, resident, tracked, FrameTally, ProcessTally};
+use super::pages::{resident, tracked, FrameTally, ProcessTally};
+use super::writes::Writes;
 use super::Probe;
 use crate::kpage::PfnFile;
 use crate::Root;
@@ -350,7 +351,7 @@ pub struct Damon {
     running: bool,
     /// Whether the kdamond exists (and is pagescope's).
     created: bool,
-    soft_dirty: bool,
+    writes: Writes,
     /// Regions seen accessed since the last collect: (pid, start, end);
     /// pid 0 for physical regions.
     accessed: Vec<(u32, u64, u64)>,
@@ -368,6 +369,7 @@ impl Damon {
         interval: Duration,
         settings: DamonSettings,
         system: bool,
+        writes: Writes,
     ) -> Result<Damon> {
         if let Some(why) = unavailable(root, system) {
             return Err(Error::Unsupported {
@@ -419,7 +421,7 @@ impl Damon {
             },
             page_size,
             block,
-            soft_dirty: !system && super::refs::has_soft_dirty(&root.proc, page_size),
+            writes,
             system: ram,
             targets: Vec::new(),
             running: false,
@@ -590,10 +592,6 @@ impl Damon {
         Ok(())
     }
 
-    fn clear_soft_dirty(&self, pids: &[u32]) -> Result<()> {
-        clear_soft_dirty(&self.root.proc, self.soft_dirty, pids)
-    }
-
     /// The machine: the LRU frames of the physical regions seen accessed.
     fn collect_frames(&mut self, out: &mut Interval) -> Result<()> {
         let ranges = merge(
@@ -629,18 +627,22 @@ impl Damon {
         for (pid, s, e) in self.accessed.drain(..) {
             by_pid.entry(pid).or_default().push((s, e));
         }
-        let pages = resident(
+        self.writes.gather(pids)?;
+        let mut pages = resident(
             &self.root.proc,
             self.page_size,
             pids,
             &mut self.buf,
             |pid| by_pid.remove(&pid).map(merge).unwrap_or_default(),
         )?;
-        let mut tally = ProcessTally::new(self.page_size, self.block, self.soft_dirty);
+        for p in &mut pages {
+            p.dirty = self.writes.dirty(p.pid, p.vaddr, p.dirty);
+        }
+        let mut tally = ProcessTally::new(self.page_size, self.block, self.writes.known());
         for p in &pages {
             tally.add(p);
         }
-        self.clear_soft_dirty(pids)?;
+        self.writes.end(pids)?;
         tally.finish(out);
         Ok(())
     }
@@ -656,12 +658,12 @@ impl Probe for Damon {
     }
 
     fn writes(&self) -> WriteSource {
-        WriteSource::soft_dirty_if(self.soft_dirty)
+        self.writes.source()
     }
 
     fn needs_freeze(&self) -> bool {
         // DAMON samples on its own; only soft-dirty takes two passes.
-        self.soft_dirty
+        self.writes.two_pass()
     }
 
     fn reset(&mut self, pids: &[u32]) -> Result<()> {
@@ -690,7 +692,7 @@ impl Probe for Damon {
             self.targets.extend(fresh);
             self.set_targets()?;
         }
-        self.clear_soft_dirty(pids)
+        self.writes.begin(pids)
     }
 
     fn collect(&mut self, pids: &[u32], out: &mut Interval) -> Result<()> {

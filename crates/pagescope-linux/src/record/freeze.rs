@@ -169,9 +169,16 @@ fn resume(tid: u32, r: Resume) -> State {
     }
 }
 
+/// Follow new threads, children and execs; `TRACESYSGOOD` marks syscall
+/// stops, which only a system call injected into a frozen thread makes
+/// (see `record::writes`), and which must not look like a `SIGTRAP`.
 fn options() -> ptrace::Options {
     use ptrace::Options as O;
-    O::PTRACE_O_TRACEFORK | O::PTRACE_O_TRACEVFORK | O::PTRACE_O_TRACECLONE | O::PTRACE_O_TRACEEXEC
+    O::PTRACE_O_TRACEFORK
+        | O::PTRACE_O_TRACEVFORK
+        | O::PTRACE_O_TRACECLONE
+        | O::PTRACE_O_TRACEEXEC
+        | O::PTRACE_O_TRACESYSGOOD
 }
 
 impl Freezer {

@@ -16,7 +16,8 @@
 //! frame is read, and referenced frames are classed by kpageflags: mapped
 //! (user), or file pages no process maps (page cache).
 
-use super::pages::{clear_soft_dirty, resident, tracked, FrameTally, Page, ProcessTally};
+use super::pages::{resident, tracked, FrameTally, Page, ProcessTally};
+use super::writes::Writes;
 use super::Probe;
 use crate::kpage::PfnFile;
 use crate::Root;
@@ -55,14 +56,20 @@ pub struct Idle {
     block: u64,
     /// RAM frame ranges `[first, last)` when recording the machine.
     system: Option<Vec<(u64, u64)>>,
-    soft_dirty: bool,
+    writes: Writes,
     buf: Vec<u8>,
 }
 
 impl Idle {
     /// Opens the bitmap. `system` records every RAM frame instead of the
     /// processes' own.
-    pub fn new(root: &Root, page_size: u64, block: u64, system: bool) -> Result<Idle> {
+    pub fn new(
+        root: &Root,
+        page_size: u64,
+        block: u64,
+        system: bool,
+        writes: Writes,
+    ) -> Result<Idle> {
         let ram = if system {
             let info = crate::system::collect(root, &[0])?;
             if info.ram_ranges.is_empty() {
@@ -86,7 +93,7 @@ impl Idle {
             flags: PfnFile::open(root.proc.join("kpageflags"))?,
             page_size,
             block,
-            soft_dirty: !system && super::refs::has_soft_dirty(&root.proc, page_size),
+            writes,
             system: ram,
             buf: Vec::new(),
         })
@@ -249,10 +256,6 @@ impl Idle {
         }
         Ok(())
     }
-
-    fn clear_soft_dirty(&self, pids: &[u32]) -> Result<()> {
-        clear_soft_dirty(&self.proc_root, self.soft_dirty, pids)
-    }
 }
 
 impl Probe for Idle {
@@ -265,13 +268,13 @@ impl Probe for Idle {
     }
 
     fn writes(&self) -> WriteSource {
-        WriteSource::soft_dirty_if(self.soft_dirty)
+        self.writes.source()
     }
 
     fn needs_freeze(&self) -> bool {
         // The bitmap is read and rewritten run by run; only soft-dirty
         // (pagemap, then clear_refs) takes two passes.
-        self.soft_dirty
+        self.writes.two_pass()
     }
 
     fn reset(&mut self, pids: &[u32]) -> Result<()> {
@@ -280,15 +283,19 @@ impl Probe for Idle {
         }
         let pages = self.pages(pids)?;
         self.sweep(&pages, None)?;
-        self.clear_soft_dirty(pids)
+        self.writes.begin(pids)
     }
 
     fn collect(&mut self, pids: &[u32], out: &mut Interval) -> Result<()> {
         if self.system.is_some() {
             return self.sweep_system(Some(out));
         }
-        let pages = self.pages(pids)?;
-        let mut tally = ProcessTally::new(self.page_size, self.block, self.soft_dirty);
+        self.writes.gather(pids)?;
+        let mut pages = self.pages(pids)?;
+        for p in &mut pages {
+            p.dirty = self.writes.dirty(p.pid, p.vaddr, p.dirty);
+        }
+        let mut tally = ProcessTally::new(self.page_size, self.block, self.writes.known());
         self.sweep(
             &pages,
             Some(&mut |p: &Page, referenced: bool| {
@@ -297,7 +304,7 @@ impl Probe for Idle {
                 }
             }),
         )?;
-        self.clear_soft_dirty(pids)?;
+        self.writes.end(pids)?;
         tally.finish(out);
         Ok(())
     }

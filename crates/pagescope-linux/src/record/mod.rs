@@ -14,6 +14,7 @@ pub mod freeze;
 mod idle;
 mod pages;
 mod refs;
+mod writes;
 
 use crate::procfs::{self, ProcDir};
 use freeze::{Exit, Freezer};
@@ -32,6 +33,7 @@ use std::time::{Duration, Instant};
 
 pub use damon::DamonSettings;
 pub use refs::has_soft_dirty;
+pub use writes::scan_supported;
 
 /// A source of reference bits.
 pub trait Probe {
@@ -224,12 +226,15 @@ fn choose(
     page_size: u64,
 ) -> Result<(Box<dyn Probe>, String)> {
     let system = matches!(config.target, Target::System);
+    let named = matches!(config.target, Target::Pids(_) | Target::Command(_));
+    let writes = || writes::Writes::new(&root.proc, page_size, system, named);
     let idle = || -> Result<Box<dyn Probe>> {
         Ok(Box::new(idle::Idle::new(
             root,
             page_size,
             config.block,
             system,
+            writes(),
         )?))
     };
     let damon = || -> Result<Box<dyn Probe>> {
@@ -240,9 +245,10 @@ fn choose(
             config.interval,
             config.damon,
             system,
+            writes(),
         )?))
     };
-    let refs = || -> Box<dyn Probe> { Box::new(refs::Refs::new(&root.proc, page_size, system)) };
+    let refs = || -> Box<dyn Probe> { Box::new(refs::Refs::new(&root.proc, page_size, writes())) };
     let damon_why = || format!("asked for; {}", config.damon.describe());
     match config.backend {
         Choice::Use(Backend::Refs) => Ok((refs(), "asked for".into())),
@@ -454,14 +460,29 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
             .into(),
         );
     }
+    if probe.writes() == WriteSource::PagemapScan {
+        notes.push(
+            "written pages come from PAGEMAP_SCAN: each recorded process was given a \
+             userfaultfd in asynchronous write-protect mode (its first write to a page in \
+             each interval takes a fault the kernel resolves); writes to mapped files are \
+             not counted"
+                .into(),
+        );
+    }
     if probe.writes() == WriteSource::None {
         notes.push(if matches!(config.target, Target::System) {
             "written pages are not recorded for the whole machine (soft-dirty bits are \
              per process)"
                 .into()
+        } else if matches!(config.target, Target::Cgroup(_)) && writes::scan_supported() {
+            "written pages are not known: this kernel has no soft-dirty bits \
+             (CONFIG_MEM_SOFT_DIRTY), and pagescope gives the userfaultfd that PAGEMAP_SCAN \
+             needs only to processes named by --pid or launched, not to a cgroup's"
+                .into()
         } else {
             "written pages are not known: this kernel has no soft-dirty bits \
-             (CONFIG_MEM_SOFT_DIRTY)"
+             (CONFIG_MEM_SOFT_DIRTY) and no asynchronous userfaultfd write protection \
+             (Linux 6.7) for PAGEMAP_SCAN"
                 .into()
         });
     }
@@ -580,7 +601,17 @@ fn run(
     for p in rec.new_processes(&pids, 0) {
         out.process(&p)?;
     }
-    rec.probe.reset(&pids)?;
+    // Reset with the processes stopped, as at every later boundary.
+    if let Some(f) = rec.freezer.as_mut() {
+        for e in f.freeze().map_err(|e| Error::io("ptrace", e))? {
+            rec.on_exit(e);
+        }
+    }
+    let reset = rec.probe.reset(&pids);
+    if let Some(f) = rec.freezer.as_mut() {
+        f.thaw();
+    }
+    reset?;
     let mut begun = start;
     let mut cpu = own_cpu_ns();
     let mut seq = 0u64;

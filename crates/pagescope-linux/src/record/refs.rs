@@ -4,9 +4,11 @@
 //! PTE of the process (and the referenced flag of the pages); smaps then
 //! reports, per VMA, how much of it was referenced since. This places
 //! references by VMA only. Written pages come from soft-dirty where the
-//! kernel has it (`clear_refs` 4, pagemap bit 55).
+//! kernel has it (`clear_refs` 4, pagemap bit 55), else from
+//! `PAGEMAP_SCAN` (see [`super::writes`]).
 #![allow(unsafe_code)]
 
+use super::writes::Writes;
 use super::Probe;
 use crate::pagemap::PagemapReader;
 use crate::procfs::ProcDir;
@@ -20,7 +22,7 @@ use std::path::{Path, PathBuf};
 pub struct Refs {
     proc_root: PathBuf,
     page_size: u64,
-    soft_dirty: bool,
+    writes: Writes,
     buf: Vec<u8>,
 }
 
@@ -62,14 +64,12 @@ pub(super) fn clear(dir: &ProcDir, what: &[u8]) -> Result<()> {
 }
 
 impl Refs {
-    /// A backend reading `proc_root`. For the whole machine (`system`)
-    /// writes are not tracked: clearing every process's soft-dirty bits
-    /// would disturb other users of them (CRIU).
-    pub fn new(proc_root: &Path, page_size: u64, system: bool) -> Refs {
+    /// A backend reading `proc_root`, its written pages from `writes`.
+    pub fn new(proc_root: &Path, page_size: u64, writes: Writes) -> Refs {
         Refs {
             proc_root: proc_root.to_path_buf(),
             page_size,
-            soft_dirty: !system && has_soft_dirty(proc_root, page_size),
+            writes,
             buf: Vec::new(),
         }
     }
@@ -96,11 +96,15 @@ impl Refs {
             if pages == 0 {
                 continue;
             }
-            let written = if self.soft_dirty {
-                self.written(&dir, v.map.start, v.map.end)?.min(pages)
-            } else {
-                0
-            };
+            let written = match self
+                .writes
+                .count(pid, v.map.start, v.map.end, self.page_size)
+            {
+                Some(n) => n,
+                None if self.writes.known() => self.written(&dir, v.map.start, v.map.end)?,
+                None => 0,
+            }
+            .min(pages);
             out.virt.push(VirtRow {
                 pid,
                 start: v.map.start,
@@ -111,9 +115,6 @@ impl Refs {
                     written,
                 },
             });
-        }
-        if self.soft_dirty {
-            clear(&dir, b"4")?;
         }
         Ok(())
     }
@@ -129,7 +130,7 @@ impl Probe for Refs {
     }
 
     fn writes(&self) -> WriteSource {
-        WriteSource::soft_dirty_if(self.soft_dirty)
+        self.writes.source()
     }
 
     fn needs_freeze(&self) -> bool {
@@ -142,18 +143,16 @@ impl Probe for Refs {
                 continue; // gone
             };
             gone_ok(clear(&dir, b"1"))?;
-            if self.soft_dirty {
-                gone_ok(clear(&dir, b"4"))?;
-            }
         }
-        Ok(())
+        self.writes.begin(pids)
     }
 
     fn collect(&mut self, pids: &[u32], out: &mut Interval) -> Result<()> {
+        self.writes.gather(pids)?;
         for &pid in pids {
             gone_ok(self.collect_one(pid, out))?;
         }
-        Ok(())
+        self.writes.end(pids)
     }
 }
 

@@ -15,7 +15,9 @@ mod uffd;
 
 pub use ptrace::with_stop_signals_blocked;
 pub use release::release;
+pub(crate) use tracer::userfaultfd_of;
 pub use tracer::{
     evict_method, shmem_supported, trace, Counts, Sampled, Sampler, Target, TraceConfig,
     TraceOutcome,
 };
+pub(crate) use uffd::{Uffd, FEATURES_WP_ASYNC, MODE_WP};

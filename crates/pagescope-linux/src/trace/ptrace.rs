@@ -281,10 +281,11 @@ pub enum Seized {
 }
 
 /// Attaches every thread of the running process `pid` with
-/// `PTRACE_SEIZE` and [`options`], and stops each one. Threads that appear
-/// meanwhile are attached too: the task list is read again until every
-/// thread in it is stopped, after which none can start another.
-pub fn seize_process(pid: u32) -> io::Result<Vec<(Pid, Seized)>> {
+/// `PTRACE_SEIZE` and `opts` ([`options`] to follow it), and stops each
+/// one. Threads that appear meanwhile are attached too: the task list is
+/// read again until every thread in it is stopped, after which none can
+/// start another.
+pub fn seize_process(pid: u32, opts: ptrace::Options) -> io::Result<Vec<(Pid, Seized)>> {
     if pid == std::process::id() {
         return Err(io::Error::other("pagescope can't trace itself"));
     }
@@ -306,7 +307,7 @@ pub fn seize_process(pid: u32) -> io::Result<Vec<(Pid, Seized)>> {
             if seized.iter().any(|&(s, _)| s == tid) {
                 continue;
             }
-            match ptrace::seize(tid, options()) {
+            match ptrace::seize(tid, opts) {
                 Ok(()) => {}
                 Err(Errno::ESRCH) => continue,
                 // Already ours: a thread cloned by one attached before,
@@ -345,8 +346,17 @@ pub fn seize_process(pid: u32) -> io::Result<Vec<(Pid, Seized)>> {
     Ok(seized)
 }
 
+/// Whether `tid`, traced by this thread, is at a `PTRACE_INTERRUPT`
+/// stop, where a system call can be injected. Not at any other stop: a
+/// parent stopped at its `vfork` event, resumed, would wait for its child
+/// before it ran anything.
+pub fn at_interrupt_stop(tid: Pid) -> bool {
+    ptrace::getsiginfo(tid)
+        .is_ok_and(|si| si.si_signo == libc::SIGTRAP && si.si_code >> 8 == libc::PTRACE_EVENT_STOP)
+}
+
 /// The pid of the tracer of `tid`, from its status.
-fn tracer_of(tid: Pid) -> Option<u32> {
+pub fn tracer_of(tid: Pid) -> Option<u32> {
     std::fs::read_to_string(format!("/proc/{tid}/status"))
         .ok()?
         .lines()

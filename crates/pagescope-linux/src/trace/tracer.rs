@@ -1145,55 +1145,7 @@ impl Ptracer {
             inj.syscall(n, a)
                 .map_err(|e| sys("system call injection", e))
         };
-        let flags = (libc::O_CLOEXEC | libc::O_NONBLOCK) as u64;
-        let mut fd = run(&mut inj, nr::USERFAULTFD, [flags, 0, 0, 0, 0, 0])?;
-        if fd < 0 {
-            // The system call refused (a seccomp filter of the program's,
-            // or vm.unprivileged_userfaultfd=0 for a user without
-            // CAP_SYS_PTRACE): since Linux 6.1, /dev/userfaultfd makes the
-            // same descriptor for whoever may open it.
-            const USERFAULTFD_IOC_NEW: u64 = 0xaa00;
-            let path = Self::write_name(t, sp, "/dev/userfaultfd")?;
-            let open = [
-                libc::AT_FDCWD as u64,
-                path,
-                (libc::O_RDWR | libc::O_CLOEXEC) as u64,
-                0,
-                0,
-                0,
-            ];
-            let dev = run(&mut inj, nr::OPENAT, open)?;
-            if dev >= 0 {
-                let made = run(
-                    &mut inj,
-                    nr::IOCTL,
-                    [dev as u64, USERFAULTFD_IOC_NEW, flags, 0, 0, 0],
-                )?;
-                run(&mut inj, nr::CLOSE, [dev as u64, 0, 0, 0, 0, 0])?;
-                if made >= 0 {
-                    fd = made;
-                }
-            }
-        }
-        if fd < 0 {
-            let _ = inj.finish();
-            let e = Errno::from_raw(-fd as i32);
-            return Err(if e == Errno::EPERM {
-                Error::PermissionDenied {
-                    path: "userfaultfd".into(),
-                    needs: "the program may not make one (the system call and \
-                            /dev/userfaultfd were refused): run it as root, or \
-                            `sysctl vm.unprivileged_userfaultfd=1`, or give access to \
-                            /dev/userfaultfd"
-                        .into(),
-                }
-            } else {
-                Error::Unsupported {
-                    what: "userfaultfd".into(),
-                    needs: format!("a kernel built with CONFIG_USERFAULTFD ({e})"),
-                }
-            });
-        }
+        let fd = make_userfaultfd(&mut inj, t)?;
         let guard = PAGE;
         let total = STORE_BYTES + 2 * guard;
         let base = run(
@@ -2186,6 +2138,132 @@ fn empty_range(mm: &mut Mm, start: u64, end: u64, shared: bool) -> Result<()> {
     Ok(())
 }
 
+/// Makes a userfaultfd (`O_CLOEXEC | O_NONBLOCK`) in the thread `t`,
+/// stopped under `inj`: the system call, or where it is refused,
+/// `/dev/userfaultfd`. Returns the descriptor's number in the program.
+fn make_userfaultfd(inj: &mut Injector, t: Pid) -> Result<i64> {
+    let run = |inj: &mut Injector, n: u64, a: [u64; 6]| -> Result<i64> {
+        inj.syscall(n, a)
+            .map_err(|e| sys("system call injection", e))
+    };
+    let flags = (libc::O_CLOEXEC | libc::O_NONBLOCK) as u64;
+    let mut fd = run(inj, nr::USERFAULTFD, [flags, 0, 0, 0, 0, 0])?;
+    if fd < 0 {
+        // The system call refused (a seccomp filter of the program's,
+        // or vm.unprivileged_userfaultfd=0 for a user without
+        // CAP_SYS_PTRACE): since Linux 6.1, /dev/userfaultfd makes the
+        // same descriptor for whoever may open it.
+        const USERFAULTFD_IOC_NEW: u64 = 0xaa00;
+        let path = Ptracer::write_name(t, inj.sp(), "/dev/userfaultfd")?;
+        let open = [
+            libc::AT_FDCWD as u64,
+            path,
+            (libc::O_RDWR | libc::O_CLOEXEC) as u64,
+            0,
+            0,
+            0,
+        ];
+        let dev = run(inj, nr::OPENAT, open)?;
+        if dev >= 0 {
+            let made = run(
+                inj,
+                nr::IOCTL,
+                [dev as u64, USERFAULTFD_IOC_NEW, flags, 0, 0, 0],
+            )?;
+            run(inj, nr::CLOSE, [dev as u64, 0, 0, 0, 0, 0])?;
+            if made >= 0 {
+                fd = made;
+            }
+        }
+    }
+    if fd < 0 {
+        let e = Errno::from_raw(-fd as i32);
+        return Err(if e == Errno::EPERM {
+            Error::PermissionDenied {
+                path: "userfaultfd".into(),
+                needs: "the program may not make one (the system call and \
+                        /dev/userfaultfd were refused): run it as root, or \
+                        `sysctl vm.unprivileged_userfaultfd=1`, or give access to \
+                        /dev/userfaultfd"
+                    .into(),
+            }
+        } else {
+            Error::Unsupported {
+                what: "userfaultfd".into(),
+                needs: format!("a kernel built with CONFIG_USERFAULTFD ({e})"),
+            }
+        });
+    }
+    Ok(fd)
+}
+
+/// A userfaultfd of the address space of the running process `pid`, for
+/// pagescope to hold alone: `userfaultfd` is injected into one of its
+/// threads (and `close` of the program's copy, once pagescope has taken
+/// it with `pidfd_getfd`). A process this thread already traces must be
+/// stopped at its `PTRACE_INTERRUPT` stops (the recorder's freezer holds
+/// it so); any other is attached, stopped for the moment it takes, and
+/// let go. The descriptor's features are not set yet (`UFFDIO_API`).
+/// `None`: the process is traced by this thread but not at such a stop
+/// now (a child not yet at its first stop, a parent at its `vfork`): try
+/// again later.
+pub fn userfaultfd_of(pid: u32) -> Result<Option<OwnedFd>> {
+    let leader = Pid::from_raw(pid as i32);
+    let held = pt::tracer_of(leader) == Some(std::process::id());
+    if held && !pt::at_interrupt_stop(leader) {
+        return Ok(None);
+    }
+    let seized = if held {
+        vec![(leader, pt::Seized::Interrupted)]
+    } else {
+        // TRACESYSGOOD: the injected calls' syscall stops must not look
+        // like a SIGTRAP.
+        pt::seize_process(pid, ptrace::Options::PTRACE_O_TRACESYSGOOD)
+            .map_err(|e| sys(&format!("cannot attach to process {pid}"), e))?
+    };
+    let r = (|| -> Result<OwnedFd> {
+        let t = seized
+            .iter()
+            .find(|(_, how)| *how == pt::Seized::Interrupted)
+            .map(|&(t, _)| t)
+            .ok_or_else(|| {
+                sys(
+                    &format!("process {pid}"),
+                    std::io::Error::other("no thread stopped where it can run a system call"),
+                )
+            })?;
+        let insn = pt::vdso_syscall(pid).map_err(|e| sys("finding a syscall instruction", e))?;
+        let mut inj = Injector::at_interrupt(t, insn).map_err(|e| sys("ptrace GETREGS", e))?;
+        let fd = make_userfaultfd(&mut inj, t)?;
+        let ours = rustix::process::pidfd_open(
+            rustix::process::Pid::from_raw(pid as i32).expect("pid > 0"),
+            rustix::process::PidfdFlags::empty(),
+        )
+        .and_then(|pidfd| {
+            rustix::process::pidfd_getfd(
+                pidfd.as_fd(),
+                fd as i32,
+                rustix::process::PidfdGetfdFlags::empty(),
+            )
+        })
+        .map_err(|e| sys("pidfd_getfd", e));
+        inj.syscall(nr::CLOSE, [fd as u64, 0, 0, 0, 0, 0])
+            .map_err(|e| sys("system call injection", e))?;
+        inj.finish().map_err(|e| sys("ptrace SETREGS", e))?;
+        ours
+    })();
+    if !held {
+        for (t, how) in seized {
+            let sig = match how {
+                pt::Seized::Signal(sig) => Some(sig),
+                _ => None,
+            };
+            let _ = ptrace::detach(t, sig);
+        }
+    }
+    r.map(Some)
+}
+
 /// Whether this kernel can trace shared memory: minor faults and write
 /// protection of shmem ([`uffd::FEATURES_SHMEM`], Linux 5.19).
 pub fn shmem_supported() -> bool {
@@ -2291,7 +2369,7 @@ fn run(
             (child.as_raw() as u32, Vec::new())
         }
         Target::Attach(pid) => {
-            let seized = pt::seize_process(*pid)
+            let seized = pt::seize_process(*pid, pt::options())
                 .map_err(|e| sys(&format!("cannot attach to process {pid}"), e))?;
             (*pid, seized)
         }

@@ -71,6 +71,16 @@ pub fn missing_features(available: u64) -> Vec<&'static str> {
         .collect()
 }
 
+/// Asynchronous write protection (Linux 6.7): the kernel itself lifts the
+/// protection at a write, and `PAGEMAP_SCAN` reports the pages written
+/// since they were protected (and protects them again). Unpopulated
+/// anonymous pages count as protected.
+pub const FEATURES_WP_ASYNC: u64 =
+    (k::UFFD_FEATURE_WP_ASYNC | k::UFFD_FEATURE_WP_UNPOPULATED) as u64;
+
+/// Register mode: write protection only.
+pub const MODE_WP: u64 = k::UFFDIO_REGISTER_MODE_WP as u64;
+
 /// Register mode: missing pages and write protection.
 pub const MODE_MISSING_WP: u64 =
     (k::UFFDIO_REGISTER_MODE_MISSING | k::UFFDIO_REGISTER_MODE_WP) as u64;
