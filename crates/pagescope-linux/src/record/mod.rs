@@ -601,17 +601,7 @@ fn run(
     for p in rec.new_processes(&pids, 0) {
         out.process(&p)?;
     }
-    // Reset with the processes stopped, as at every later boundary.
-    if let Some(f) = rec.freezer.as_mut() {
-        for e in f.freeze().map_err(|e| Error::io("ptrace", e))? {
-            rec.on_exit(e);
-        }
-    }
-    let reset = rec.probe.reset(&pids);
-    if let Some(f) = rec.freezer.as_mut() {
-        f.thaw();
-    }
-    reset?;
+    rec.probe.reset(&pids)?;
     let mut begun = start;
     let mut cpu = own_cpu_ns();
     let mut seq = 0u64;

@@ -21,8 +21,11 @@
 //! file's private copy-on-write pages) can't be write-protected this way,
 //! so their writes are not counted; mappings made after a boundary are
 //! registered at the next one (writes to them before that count in the
-//! interval of the boundary); a process that execs keeps its writes
-//! tracked only until it does.
+//! interval of the boundary); a process is given its userfaultfd at the
+//! first boundary where one of its threads can run the injected call (the
+//! freezer holds it at an interrupt stop, or nothing traces it), and its
+//! writes count from the interval after; a process that execs keeps its
+//! writes tracked only until it does.
 #![allow(unsafe_code)]
 
 use super::pages::clear_soft_dirty;
