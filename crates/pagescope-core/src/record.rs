@@ -49,17 +49,6 @@ pub enum WriteSource {
     PagemapScan,
 }
 
-impl WriteSource {
-    /// `SoftDirty` if the kernel has soft-dirty bits, else `None`.
-    pub fn soft_dirty_if(available: bool) -> WriteSource {
-        if available {
-            WriteSource::SoftDirty
-        } else {
-            WriteSource::None
-        }
-    }
-}
-
 /// What was recorded.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Scope {

@@ -75,14 +75,12 @@ pub(super) fn resident(
     Ok(out)
 }
 
-/// Clears the soft-dirty bits of `pids` (`clear_refs` 4) if `enabled`;
-/// processes that exit meanwhile are skipped.
-pub(super) fn clear_soft_dirty(proc_root: &Path, enabled: bool, pids: &[u32]) -> Result<()> {
-    if enabled {
-        for &pid in pids {
-            if let Ok(dir) = ProcDir::open(proc_root, pid) {
-                gone_ok(clear(&dir, b"4"))?;
-            }
+/// Clears the soft-dirty bits of `pids` (`clear_refs` 4); processes that
+/// exit meanwhile are skipped.
+pub(super) fn clear_soft_dirty(proc_root: &Path, pids: &[u32]) -> Result<()> {
+    for &pid in pids {
+        if let Ok(dir) = ProcDir::open(proc_root, pid) {
+            gone_ok(clear(&dir, b"4"))?;
         }
     }
     Ok(())

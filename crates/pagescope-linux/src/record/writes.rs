@@ -116,7 +116,7 @@ impl Writes {
     pub fn begin(&mut self, pids: &[u32]) -> Result<()> {
         match self.kind {
             Kind::None => Ok(()),
-            Kind::SoftDirty => clear_soft_dirty(&self.proc_root, true, pids),
+            Kind::SoftDirty => clear_soft_dirty(&self.proc_root, pids),
             Kind::Scan => self.gather(pids),
         }
     }
@@ -181,7 +181,7 @@ impl Writes {
     /// for the next interval.
     pub fn end(&mut self, pids: &[u32]) -> Result<()> {
         match self.kind {
-            Kind::SoftDirty => clear_soft_dirty(&self.proc_root, true, pids),
+            Kind::SoftDirty => clear_soft_dirty(&self.proc_root, pids),
             _ => Ok(()),
         }
     }

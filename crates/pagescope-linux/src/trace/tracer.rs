@@ -150,6 +150,17 @@ struct MapRange {
     shared: bool,
 }
 
+impl MapRange {
+    /// The range of a maps line, logged as mapping `id`.
+    fn of(line: &parse::maps::MapsLine, id: u32, shared: bool) -> MapRange {
+        MapRange {
+            end: line.end,
+            id,
+            shared,
+        }
+    }
+}
+
 /// The pool: FIFO over every traced address space. Entries of pages that
 /// left by other means (unmapped) are skipped when they reach the front.
 #[derive(Debug, Default)]
@@ -548,14 +559,9 @@ fn lookup_mapping(st: &mut State, key: u32, addr: u64) -> Result<u32> {
     };
     let id = st.new_mapping(pid, line, kind, true)?;
     let space = st.spaces.get_mut(&key).expect("space exists");
-    space.maps.insert(
-        line.start,
-        MapRange {
-            end: line.end,
-            id,
-            shared,
-        },
-    );
+    space
+        .maps
+        .insert(line.start, MapRange::of(line, id, shared));
     Ok(id)
 }
 
@@ -1317,14 +1323,9 @@ impl Ptracer {
             if kind == MappingKind::Heap {
                 space.heap = Some((id, line.start, line.end));
             }
-            space.maps.insert(
-                line.start,
-                MapRange {
-                    end: line.end,
-                    id,
-                    shared,
-                },
-            );
+            space
+                .maps
+                .insert(line.start, MapRange::of(line, id, shared));
             to_empty.push((line.start, line.end, shared));
         }
         if space.heap.is_none() && brk > 0 {
