@@ -24,6 +24,27 @@ pub struct ProcDir {
     pub pid: u32,
 }
 
+/// `root` and its descendants, from every process's parent in `/proc`.
+pub fn descendants(proc_root: &Path, root: u32) -> Vec<u32> {
+    let mut buf = Vec::new();
+    let parents: Vec<(u32, u32)> = list_pids(proc_root)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|pid| {
+            let stat = ProcDir::open(proc_root, pid).ok()?.stat(&mut buf).ok()?;
+            Some((pid, stat.ppid))
+        })
+        .collect();
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        out.extend(parents.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    out
+}
+
 /// Lists the numeric entries of `/proc`: every process (thread group),
 /// in ascending order. Threads live under `/proc/PID/task` and are not
 /// listed, which folds them into their process.

@@ -57,8 +57,8 @@ pub struct TraceArgs {
     /// No progress line or summary.
     #[arg(short, long)]
     pub quiet: bool,
-    /// Put back every page a killed tracer had evicted from PID, and let
-    /// it run on untraced.
+    /// Put back every page a killed tracer had evicted from PID and from
+    /// the processes it forked, and let them run on untraced.
     #[arg(long, value_name = "PID", conflicts_with_all = ["command", "pid"])]
     pub release: Option<u32>,
     /// Trace the running process PID (its threads, and the processes it

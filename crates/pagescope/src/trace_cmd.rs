@@ -16,14 +16,25 @@ use std::sync::Arc;
 
 /// Runs `trace`; returns the exit code: a launched program's own.
 pub fn trace(args: TraceArgs) -> Result<u8> {
-    if let Some(pid) = args.release {
-        let done = pagescope_linux::trace::release(pid)
-            .with_context(|| format!("cannot release process {pid}"))?;
-        if !args.quiet {
-            eprintln!(
-                "released {pid}: {} pages put back; it runs on untraced",
-                done.copied
-            );
+    if let Some(root) = args.release {
+        // The traced processes it forked were traced too: release them all.
+        for pid in pagescope_linux::trace::release_order(root) {
+            let done = match pagescope_linux::trace::release(pid) {
+                Ok(done) => done,
+                // A child that exited meanwhile has nothing left to release.
+                Err(_)
+                    if pid != root && !std::path::Path::new(&format!("/proc/{pid}")).exists() =>
+                {
+                    continue
+                }
+                Err(e) => return Err(e).with_context(|| format!("cannot release process {pid}")),
+            };
+            if !args.quiet {
+                eprintln!(
+                    "released {pid}: {} pages put back; it runs on untraced",
+                    done.copied
+                );
+            }
         }
         return Ok(0);
     }

@@ -345,6 +345,13 @@ fn forked_children_are_traced_exactly() {
         let child = lines.iter().find(|l| l["event"] == "forked").unwrap()["pids"][0]
             .as_u64()
             .unwrap() as u32;
+        // The child read what its parent wrote (2 in every page).
+        let read = lines.iter().find(|l| l["event"] == "child-read").unwrap();
+        assert_eq!(
+            read["checksum"],
+            2 * (lines[0]["pages"].as_u64().unwrap()),
+            "{mode} by {evict}: child's data"
+        );
         let (all, _) = read_all(&trace);
         let count = |pid: u32, write: bool| {
             all.refs
@@ -535,6 +542,7 @@ fn traced_programs_compute_what_they_compute_untraced() {
         \x20   os.write(w, hashlib.sha256(buf).hexdigest().encode()); os._exit(0)\n\
         os.waitpid(pid, 0)\n\
         print(os.read(r, 64).decode(), hashlib.sha256(buf[1:]).hexdigest())";
+    let py = python3();
     let cases: Vec<(Vec<&str>, Option<&str>)> = vec![
         (
             vec![
@@ -555,9 +563,9 @@ fn traced_programs_compute_what_they_compute_untraced() {
         (vec!["sort", &data], None),
         (vec!["sort", "--parallel=2", "-S", "1M", &data], None),
         (vec!["sh", "-c", &xz_round_trip], None),
-        (vec!["python3", "-c", python], None),
-        (vec!["python3", "-c", threads], None),
-        (vec!["python3", "-c", fork], None),
+        (vec![&py, "-c", python], None),
+        (vec![&py, "-c", threads], None),
+        (vec![&py, "-c", fork], None),
     ];
     for ((argv, stdin), evict) in cases
         .iter()
@@ -827,7 +835,7 @@ print(res)
 "#;
     let plain = {
         use std::io::Write;
-        let mut c = Command::new("python3")
+        let mut c = Command::new(python3())
             .args(["-c", script])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -841,7 +849,7 @@ print(res)
     for evict in methods() {
         let dir = tempfile::tempdir().unwrap();
         let trace = temp_path(dir.path(), "t.trace");
-        let traced = attached_run(&["python3", "-c", script], evict, "512K", &trace);
+        let traced = attached_run(&[&python3(), "-c", script], evict, "512K", &trace);
         assert_eq!(traced, plain, "{evict}");
         let refs = report_json(&["analyze", &trace, "refs", "--format", "json"]);
         let threads = refs["threads"].as_array().unwrap();
@@ -867,23 +875,32 @@ fn wait_gone(pid: u32, secs: u64) -> bool {
     false
 }
 
+/// A pagetest with `args` under the tracer (1 MiB pool, evicting by
+/// `evict`), once it has printed its `until` line.
+fn traced_pagetest(trace: &str, evict: &str, args: &[&str], until: &str) -> Pagetest {
+    let bin = pagescope_bin();
+    let wrapper = [
+        bin.to_str().unwrap(),
+        "trace",
+        "-q",
+        "--evict",
+        evict,
+        "--pool",
+        "1M",
+        "-o",
+        trace,
+        "--",
+    ];
+    Pagetest::start(&wrapper, args, until)
+}
+
 /// A pagetest that reads its buffer twice, 3 s apart, under the tracer
 /// evicting by `evict`; returns it once the first pass is done (so pages
 /// are evicted).
 fn traced_reader(trace: &str, evict: &str, size: &str) -> Pagetest {
-    let mut pt = Pagetest::start(
-        &[
-            pagescope_bin().to_str().unwrap(),
-            "trace",
-            "-q",
-            "--evict",
-            evict,
-            "--pool",
-            "1M",
-            "-o",
-            trace,
-            "--",
-        ],
+    let mut pt = traced_pagetest(
+        trace,
+        evict,
         &[
             "--size",
             size,
@@ -960,6 +977,152 @@ fn sigkill_then_release(evict: &str, size: &str) {
         rustix::process::Pid::from_raw(target as i32).unwrap(),
         rustix::process::Signal::KILL,
     );
+}
+
+/// A forked child whose pages are evicted when the tracer is killed
+/// waits on its own userfaultfd, and `--release` of its parent gives both
+/// back every page: the child reads what its parent wrote.
+#[test]
+fn sigkill_then_release_of_a_forked_child_loses_nothing() {
+    require_trace!();
+    let _serial = serial();
+    for evict in methods() {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = temp_path(dir.path(), "t.trace");
+        let mut pt = traced_pagetest(
+            &trace,
+            evict,
+            &[
+                "--size",
+                "4M",
+                "--op",
+                "write",
+                "--iterations",
+                "1",
+                "--sleep",
+                "0",
+                "--fork",
+                "1",
+                "--child-delay",
+                "3s",
+            ],
+            "child",
+        );
+        let parent = pt.pid();
+        let child = pt.lines.last().unwrap()["pid"].as_u64().unwrap() as u32;
+        let _cleanup = KillOnDrop(vec![parent, child]);
+        // The child said it started, so it is past its first stop: every
+        // page it had resident has left. It reads them after the kill.
+        std::thread::sleep(Duration::from_millis(500));
+        rustix::process::kill_process(
+            rustix::process::Pid::from_child(&pt.child),
+            rustix::process::Signal::KILL,
+        )
+        .unwrap();
+        let _ = pt.child.wait();
+        // Releasing the parent releases its child too.
+        let out = run(&[], &["trace", "--release", &parent.to_string()]);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{evict}: release failed: {said}");
+        assert!(
+            said.contains(&format!("released {child}:")),
+            "{evict}: {said}"
+        );
+        let read = pt.next_line();
+        assert_eq!(read["event"], "child-read", "{evict}");
+        // Iteration 0 wrote 2 into every page.
+        assert_eq!(
+            read["checksum"],
+            2 * pt.pages(),
+            "{evict}: the child lost pages"
+        );
+        assert_eq!(pt.next_line()["event"], "forked", "{evict}");
+        assert_eq!(pt.next_line()["event"], "done", "{evict}");
+        assert!(wait_gone(parent, 10), "{evict}: pagetest did not finish");
+    }
+}
+
+/// A shell that forks all the time (a pipeline in a command substitution
+/// per iteration), its tracer killed mid-run: `--release` of the shell
+/// frees it and every traced process it forked, including any whose fork
+/// was waiting on its userfaultfd, and the output is what it is
+/// untraced.
+#[test]
+fn sigkill_then_release_of_a_forking_shell_loses_nothing() {
+    require_trace!();
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let data = temp_path(dir.path(), "data");
+    let lines: String = (0..3000u64)
+        .map(|i| format!("{}\n", (i * 7919) % 3001))
+        .collect();
+    std::fs::write(&data, lines).unwrap();
+    let script = format!("for i in $(seq 1 40); do x=$(sort {data} | md5sum); echo $x; done");
+    let untraced = Command::new("sh").args(["-c", &script]).output().unwrap();
+    assert!(untraced.status.success());
+    for evict in methods() {
+        let trace = temp_path(dir.path(), "t.trace");
+        let mut tracer = Command::new(pagescope_bin())
+            .args([
+                "trace", "-q", "--evict", evict, "--pool", "64K", "-o", &trace,
+            ])
+            .args(["--", "sh", "-c", &script])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = tracer.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let _ = tx.send(line.unwrap());
+            }
+        });
+        let mut out = vec![rx.recv_timeout(Duration::from_secs(60)).unwrap()];
+        let shell = pagescope_linux::procfs::descendants(Path::new("/proc"), tracer.id())[1];
+        let _cleanup = KillOnDrop(vec![shell]);
+        std::thread::sleep(Duration::from_millis(500));
+        rustix::process::kill_process(
+            rustix::process::Pid::from_child(&tracer),
+            rustix::process::Signal::KILL,
+        )
+        .unwrap();
+        let _ = tracer.wait();
+        out.extend(rx.try_iter());
+        assert!(
+            out.len() < 40,
+            "{evict}: the shell finished before the kill"
+        );
+        let r = run(&[], &["trace", "--release", &shell.to_string()]);
+        assert!(
+            r.status.success(),
+            "{evict}: release failed: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        while let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) {
+            out.push(line);
+        }
+        let want: Vec<&str> = std::str::from_utf8(&untraced.stdout)
+            .unwrap()
+            .lines()
+            .collect();
+        assert_eq!(out, want, "{evict}: output after the release");
+        assert!(wait_gone(shell, 10), "{evict}: the shell did not finish");
+    }
+}
+
+/// Kills the processes (which a failed assertion would leave blocked).
+struct KillOnDrop(Vec<u32>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        for &pid in &self.0 {
+            let _ = rustix::process::kill_process(
+                rustix::process::Pid::from_raw(pid as i32).unwrap(),
+                rustix::process::Signal::KILL,
+            );
+        }
+    }
 }
 
 #[test]
@@ -1094,4 +1257,14 @@ fn attach_to_a_traced_process_names_its_tracer() {
         err.contains(&format!("already traced by process {}", first.id())),
         "{err}"
     );
+}
+
+/// The Python interpreter itself: `python3` may be a launcher script (a
+/// pyenv shim runs a dozen shells first), whose forks would be traced too.
+fn python3() -> String {
+    let out = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .expect("python3 runs");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }

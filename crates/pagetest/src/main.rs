@@ -12,8 +12,11 @@
 //! ```
 //!
 //! Times are CLOCK_MONOTONIC nanoseconds. With `--fork N`, N children
-//! then share the buffer and read it (`{"event":"forked","pids":[...]}`,
-//! the first writing `--child-writes` pages); with `--grow SIZE --every
+//! then share the buffer and read it (each says `{"event":"child","pid":P}`
+//! when it starts, waits `--child-delay`, and says
+//! `{"event":"child-read","pid":P,"checksum":SUM}` once it has read; then
+//! the parent says `{"event":"forked","pids":[...]}`), the first writing
+//! `--child-writes` pages; with `--grow SIZE --every
 //! DUR`, more anonymous memory is mapped and written at each step
 //! (`{"event":"grow","bytes":B,"total_bytes":T,...}`). In `read` mode the buffer is
 //! first filled (before `ready`), since reading never-written anonymous
@@ -102,6 +105,9 @@ struct Args {
     /// its start), making private copies of them.
     #[arg(long, value_name = "PAGES", default_value_t = 0, requires = "fork")]
     child_writes: u64,
+    /// Each child waits this long before it reads the buffer.
+    #[arg(long, value_parser = parse_duration, default_value = "0", requires = "fork")]
+    child_delay: Duration,
     /// After the iterations, grow by mapping and writing this much more
     /// anonymous memory every `--every` (needs --hold).
     #[arg(long, value_parser = parse_size, requires_all = ["every", "hold"])]
@@ -388,7 +394,13 @@ fn fork_children(args: &Args, buf: &Buffer, page: usize) -> Result<Vec<i32>> {
             let _ = rustix::process::set_parent_process_death_signal(Some(
                 rustix::process::Signal::KILL,
             ));
-            std::hint::black_box(touch(buf, page, Op::Read, 0));
+            let me = std::process::id();
+            let _ = emit(json!({"event": "child", "pid": me}));
+            if !args.child_delay.is_zero() {
+                std::thread::sleep(args.child_delay);
+            }
+            let sum = touch(buf, page, Op::Read, 0);
+            let _ = emit(json!({"event": "child-read", "pid": me, "checksum": sum}));
             if i == 0 && args.child_writes > 0 {
                 let n = (args.child_writes as usize).min(buf.len / page);
                 let part = Buffer {

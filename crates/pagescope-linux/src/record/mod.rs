@@ -309,27 +309,6 @@ fn cgroup_pids(dir: &Path) -> Result<Vec<u32>> {
     Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
 }
 
-/// `root` and its descendants, from every process's parent in `/proc`.
-fn descendants(proc_root: &Path, root: u32) -> Vec<u32> {
-    let mut buf = Vec::new();
-    let parents: Vec<(u32, u32)> = procfs::list_pids(proc_root)
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|pid| {
-            let stat = ProcDir::open(proc_root, pid).ok()?.stat(&mut buf).ok()?;
-            Some((pid, stat.ppid))
-        })
-        .collect();
-    let mut out = vec![root];
-    let mut i = 0;
-    while i < out.len() {
-        let p = out[i];
-        out.extend(parents.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
-        i += 1;
-    }
-    out
-}
-
 /// The recorder's running state.
 struct Recorder<'a> {
     config: &'a RecordConfig,
@@ -361,7 +340,7 @@ impl Recorder<'_> {
             },
             Target::System => procfs::list_pids(&self.root.proc)?,
             Target::Command(_) => match self.child {
-                Some(c) if self.exit_code.is_none() => descendants(&self.root.proc, c),
+                Some(c) if self.exit_code.is_none() => procfs::descendants(&self.root.proc, c),
                 _ => Vec::new(),
             },
         })

@@ -176,7 +176,7 @@ impl Mm {
     /// tracer has retired this one, and a write meant for the index
     /// must never land in the new image; the mover lives in this space
     /// until it is retired.
-    fn mem_pid(&self) -> u32 {
+    pub fn mem_pid(&self) -> u32 {
         match &self.mover {
             Some(m) if m.mover.is_some() => m.pid,
             _ => self.pid,

@@ -14,7 +14,7 @@ mod tracer;
 mod uffd;
 
 pub use ptrace::with_stop_signals_blocked;
-pub use release::release;
+pub use release::{release, release_order};
 pub(crate) use tracer::userfaultfd_of;
 pub use tracer::{
     evict_method, shmem_supported, trace, Counts, Sampled, Sampler, Target, TraceConfig,

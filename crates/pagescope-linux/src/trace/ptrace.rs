@@ -59,6 +59,8 @@ pub mod nr {
     pub const EXECVEAT: u64 = 322;
     /// userfaultfd
     pub const USERFAULTFD: u64 = 323;
+    /// dup3
+    pub const DUP3: u64 = 292;
 }
 
 /// The options every tracee gets.

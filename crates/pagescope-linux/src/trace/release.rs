@@ -7,10 +7,9 @@
 //! the page in each slot (see [`super::mm`]).
 
 use super::mm::{self, INDEX_BYTES, INDEX_NAME, PAGE, STORE_BYTES, STORE_NAME};
-use super::tracer::unregister_all;
-use super::uffd::Uffd;
+use super::tracer::{take_fd, unregister_all};
+use super::uffd::{self, Msg, Uffd};
 use pagescope_core::{parse, Error, Result};
-use std::os::fd::AsFd;
 
 /// What a release did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -20,27 +19,24 @@ pub struct Released {
     pub copied: u64,
 }
 
-/// Releases `pid`. Errors say what is missing (no userfaultfd: nothing to
-/// release; no store: not traced by pagescope).
-pub fn release(pid: u32) -> Result<Released> {
-    let fd_dir = format!("/proc/{pid}/fd");
-    let entries = std::fs::read_dir(&fd_dir).map_err(|e| Error::io(&fd_dir, e))?;
-    let mut uffds = Vec::new();
-    for e in entries.flatten() {
-        if let Ok(target) = std::fs::read_link(e.path()) {
-            if target.as_os_str() == "anon_inode:[userfaultfd]" {
-                if let Some(n) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) {
-                    uffds.push(n);
-                }
-            }
-        }
-    }
-    if uffds.is_empty() {
-        return Err(Error::corrupt(
-            &fd_dir,
-            format!("process {pid} holds no userfaultfd: there is nothing to release"),
-        ));
-    }
+/// `pid`, then each of its descendants that holds a userfaultfd and a
+/// pagescope store: a traced program's children were traced too, and each
+/// must be released.
+/// (Listed before any is released: a released parent may exit, and its
+/// children then belong to init.)
+pub fn release_order(pid: u32) -> Vec<u32> {
+    let mut out = crate::procfs::descendants(std::path::Path::new("/proc"), pid);
+    let rest = out.split_off(1);
+    out.extend(
+        rest.into_iter()
+            .filter(|&p| userfaultfds(p).is_ok_and(|u| !u.is_empty()))
+            .filter(|&p| store_of(p).is_ok_and(|s| s.is_some())),
+    );
+    out
+}
+
+/// Where the store and the index of a process traced by pagescope are.
+fn store_of(pid: u32) -> Result<Option<(u64, u64)>> {
     let maps_path = format!("/proc/{pid}/maps");
     let text = std::fs::read_to_string(&maps_path).map_err(|e| Error::io(&maps_path, e))?;
     let lines = parse::maps::parse(&text).map_err(|e| Error::corrupt(&maps_path, e.to_string()))?;
@@ -56,40 +52,167 @@ pub fn release(pid: u32) -> Result<Released> {
             })
             .map(|l| l.start)
     };
-    let (Some(store), Some(index)) = (find(STORE_NAME, STORE_BYTES), find(INDEX_NAME, INDEX_BYTES))
-    else {
+    Ok(find(STORE_NAME, STORE_BYTES).zip(find(INDEX_NAME, INDEX_BYTES)))
+}
+
+/// The descriptor numbers of the userfaultfds `pid` holds.
+fn userfaultfds(pid: u32) -> Result<Vec<i32>> {
+    let fd_dir = format!("/proc/{pid}/fd");
+    let entries = std::fs::read_dir(&fd_dir).map_err(|e| Error::io(&fd_dir, e))?;
+    let mut uffds = Vec::new();
+    for e in entries.flatten() {
+        if let Ok(target) = std::fs::read_link(e.path()) {
+            if target.as_os_str() == "anon_inode:[userfaultfd]" {
+                if let Some(n) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) {
+                    uffds.push(n);
+                }
+            }
+        }
+    }
+    Ok(uffds)
+}
+
+/// Releases `pid`. Errors say what is missing (no userfaultfd: nothing to
+/// release; no store: not traced by pagescope).
+pub fn release(pid: u32) -> Result<Released> {
+    let fd_dir = format!("/proc/{pid}/fd");
+    let uffds = userfaultfds(pid)?;
+    if uffds.is_empty() {
         return Err(Error::corrupt(
-            &maps_path,
+            &fd_dir,
+            format!("process {pid} holds no userfaultfd: there is nothing to release"),
+        ));
+    }
+    let Some((store, index)) = store_of(pid)? else {
+        return Err(Error::corrupt(
+            format!("/proc/{pid}/maps"),
             format!("process {pid} has no pagescope store: it was not traced by pagescope"),
         ));
     };
-    let pidfd = rustix::process::pidfd_open(
-        rustix::process::Pid::from_raw(pid as i32).ok_or_else(|| Error::corrupt("pid", "pid 0"))?,
-        rustix::process::PidfdFlags::empty(),
-    )
-    .map_err(|e| Error::io(format!("pidfd_open {pid}"), e.into()))?;
     let stored = mm::stored_pages(pid, store, index)
         .map_err(|e| Error::io(format!("/proc/{pid}/mem (the store's index)"), e))?;
     let mut done = Released::default();
     for fd in uffds {
-        let ours = rustix::process::pidfd_getfd(
-            pidfd.as_fd(),
-            fd,
-            rustix::process::PidfdGetfdFlags::empty(),
-        )
-        .map_err(|e| Error::io(format!("pidfd_getfd {pid}"), e.into()))?;
+        let ours = take_fd(pid, fd)?;
         let uffd = Uffd::new(ours);
-        for &(slot, page) in &stored {
-            match mm::copy_back(&uffd, pid, store + slot * PAGE, page, false) {
-                Ok(mm::Restored::Copied) => done.copied += 1,
-                // Still in place: the tracer died before it dropped it.
-                Ok(_) => {}
-                // Another descriptor of the process owns the pages.
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => break,
-                Err(e) => return Err(Error::io(format!("UFFDIO_COPY in {pid}"), e)),
+        let mut left = stored.clone();
+        let source = Source { pid, store };
+        match put_back(&uffd, source, &mut left, &mut done) {
+            Ok(()) => {}
+            // Another descriptor of the process owns the pages.
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => continue,
+            // The pages put back so far let it finish: it has exited.
+            Err(_) if exited(pid) => return Ok(done),
+            Err(e) => return Err(Error::io(format!("UFFDIO_COPY in {pid}"), e)),
+        }
+        // Unregistering wakes every thread still waiting on a page.
+        unregister_all(&uffd, pid)?;
+        // Messages raised before that (a fork, an munmap) wait to be read:
+        // a process would otherwise hang in them.
+        let mut msgs = Vec::new();
+        loop {
+            msgs.clear();
+            let read = uffd
+                .wait_readable(QUIET_MS)
+                .and_then(|()| uffd.read_msgs(&mut msgs));
+            if !matches!(read, Ok(n) if n > 0) {
+                break;
+            }
+            for &m in &msgs {
+                follow(m, source, &mut Vec::new(), &mut done)
+                    .map_err(|e| Error::io(format!("UFFDIO_COPY in a child of {pid}"), e))?;
             }
         }
-        unregister_all(&uffd, pid)?;
     }
     Ok(done)
+}
+
+/// How long the descriptor must stay silent after the unregistration
+/// for a release to be over.
+const QUIET_MS: i32 = 200;
+
+/// Where the pages' data are: the store of the released process (a child
+/// forked after the tracer died holds the same pages in its copy).
+#[derive(Clone, Copy)]
+struct Source {
+    pid: u32,
+    store: u64,
+}
+
+/// Copies every page of `left` (slot, address) back through `uffd`,
+/// without waking anyone, reading and following the descriptor's messages
+/// whenever the kernel refuses a copy for them (`EAGAIN`): an `munmap` or
+/// `madvise` drops the pages of its range, an `mremap` moves them, a fork
+/// gives a child the pages still away (put back through its descriptor,
+/// which is then closed).
+fn put_back(
+    uffd: &Uffd,
+    source: Source,
+    left: &mut Vec<(u64, u64)>,
+    done: &mut Released,
+) -> std::io::Result<()> {
+    let mut msgs = Vec::new();
+    while let Some(&(slot, page)) = left.last() {
+        match mm::copy_back(uffd, source.pid, source.store + slot * PAGE, page, false) {
+            Ok(how) => {
+                if how == mm::Restored::Copied {
+                    done.copied += 1;
+                }
+                left.pop();
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
+                msgs.clear();
+                uffd.wait_readable(100)?;
+                uffd.read_msgs(&mut msgs)?;
+                for &m in &msgs {
+                    follow(m, source, left, done)?;
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Applies one message to the pages still away.
+fn follow(
+    m: Msg,
+    source: Source,
+    left: &mut Vec<(u64, u64)>,
+    done: &mut Released,
+) -> std::io::Result<()> {
+    match m {
+        Msg::Remove { start, end } | Msg::Unmap { start, end } => {
+            left.retain(|&(_, p)| p < start || p >= end);
+        }
+        Msg::Remap { from, to, len } => {
+            for (_, p) in left.iter_mut() {
+                if *p >= from && *p < from + len {
+                    *p = *p - from + to;
+                }
+            }
+        }
+        Msg::Fork { fd } => {
+            // The child's pages away are the parent's at the fork (copies
+            // into the parent wait, refused, until this is read).
+            let child = Uffd::new(uffd::own_fd(fd));
+            let mut theirs = left.clone();
+            match put_back(&child, source, &mut theirs, done) {
+                // The child is gone already.
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                r => r?,
+            }
+            // Closing it unregisters the child and wakes its threads.
+        }
+        Msg::Fault { .. } | Msg::Other(_) => {}
+    }
+    Ok(())
+}
+
+/// Whether `pid` has exited (gone, or a zombie).
+fn exited(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    })
 }

@@ -858,23 +858,38 @@ fn release_space(space: &mut Space) -> Result<()> {
         mm.bring_back(page, false)
             .map_err(|e| sys("bringing a page back", e))?;
     }
-    unregister_all(&mm.uffd, mm.pid)?;
+    // Through the mover's pid: the program's names another address space
+    // once it has exec'd, and none once it has exited.
+    let unregistered = unregister_all(&mm.uffd, mm.mem_pid())?;
     if let Some(m) = mm.mover.as_mut().and_then(|m| m.mover.take()) {
-        // Unregistered now, so this raises no event.
-        let _ = m.syscall(
-            nr::MADVISE,
-            [mm.store.base, STORE_BYTES, MADV_DONTNEED, 0, 0, 0],
-        );
+        if unregistered {
+            // Unregistered now, so this raises no event (one would wait
+            // for this thread to read it).
+            let _ = m.syscall(
+                nr::MADVISE,
+                [mm.store.base, STORE_BYTES, MADV_DONTNEED, 0, 0, 0],
+            );
+        }
         m.kill();
     }
     Ok(())
 }
 
 /// Unregisters every VMA of `pid` that has userfaultfd flags; the kernel
-/// clears write protection and wakes waiters as it does.
-pub(crate) fn unregister_all(uffd: &Uffd, pid: u32) -> Result<()> {
+/// clears write protection and wakes waiters as it does. `false`: the
+/// process has exited, and nothing was unregistered.
+pub(crate) fn unregister_all(uffd: &Uffd, pid: u32) -> Result<bool> {
     let path = format!("/proc/{pid}/smaps");
-    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    let text = match std::fs::read_to_string(&path) {
+        // The process has exited (a page put back let it finish).
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                || e.raw_os_error() == Some(libc::ESRCH) =>
+        {
+            return Ok(false)
+        }
+        r => r.map_err(|e| Error::io(&path, e))?,
+    };
     let entries = parse::smaps::parse(&text).map_err(|e| Error::corrupt(&path, e.to_string()))?;
     for e in entries {
         if e.vm_flags
@@ -886,9 +901,33 @@ pub(crate) fn unregister_all(uffd: &Uffd, pid: u32) -> Result<()> {
                 Ok(()) => {}
                 // A range registered by another userfaultfd of the process.
                 Err(err) if err.raw_os_error() == Some(libc::EINVAL) => {}
+                // The address space is gone: the process exited meanwhile.
+                Err(err) if err.raw_os_error() == Some(libc::ENOMEM) => return Ok(false),
                 Err(err) => return Err(sys("UFFDIO_UNREGISTER", err)),
             }
         }
+    }
+    Ok(true)
+}
+
+/// Moves the registrations of the forked child `tid` (at its first stop)
+/// from the userfaultfd the fork made to `own`, its own; the store stays
+/// unregistered.
+fn move_registrations(space: &Space, tid: u32, own: &Uffd) -> Result<()> {
+    // Nothing can have faulted yet: the child has not run.
+    unregister_all(&space.mm.uffd, tid)?;
+    for (&start, range) in &space.maps {
+        let len = range.end - start;
+        let r = if range.shared {
+            // It was registered in the parent, so it can be here.
+            own.register_shared(start, len).and_then(|ok| {
+                ok.then_some(())
+                    .ok_or_else(|| std::io::Error::from_raw_os_error(libc::EINVAL))
+            })
+        } else {
+            own.register(start, len, uffd::MODE_MISSING_WP)
+        };
+        r.map_err(|e| sys("UFFDIO_REGISTER (a forked child's mapping)", e))?;
     }
     Ok(())
 }
@@ -1080,10 +1119,21 @@ struct ThreadState {
     tgid: u32,
     /// System call of the last entry stop.
     entry: Option<(u64, [u64; 6])>,
-    /// A forked child not yet at its first stop, which gets a mover
-    /// there: the address of the code page it inherited, and of the
-    /// scratch page.
-    mover_code: Option<(u64, u64)>,
+    /// A forked child not yet at its first stop, which gets its own
+    /// userfaultfd and a mover there.
+    mover_code: Option<Inherited>,
+}
+
+/// What a forked child inherited from its parent's traced space.
+#[derive(Debug, Clone, Copy)]
+struct Inherited {
+    /// The mover's code page.
+    code: u64,
+    /// The scratch page.
+    scratch: u64,
+    /// The parent's userfaultfd's number in the parent (and so in the
+    /// child's copy of its descriptor table), or -1.
+    fd: i32,
 }
 
 struct Ptracer {
@@ -1243,25 +1293,11 @@ impl Ptracer {
             ));
         }
 
-        let pidfd = rustix::process::pidfd_open(
-            rustix::process::Pid::from_raw(tgid as i32).expect("pid > 0"),
-            rustix::process::PidfdFlags::empty(),
-        )
-        .map_err(|e| sys("pidfd_open", e))?;
-        let ours = rustix::process::pidfd_getfd(
-            pidfd.as_fd(),
-            fd as i32,
-            rustix::process::PidfdGetfdFlags::empty(),
-        )
-        .map_err(|e| sys("pidfd_getfd", e))?;
-        let u = Uffd::new(ours);
+        let u = self.uffd_with_features(take_fd(tgid, fd as i32)?)?;
         let (method, shmem) = {
             let st = self.shared.lock();
             (st.method, st.shmem)
         };
-        // The features were checked before the program started.
-        u.api(uffd::features(method == EvictMethod::Move, shmem))
-            .map_err(|e| sys("UFFDIO_API", e))?;
         if method == EvictMethod::Move {
             // UFFDIO_MOVE's destination must be registered too.
             u.register(store, STORE_BYTES, uffd::MODE_MISSING_WP)
@@ -1823,7 +1859,11 @@ impl Ptracer {
                         .spaces
                         .get(&pkey)
                         .and_then(|s| s.mm.mover.as_ref())
-                        .map(|m| (m.insn, m.scratch));
+                        .map(|m| Inherited {
+                            code: m.insn,
+                            scratch: m.scratch,
+                            fd: m.fd,
+                        });
                     let mut mm = Mm::new(child, p.uffd, p.store, None, st.method);
                     // What the child holds in its store: its copy of the
                     // index, where its copy of the slot holds a page. (The
@@ -1873,51 +1913,68 @@ impl Ptracer {
     }
 
     /// A forked child at its first stop, before it runs any code of its
-    /// own: it gets a mover, and every page it has resident leaves (as at
-    /// an attach), so its first touch of each is logged.
+    /// own: it gets a userfaultfd of its own and a mover, and every page
+    /// it has resident leaves (as at an attach), so its first touch of
+    /// each is logged.
+    ///
+    /// The descriptor the kernel made at the fork (`UFFD_EVENT_FORK`)
+    /// exists only in pagescope: were pagescope killed, its release would
+    /// unregister the child, whose evicted pages would then read as zeros.
+    /// So the child makes its own (injected), in the slot of the parent's
+    /// that it inherited; its ranges move over to it, and `--release`
+    /// finds it there as in any traced process.
     fn first_stop(&mut self, tid: u32) -> Result<()> {
         let Some(ts) = self.threads.get_mut(&tid) else {
             return Ok(());
         };
-        let (Some((code, scratch)), Some(key)) = (ts.mover_code.take(), ts.space) else {
+        let (Some(inherited), Some(key)) = (ts.mover_code.take(), ts.space) else {
             return Ok(());
         };
-        let mut inj = Injector::at_interrupt(Pid::from_raw(tid as i32), code)
-            .map_err(|e| sys("ptrace GETREGS", e))?;
-        let mover = inj
-            .syscall(nr::CLONE, [pt::MOVER_CLONE_FLAGS, 0, 0, 0, 0, 0])
-            .map_err(|e| sys("system call injection", e));
+        let t = Pid::from_raw(tid as i32);
+        let mut inj =
+            Injector::at_interrupt(t, inherited.code).map_err(|e| sys("ptrace GETREGS", e))?;
+        let own = self.child_userfaultfd(&mut inj, tid, inherited.fd);
+        // The mover comes after the descriptor, as at an attach: its copy
+        // of the descriptor table holds it too.
+        let mover = match &own {
+            Ok(_) => inj
+                .syscall(nr::CLONE, [pt::MOVER_CLONE_FLAGS, 0, 0, 0, 0, 0])
+                .map_err(|e| sys("system call injection", e)),
+            Err(_) => Ok(-1),
+        };
         inj.finish().map_err(|e| sys("ptrace SETREGS", e))?;
+        let (own, fd) = own?;
         let mover = mover?;
+        let mut st = self.shared.lock();
+        let Some(space) = st.spaces.get_mut(&key) else {
+            if mover > 0 {
+                let _ = nix::sys::signal::kill(Pid::from_raw(mover as i32), Signal::SIGKILL);
+            }
+            return Ok(());
+        };
+        if let Err(e) = move_registrations(space, tid, &own) {
+            if mover > 0 {
+                let _ = nix::sys::signal::kill(Pid::from_raw(mover as i32), Signal::SIGKILL);
+            }
+            return Err(e);
+        }
+        space.mm.uffd = Arc::new(own);
+        // Every page the child has is shared copy-on-write with its parent
+        // until one of them writes it, and UFFDIO_MOVE refuses those: they
+        // leave by copy, into a store that is then not registered (it was
+        // unregistered from the fork's descriptor above).
+        space.mm.method = EvictMethod::Copy;
         if mover <= 0 {
             // No mover (out of tasks): its pages come back by copy and
             // can't be evicted again, and are counted unevictable.
             return Ok(());
         }
-        let mut st = self.shared.lock();
-        let Some(space) = st.spaces.get_mut(&key) else {
-            let _ = nix::sys::signal::kill(Pid::from_raw(mover as i32), Signal::SIGKILL);
-            return Ok(());
-        };
-        // The child's userfaultfd exists only in the tracer, so its mover
-        // can't run UFFDIO_MOVE with it: the child's pages leave by copy,
-        // into a store that must then not be registered.
-        if space.mm.method == EvictMethod::Move {
-            let store = space.mm.store.base;
-            match space.mm.uffd.unregister(store, STORE_BYTES) {
-                Err(e) if e.raw_os_error() != Some(libc::ESRCH) => {
-                    return Err(sys("UFFDIO_UNREGISTER (a child's store)", e));
-                }
-                _ => {}
-            }
-            space.mm.method = EvictMethod::Copy;
-        }
         space.mm.mover = Some(MoverRef {
             mover: None,
             pid: mover as u32,
-            insn: code,
-            fd: -1,
-            scratch,
+            insn: inherited.code,
+            fd,
+            scratch: inherited.scratch,
             failed: false,
         });
         space.pending_empty = space
@@ -1929,6 +1986,53 @@ impl Ptracer {
         let ready = space.ready.clone();
         drop(st);
         self.wait_ready(&ready)
+    }
+
+    /// Makes the userfaultfd of the forked child `tid`, stopped under
+    /// `inj`, with pagescope's features; puts it in the slot `parent_fd`
+    /// when that holds the inherited userfaultfd. Returns pagescope's copy
+    /// and the number in the child.
+    fn child_userfaultfd(
+        &self,
+        inj: &mut Injector,
+        tid: u32,
+        parent_fd: i32,
+    ) -> Result<(Uffd, i32)> {
+        let t = Pid::from_raw(tid as i32);
+        let mut fd = make_userfaultfd(inj, t)? as i32;
+        let inherited = parent_fd >= 0
+            && std::fs::read_link(format!("/proc/{tid}/fd/{parent_fd}"))
+                .is_ok_and(|l| l.as_os_str() == "anon_inode:[userfaultfd]");
+        let run = |inj: &mut Injector, n: u64, a: [u64; 6]| -> Result<i64> {
+            inj.syscall(n, a)
+                .map_err(|e| sys("system call injection", e))
+        };
+        if inherited && fd != parent_fd {
+            let flags = libc::O_CLOEXEC as u64;
+            let r = run(inj, nr::DUP3, [fd as u64, parent_fd as u64, flags, 0, 0, 0])?;
+            run(inj, nr::CLOSE, [fd as u64, 0, 0, 0, 0, 0])?;
+            if r < 0 {
+                return Err(sys(
+                    "dup3 of a child's userfaultfd",
+                    std::io::Error::from_raw_os_error(-r as i32),
+                ));
+            }
+            fd = parent_fd;
+        }
+        Ok((self.uffd_with_features(take_fd(tid, fd)?)?, fd))
+    }
+
+    /// pagescope's copy of a userfaultfd of the traced program, with the
+    /// features of this trace (checked before the program started).
+    fn uffd_with_features(&self, fd: OwnedFd) -> Result<Uffd> {
+        let u = Uffd::new(fd);
+        let (method, shmem) = {
+            let st = self.shared.lock();
+            (st.method, st.shmem)
+        };
+        u.api(uffd::features(method == EvictMethod::Move, shmem))
+            .map_err(|e| sys("UFFDIO_API", e))?;
+        Ok(u)
     }
 
     fn on_gone(&mut self, tid: u32, status: i32) -> Result<()> {
@@ -2139,6 +2243,18 @@ fn empty_range(mm: &mut Mm, start: u64, end: u64, shared: bool) -> Result<()> {
     Ok(())
 }
 
+/// A copy of descriptor `fd` of process `pid` (`pidfd_getfd`).
+pub(crate) fn take_fd(pid: u32, fd: i32) -> Result<OwnedFd> {
+    rustix::process::pidfd_open(
+        rustix::process::Pid::from_raw(pid as i32).expect("pid > 0"),
+        rustix::process::PidfdFlags::empty(),
+    )
+    .and_then(|pidfd| {
+        rustix::process::pidfd_getfd(pidfd.as_fd(), fd, rustix::process::PidfdGetfdFlags::empty())
+    })
+    .map_err(|e| sys("pidfd_getfd", e))
+}
+
 /// Makes a userfaultfd (`O_CLOEXEC | O_NONBLOCK`) in the thread `t`,
 /// stopped under `inj`: the system call, or where it is refused,
 /// `/dev/userfaultfd`. Returns the descriptor's number in the program.
@@ -2236,18 +2352,7 @@ pub fn userfaultfd_of(pid: u32) -> Result<Option<OwnedFd>> {
         let insn = pt::vdso_syscall(pid).map_err(|e| sys("finding a syscall instruction", e))?;
         let mut inj = Injector::at_interrupt(t, insn).map_err(|e| sys("ptrace GETREGS", e))?;
         let fd = make_userfaultfd(&mut inj, t)?;
-        let ours = rustix::process::pidfd_open(
-            rustix::process::Pid::from_raw(pid as i32).expect("pid > 0"),
-            rustix::process::PidfdFlags::empty(),
-        )
-        .and_then(|pidfd| {
-            rustix::process::pidfd_getfd(
-                pidfd.as_fd(),
-                fd as i32,
-                rustix::process::PidfdGetfdFlags::empty(),
-            )
-        })
-        .map_err(|e| sys("pidfd_getfd", e));
+        let ours = take_fd(pid, fd as i32);
         inj.syscall(nr::CLOSE, [fd as u64, 0, 0, 0, 0, 0])
             .map_err(|e| sys("system call injection", e))?;
         inj.finish().map_err(|e| sys("ptrace SETREGS", e))?;
