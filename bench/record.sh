@@ -6,6 +6,7 @@
 # (from the recording). See bench/record.py.
 #
 #   bench/record.sh [SIZE] [WINDOW_SECONDS] [RUNS]     (default 4G 10 2)
+#   BACKENDS=refs bench/record.sh                      (only some backends)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/common.sh
