@@ -262,16 +262,39 @@ fn fault_backend_sampled_estimates_every_iteration() {
     }
 }
 
-/// The fault backend refuses what it can't record, before anything runs.
 /// `--pid` with the fault backend: pagetest, its buffer written before,
 /// is attached while it waits; each of its 3 write passes is one spike of
 /// the buffer's pages, as for a launched one, and the recording ends when
 /// it exits.
 #[test]
 fn fault_backend_attaches_to_a_running_process() {
-    if !fault_available() {
-        return;
+    if fault_available() {
+        attach_and_verify(None);
     }
+}
+
+/// `--pid --sample 0.25`: at attach only the sample leaves the program
+/// (pagemap shows three quarters of the buffer still present, within 1%),
+/// and each pass is still the buffer's pages within 2%.
+#[test]
+fn fault_backend_attached_with_a_sample_moves_out_only_the_sample() {
+    if fault_available() {
+        attach_and_verify(Some(0.25));
+    }
+}
+
+/// The pages of `[start, end)` present in `pid` (pagemap).
+fn present_pages(pid: u32, start: u64, end: u64) -> u64 {
+    let path = std::path::PathBuf::from(format!("/proc/{pid}/pagemap"));
+    let file = std::fs::File::open(&path).unwrap();
+    let mut n = 0;
+    pagescope_linux::pagemap::PagemapReader::new(file, path, 4096)
+        .for_each(start, end, |_, e| n += u64::from(e.is_present()))
+        .unwrap();
+    n
+}
+
+fn attach_and_verify(sample: Option<f64>) {
     use std::io::{BufRead, BufReader, Write};
     let _guard = serial();
     let dir = tempfile::tempdir().unwrap();
@@ -296,26 +319,39 @@ fn fault_backend_attaches_to_a_running_process() {
     let mut lines = BufReader::new(pt.stdout.take().unwrap()).lines();
     let ready: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
     let pid = pt.id().to_string();
-    let mut rec = Command::new(pagescope_bin())
-        .args([
-            "record",
-            "-q",
-            "--backend",
-            "fault",
-            "--interval",
-            "100ms",
-            "--pid",
-            &pid,
-            "-o",
-            &out,
-        ])
-        .spawn()
-        .unwrap();
+    let (start, end) = (
+        ready["start"].as_u64().unwrap(),
+        ready["end"].as_u64().unwrap(),
+    );
+    let pages = ready["pages"].as_u64().unwrap();
+    let fraction = sample.map(|f| f.to_string());
+    let mut args = vec![
+        "record",
+        "-q",
+        "--backend",
+        "fault",
+        "--interval",
+        "100ms",
+        "--pid",
+        &pid,
+        "-o",
+        &out,
+    ];
+    if let Some(f) = &fraction {
+        args.extend(["--sample", f]);
+    }
+    let mut rec = Command::new(pagescope_bin()).args(&args).spawn().unwrap();
     // The header is written once the process is attached.
     assert!(
         wait_for(Duration::from_secs(30), || std::fs::metadata(&out)
             .is_ok_and(|m| m.len() > 0)),
         "the recorder wrote nothing"
+    );
+    let present = present_pages(pt.id(), start, end);
+    let kept = pages as f64 * (1.0 - sample.unwrap_or(1.0));
+    assert!(
+        (present as f64 - kept).abs() <= 0.01 * pages as f64,
+        "{present} pages of {pages} present after the attach, expected {kept}"
     );
     pt.stdin.take().unwrap().write_all(b"go\n").unwrap();
     let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
@@ -326,11 +362,6 @@ fn fault_backend_attaches_to_a_running_process() {
     let (r, done) = read(&out);
     assert_eq!(done, Completeness::Complete);
     assert_eq!(r.end.as_ref().unwrap().reason, "exited");
-    let (start, end) = (
-        ready["start"].as_u64().unwrap(),
-        ready["end"].as_u64().unwrap(),
-    );
-    let pages = ready["pages"].as_u64().unwrap();
     let found = spikes(&temporal(&out, Some((start, end))), 0);
     assert_eq!(found.len(), 3, "expected 3 spikes, found {found:?}");
     for s in &found {

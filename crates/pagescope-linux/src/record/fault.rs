@@ -13,7 +13,9 @@
 //! `--sample FRACTION` only the pages of a fixed random sample of that
 //! fraction (by a hash of the address) are moved out, and each of them
 //! that comes back counts `1 / FRACTION` pages; pages touched for the
-//! first time are all seen and count one each.
+//! first time are all seen and count one each. The sample holds from the
+//! start: of the pages a program already has when it is attached (or a
+//! mapping is registered), only the sample's are moved out.
 //!
 //! Regular-file mappings (program text, mapped files) can't be trapped
 //! this way and are not counted (the header says so).
@@ -73,7 +75,7 @@ impl Probe for Fault {
 
     fn follow(&mut self, what: &Target) -> Option<Result<u32>> {
         Some(
-            Sampler::start(what, Arc::new(TraceCounts::default())).map(|s| {
+            Sampler::start(what, self.fraction, Arc::new(TraceCounts::default())).map(|s| {
                 let pid = s.root();
                 self.sampler = Some(s);
                 pid
@@ -101,8 +103,9 @@ impl Probe for Fault {
     }
 
     fn reset(&mut self, _pids: &[u32]) -> Result<()> {
-        // Every page starts out of the program (the tracer empties each
-        // mapping it registers), and faults on its first touch.
+        // Every page of the sample starts out of the program (the tracer
+        // empties each mapping it registers of them), and every page not
+        // there yet faults on its first touch.
         Ok(())
     }
 

@@ -206,8 +206,9 @@ struct State {
     writer: Option<TraceWriter<File>>,
     pending: Vec<Ref>,
     sampled: Vec<Sampled>,
-    /// Pages out of the program because a boundary moved them (not the
-    /// first emptying of a mapping), and the fraction sampled.
+    /// Pages of the sample out of the program (moved by a boundary, or
+    /// when their mapping was registered with a fraction below one), and
+    /// the fraction sampled.
     moved_out: HashSet<(u32, u64)>,
     fraction: f64,
     last_flush: Instant,
@@ -954,9 +955,16 @@ fn prepare_spaces(st: &mut State) {
         let space = st.spaces.get_mut(&k).expect("listed");
         let ranges = std::mem::take(&mut space.pending_empty);
         for (a, b, shared) in ranges {
-            if let Err(e) = empty_range(&mut space.mm, a, b, shared) {
-                st.failure.get_or_insert(e.to_string());
-                break;
+            match empty_range(&mut space.mm, a, b, shared, st.fraction) {
+                // Sampled pages that come back stand for 1 / fraction.
+                Ok(out) if st.fraction < 1.0 => {
+                    st.moved_out.extend(out.into_iter().map(|p| (k, p)))
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    st.failure.get_or_insert(e.to_string());
+                    break;
+                }
             }
         }
         let space = st.spaces.get_mut(&k).expect("listed");
@@ -2206,15 +2214,16 @@ fn exit_of(info: &libc::ptrace_syscall_info) -> i64 {
     e.sval
 }
 
-/// Moves every resident page of `[start, end)` into the store (of shared
-/// memory: unmaps it here), runs of neighbours together.
-fn empty_range(mm: &mut Mm, start: u64, end: u64, shared: bool) -> Result<()> {
+/// Moves every resident page of `[start, end)` that is in the sample of
+/// `fraction` into the store (of shared memory: unmaps it here), runs of
+/// neighbours together. Returns the pages moved.
+fn empty_range(mm: &mut Mm, start: u64, end: u64, shared: bool, fraction: f64) -> Result<Vec<u64>> {
     let path = format!("/proc/{}/pagemap", mm.pid);
     let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
     let mut reader = PagemapReader::new(file, path.into(), PAGE);
     let mut present = Vec::new();
     reader.for_each(start, end, |addr, e| {
-        if e.is_present() {
+        if e.is_present() && in_sample(addr, fraction) {
             present.push(addr);
         }
     })?;
@@ -2240,7 +2249,7 @@ fn empty_range(mm: &mut Mm, start: u64, end: u64, shared: bool) -> Result<()> {
         }
         i = j;
     }
-    Ok(())
+    Ok(present)
 }
 
 /// A copy of descriptor `fd` of process `pid` (`pidfd_getfd`).
@@ -2446,22 +2455,31 @@ pub fn trace(
         &config.target,
         config.evict,
         config.pool_pages.max(1) as usize,
-        Some(writer),
+        Sink::Trace(writer),
         start_mono,
         counts,
         |_, pid| started(pid),
     )
 }
 
+/// Where the references of [`run`] go.
+enum Sink {
+    /// The trace file.
+    Trace(TraceWriter<File>),
+    /// The boundaries of a [`Sampler`] that moves out this fraction of the
+    /// pages (from the start: of the pages already there, only those of
+    /// the sample leave when a mapping is registered).
+    Sample(f64),
+}
+
 /// Launches or attaches the program and traces it until it exits or a
-/// stop is asked for (SIGINT or SIGTERM in this thread). References go to
-/// `writer`, or with no writer to the boundaries of a [`Sampler`].
-/// `started` gets the shared state and the program's pid once it runs.
+/// stop is asked for (SIGINT or SIGTERM in this thread). `started` gets
+/// the shared state and the program's pid once it runs.
 fn run(
     target: &Target,
     method: EvictMethod,
     pool_cap: usize,
-    writer: Option<TraceWriter<File>>,
+    sink: Sink,
     start_mono: u64,
     counts: Arc<Counts>,
     started: impl FnOnce(&Arc<Shared>, u32),
@@ -2480,6 +2498,10 @@ fn run(
             (*pid, seized)
         }
     };
+    let (writer, fraction) = match sink {
+        Sink::Trace(w) => (Some(w), 1.0),
+        Sink::Sample(f) => (None, f),
+    };
     let (wake_r, wake_w) = rustix::pipe::pipe_with(
         rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
     )
@@ -2496,7 +2518,7 @@ fn run(
             pending: Vec::new(),
             sampled: Vec::new(),
             moved_out: HashSet::new(),
-            fraction: 1.0,
+            fraction,
             last_flush: Instant::now(),
             next_mapping: 0,
             start_mono,
@@ -2651,7 +2673,7 @@ impl Sampler {
     /// tracer's thread, which puts every page back and lets the program go;
     /// when the tracer ends for any reason it sends `SIGCHLD` to the
     /// calling thread, to wake a recorder waiting in `sigtimedwait`.
-    pub fn start(target: &Target, counts: Arc<Counts>) -> Result<Sampler> {
+    pub fn start(target: &Target, fraction: f64, counts: Arc<Counts>) -> Result<Sampler> {
         // Before the tracer's thread: a bad command is an error here.
         target.command()?;
         let method = evict_method(None)?;
@@ -2674,7 +2696,7 @@ impl Sampler {
                     &target,
                     method,
                     usize::MAX,
-                    None,
+                    Sink::Sample(fraction),
                     now_mono(),
                     counts,
                     |shared, root| {
