@@ -90,6 +90,11 @@ pub struct Mapping {
     pub path: String,
     /// Inode (shared memory and files).
     pub inode: u64,
+    /// Device of the inode (shared memory and files), `major << 32 |
+    /// minor` as maps shows it: inode numbers are per file system, so a
+    /// shared page is known by both. 0 in traces written before it was
+    /// recorded.
+    pub dev: u64,
     /// Kind.
     pub kind: MappingKind,
     /// References to it are traced.

@@ -1141,6 +1141,9 @@ pub fn refs(s: &RefStats) -> Report {
     };
     mappings.columns.extend(COUNT_COLUMNS);
     mappings.columns.push(opt("path", "PATH", 2));
+    // A shared page's identity across processes (page_key).
+    mappings.columns.push(opt("device", "DEV", 3));
+    mappings.columns.push(opt("inode", "INODE", 3));
     let mut per: Vec<(u32, &RefCounts)> = s.per_mapping().collect();
     per.sort_by_key(|(_, c)| std::cmp::Reverse(c.references));
     for (id, c) in per {
@@ -1154,6 +1157,15 @@ pub fn refs(s: &RefStats) -> Report {
         ];
         row.extend(count_values(c));
         row.push(m.map_or(Value::Missing, |m| Value::from(m.path.as_str())));
+        match m {
+            Some(m) if m.inode != 0 => {
+                row.push(Value::from(
+                    format!("{}:{}", m.dev >> 32, m.dev & 0xffff_ffff).as_str(),
+                ));
+                row.push(Value::Int(m.inode));
+            }
+            _ => row.extend([Value::Missing, Value::Missing]),
+        }
         mappings.rows.push(row);
     }
     let chart = Chart {

@@ -12,7 +12,7 @@
 //! FIFO and CLOCK have no stack property, so they are simulated at each
 //! size reported.
 
-use super::refs::TraceMaps;
+use super::refs::{PageKey, TraceMaps};
 use crate::format::TraceVisitor;
 use crate::trace::{Mapping, Ref, TraceEnd, TraceHeader};
 use crate::Result;
@@ -201,7 +201,7 @@ pub struct MrcPoint {
 pub struct Mrc {
     /// Header and mappings.
     pub maps: TraceMaps,
-    ids: HashMap<(u64, u64), u32>,
+    ids: HashMap<PageKey, u32>,
     stream: Vec<u32>,
     stack: StackDistance,
 }

@@ -7,15 +7,40 @@ use crate::Result;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The identity of a page across processes: a private page belongs to its
-/// process; a shared-memory page to its inode and offset, so two
-/// processes touching one shared page touch one object.
-pub fn page_key(r: &Ref, mapping: Option<&Mapping>) -> (u64, u64) {
+/// process; a shared-memory page to its file (device and inode) and
+/// offset, so two processes touching one shared page touch one object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PageKey {
+    /// A private page.
+    Private {
+        /// Its process.
+        pid: u32,
+        /// Its address.
+        addr: u64,
+    },
+    /// A shared-memory page.
+    Shared {
+        /// Its file's device ([`Mapping::dev`]).
+        dev: u64,
+        /// Its file's inode.
+        inode: u64,
+        /// Its byte offset in the file.
+        offset: u64,
+    },
+}
+
+/// The identity of the page `r` references, `mapping` being its mapping.
+pub fn page_key(r: &Ref, mapping: Option<&Mapping>) -> PageKey {
     match mapping {
-        Some(m) if m.kind == MappingKind::Shared && m.inode != 0 => (
-            m.inode | 1 << 63,
-            r.addr.wrapping_sub(m.start).wrapping_add(m.offset),
-        ),
-        _ => (r.pid as u64, r.addr),
+        Some(m) if m.kind == MappingKind::Shared && m.inode != 0 => PageKey::Shared {
+            dev: m.dev,
+            inode: m.inode,
+            offset: r.addr.wrapping_sub(m.start).wrapping_add(m.offset),
+        },
+        _ => PageKey::Private {
+            pid: r.pid,
+            addr: r.addr,
+        },
     }
 }
 
@@ -43,7 +68,7 @@ impl TraceMaps {
     }
 
     /// The page's identity ([`page_key`]).
-    pub fn key(&self, r: &Ref) -> (u64, u64) {
+    pub fn key(&self, r: &Ref) -> PageKey {
         page_key(r, self.mappings.get(&r.mapping))
     }
 }
@@ -64,11 +89,11 @@ pub struct RefCounts {
 #[derive(Debug, Default)]
 struct Acc {
     counts: RefCounts,
-    pages: HashSet<(u64, u64)>,
+    pages: HashSet<PageKey>,
 }
 
 impl Acc {
-    fn add(&mut self, r: &Ref, key: (u64, u64)) {
+    fn add(&mut self, r: &Ref, key: PageKey) {
         self.counts.references += 1;
         if r.write {
             self.counts.writes += 1;
@@ -226,17 +251,28 @@ mod tests {
             offset: 0,
             path: "/memfd:x".into(),
             inode: 42,
+            dev: 1,
             kind: MappingKind::Shared,
             traced: true,
         };
         let mut s = RefStats::new(None);
         s.mapping(&m(0, 1, 0x10000)).unwrap();
         s.mapping(&m(1, 2, 0x50000)).unwrap();
+        // The same inode number on another file system: another file.
+        s.mapping(&Mapping {
+            dev: 2,
+            ..m(2, 2, 0x90000)
+        })
+        .unwrap();
         let mut a = r(0x11000, false, 1, 0);
         a.pid = 1;
         let mut b = r(0x51000, false, 2, 1);
         b.pid = 2;
         s.refs(&[a, b]).unwrap();
         assert_eq!(s.total().distinct_pages, 1);
+        let mut c = r(0x91000, false, 2, 2);
+        c.pid = 2;
+        s.refs(&[c]).unwrap();
+        assert_eq!(s.total().distinct_pages, 2);
     }
 }

@@ -53,8 +53,11 @@ pub mod frame_type {
     pub const PHYSMAP: u16 = 5;
     /// [`crate::trace::TraceHeader`]: the first frame of a trace.
     pub const TRACE_HEADER: u16 = 16;
-    /// [`crate::trace::Mapping`].
+    /// A [`crate::trace::Mapping`] without its `dev` (read, no longer
+    /// written: see [`MAPPING_WITH_DEVICE`]).
     pub const MAPPING: u16 = 17;
+    /// [`crate::trace::Mapping`].
+    pub const MAPPING_WITH_DEVICE: u16 = 25;
     /// [`crate::trace::ProcessEvent`].
     pub const PROCESS_EVENT: u16 = 18;
     /// A chunk of [`crate::trace::Ref`]s with times in nanoseconds (read,

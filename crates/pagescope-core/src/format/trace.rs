@@ -179,7 +179,7 @@ impl<W: Write> TraceWriter<W> {
 
     /// A mapping (new, or moved).
     pub fn mapping(&mut self, m: &Mapping) -> Result<()> {
-        self.put(frame_type::MAPPING, m)
+        self.put(frame_type::MAPPING_WITH_DEVICE, m)
     }
 
     /// A process event.
@@ -231,6 +231,40 @@ pub trait TraceVisitor {
     }
 }
 
+/// A mapping record of frame type [`frame_type::MAPPING`], written before
+/// mappings named their device.
+#[derive(Deserialize)]
+struct MappingWithoutDevice {
+    id: u32,
+    pid: u32,
+    start: u64,
+    end: u64,
+    perms: String,
+    offset: u64,
+    path: String,
+    inode: u64,
+    kind: crate::trace::MappingKind,
+    traced: bool,
+}
+
+impl From<MappingWithoutDevice> for Mapping {
+    fn from(m: MappingWithoutDevice) -> Mapping {
+        Mapping {
+            id: m.id,
+            pid: m.pid,
+            start: m.start,
+            end: m.end,
+            perms: m.perms,
+            offset: m.offset,
+            path: m.path,
+            inode: m.inode,
+            dev: 0,
+            kind: m.kind,
+            traced: m.traced,
+        }
+    }
+}
+
 /// Replays a trace file into `visitor`. A file cut short (a killed
 /// tracer) is replayed up to its last complete frame.
 pub fn read_trace<R: Read>(
@@ -268,6 +302,10 @@ pub fn read_trace<R: Read>(
                 ));
             }
             frame_type::MAPPING => {
+                let m: MappingWithoutDevice = decode(path, at, "mapping", &frame.payload)?;
+                visitor.mapping(&m.into())?
+            }
+            frame_type::MAPPING_WITH_DEVICE => {
                 visitor.mapping(&decode(path, at, "mapping", &frame.payload)?)?
             }
             frame_type::PROCESS_EVENT => {
@@ -326,10 +364,15 @@ mod tests {
     #[derive(Default)]
     struct Collect {
         refs: Vec<Ref>,
+        mappings: Vec<Mapping>,
         end: Option<TraceEnd>,
     }
     impl TraceVisitor for Collect {
         fn header(&mut self, _: &TraceHeader) -> Result<()> {
+            Ok(())
+        }
+        fn mapping(&mut self, m: &Mapping) -> Result<()> {
+            self.mappings.push(m.clone());
             Ok(())
         }
         fn refs(&mut self, refs: &[Ref]) -> Result<()> {
@@ -399,6 +442,71 @@ mod tests {
             assert_eq!(c.refs.len() % 1000, 0);
             assert_eq!(c.refs[..], refs[..c.refs.len()]);
         }
+    }
+
+    /// Mappings round trip with their device; those of the older frame
+    /// type (no device) still read, with device 0.
+    #[test]
+    fn mappings_old_and_new() {
+        #[derive(Serialize)]
+        struct Old<'a> {
+            id: u32,
+            pid: u32,
+            start: u64,
+            end: u64,
+            perms: &'a str,
+            offset: u64,
+            path: &'a str,
+            inode: u64,
+            kind: crate::trace::MappingKind,
+            traced: bool,
+        }
+        let new = Mapping {
+            id: 1,
+            pid: 7,
+            start: 0x1000,
+            end: 0x5000,
+            perms: "rw-s".into(),
+            offset: 0x2000,
+            path: "/dev/shm/x".into(),
+            inode: 42,
+            dev: 25,
+            kind: crate::trace::MappingKind::Shared,
+            traced: true,
+        };
+        let mut w = TraceWriter::new(Vec::new(), Path::new("t"), &header(), 1).unwrap();
+        w.put(
+            frame_type::MAPPING,
+            &Old {
+                id: 0,
+                pid: 7,
+                start: 0x1000,
+                end: 0x5000,
+                perms: "rw-s",
+                offset: 0x2000,
+                path: "/dev/shm/x",
+                inode: 42,
+                kind: crate::trace::MappingKind::Shared,
+                traced: true,
+            },
+        )
+        .unwrap();
+        w.mapping(&new).unwrap();
+        w.finish(&TraceEnd::default()).unwrap();
+        let bytes = w.file.frames.into_inner();
+        let mut c = Collect::default();
+        read_trace(&bytes[..], Path::new("t"), &mut c).unwrap();
+        assert_eq!(
+            c.mappings,
+            vec![
+                Mapping {
+                    id: 0,
+                    dev: 0,
+                    ..new.clone()
+                },
+                new
+            ]
+        );
     }
 
     #[test]

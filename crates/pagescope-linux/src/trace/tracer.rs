@@ -304,6 +304,7 @@ impl State {
             offset: line.offset,
             path: line.path.clone(),
             inode: line.inode,
+            dev: (line.dev_major as u64) << 32 | line.dev_minor as u64,
             kind,
             traced,
         })?;
@@ -1639,6 +1640,7 @@ impl Ptracer {
                     offset: 0,
                     path: "[heap]".into(),
                     inode: 0,
+                    dev: 0,
                     kind: MappingKind::Heap,
                     traced,
                 })?;
