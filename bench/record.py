@@ -25,6 +25,7 @@ CONFIGS = [
     ("fault 100ms", ["--backend", "fault", "--interval", "100ms"]),
     ("fault 1s", ["--backend", "fault", "--interval", "1s"]),
     ("fault 1s --sample 0.1", ["--backend", "fault", "--interval", "1s", "--sample", "0.1"]),
+    ("fault 1s --sample 0.01", ["--backend", "fault", "--interval", "1s", "--sample", "0.01"]),
 ]
 # BACKENDS="refs fault" (the default: what this machine has) picks them.
 CONFIGS = [c for c in CONFIGS if c[0].split()[0] in os.environ.get("BACKENDS", "refs fault").split()]
