@@ -371,6 +371,69 @@ fn attach_and_verify(sample: Option<f64>) {
     }
 }
 
+/// A recorded command that execs (a shell's `exec`): the recording goes
+/// on, and the new image's writes are tracked (it gets write tracking of
+/// its own, as a new process would). pagetest, exec'd by sh, writes its
+/// buffer 4 times 1 s apart: 4 spikes of its pages within 2%, all written
+/// where the kernel tells written pages.
+#[test]
+fn a_command_that_execs_is_recorded_with_its_writes() {
+    let _guard = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = temp_path(dir.path(), "r.rec");
+    let bin = pagescope_bin();
+    let wrapper = [
+        bin.to_str().unwrap(),
+        "record",
+        "-q",
+        "--backend",
+        "refs",
+        "--interval",
+        "100ms",
+        "-o",
+        &out,
+        "--",
+        "sh",
+        "-c",
+        "sleep 0.5; exec \"$0\" \"$@\"",
+    ];
+    let args = [
+        "--size",
+        "64M",
+        "--iterations",
+        "4",
+        "--sleep",
+        "1s",
+        "--delay",
+        "1s",
+    ];
+    let mut pt = Pagetest::start(&wrapper, &args, "done");
+    let status = pt.child.wait().unwrap();
+    assert!(status.success(), "record exited with {status}");
+    let (rec, done) = read(&out);
+    assert_eq!(done, Completeness::Complete);
+    assert_eq!(rec.end.as_ref().unwrap().reason, "exited");
+    let (start, end) = (
+        pt.ready["start"].as_u64().unwrap(),
+        pt.ready["end"].as_u64().unwrap(),
+    );
+    let pages = pt.pages();
+    let first = pt.lines[1]["start_ns"].as_u64().unwrap() - rec.header().start_monotonic_ns;
+    let after: Vec<Value> = temporal(&out, Some((start, end)))
+        .into_iter()
+        .filter(|r| r["end_ns"].as_u64().unwrap() > first)
+        .collect();
+    let found = spikes(&after, 64);
+    assert_eq!(found.len(), 4, "expected 4 spikes, found {found:?}");
+    for s in &found {
+        let err = (s.user as f64 - pages as f64).abs() / pages as f64;
+        assert!(err <= 0.02, "{s:?}: buffer {pages}");
+        if let Some(w) = s.written {
+            assert!(w as f64 >= 0.98 * pages as f64, "{s:?}: buffer {pages}");
+        }
+    }
+}
+
 #[test]
 fn fault_backend_refuses_running_processes() {
     let me = std::process::id().to_string();

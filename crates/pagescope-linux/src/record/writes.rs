@@ -24,8 +24,10 @@
 //! interval of the boundary); a process is given its userfaultfd at the
 //! first boundary where one of its threads can run the injected call (the
 //! freezer holds it at an interrupt stop, or nothing traces it), and its
-//! writes count from the interval after; a process that execs keeps its
-//! writes tracked only until it does.
+//! writes count from the interval after. A process that execs leaves its
+//! userfaultfd with the old image: the scan finds that image gone, and the
+//! new one is given a userfaultfd of its own as a new process would be
+//! (the writes of the interval of the exec are not counted).
 #![allow(unsafe_code)]
 
 use super::pages::clear_soft_dirty;
@@ -151,8 +153,14 @@ impl Writes {
             let mut ranges = Vec::new();
             match scanner.scan(&self.proc_root, &mut ranges) {
                 Err(_) if self.gone(pid) => continue,
+                // It exec'd: the new image gets a scanner at the next
+                // boundary.
+                Ok(false) => {
+                    self.scanners.remove(&pid);
+                    continue;
+                }
                 r => r?,
-            }
+            };
             self.written.insert(pid, ranges);
         }
         // A process that exited gives its descriptor back.
@@ -255,13 +263,17 @@ impl Scanner {
             pagemap,
             seen: HashSet::new(),
         };
-        s.scan(proc_root, &mut Vec::new())?;
+        if !s.scan(proc_root, &mut Vec::new())? {
+            // It exec'd meanwhile: the new image at the next boundary.
+            return Ok(None);
+        }
         Ok(Some(s))
     }
 
     /// Registers the mappings not seen before: private anonymous ones
-    /// and shared memory (the kernel refuses regular files).
-    fn register(&mut self, proc_root: &Path) -> Result<()> {
+    /// and shared memory (the kernel refuses regular files). `false`: the
+    /// address space of the userfaultfd is gone (see [`Scanner::scan`]).
+    fn register(&mut self, proc_root: &Path) -> Result<bool> {
         let path = proc_root.join(self.pid.to_string()).join("maps");
         let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
         let lines = parse::maps::parse(&text).map_err(|e| Error::corrupt(&path, e.to_string()))?;
@@ -282,6 +294,7 @@ impl Scanner {
                 .register(l.start, l.end - l.start, crate::trace::MODE_WP)
             {
                 Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(false),
                 // Not protectable (a regular file, a special mapping), or
                 // held by another userfaultfd (a tracer's), or gone.
                 Err(e)
@@ -292,13 +305,17 @@ impl Scanner {
                 Err(e) => return Err(Error::io("UFFDIO_REGISTER (write protection)", e)),
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Registers new mappings, then puts the ranges written since the
-    /// last scan into `out` (sorted) and protects them again.
-    fn scan(&mut self, proc_root: &Path, out: &mut Vec<(u64, u64)>) -> Result<()> {
-        self.register(proc_root)?;
+    /// last scan into `out` (sorted) and protects them again. `false`:
+    /// the address space that the userfaultfd and the pagemap were opened
+    /// on has no users left (ESRCH) while the process lives on: it exec'd.
+    fn scan(&mut self, proc_root: &Path, out: &mut Vec<(u64, u64)>) -> Result<bool> {
+        if !self.register(proc_root)? {
+            return Ok(false);
+        }
         let mut regions = vec![
             k::page_region {
                 start: 0,
@@ -329,6 +346,9 @@ impl Scanner {
             let n = unsafe { libc::ioctl(self.pagemap.as_raw_fd(), PAGEMAP_SCAN, &mut arg) };
             if n < 0 {
                 let e = io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::ESRCH) {
+                    return Ok(false);
+                }
                 return Err(Error::io(
                     proc_root.join(self.pid.to_string()).join("pagemap"),
                     e,
@@ -345,7 +365,7 @@ impl Scanner {
             }
             at = arg.walk_end;
         }
-        Ok(())
+        Ok(true)
     }
 }
 
