@@ -31,7 +31,7 @@
 //! this address space only (`madvise(MADV_DONTNEED)` in the mover), and
 //! comes back on its minor fault with `UFFDIO_CONTINUE`.
 
-use super::ptrace::Mover;
+use super::ptrace::{Mover, BATCH_ENTRY};
 use super::remote;
 use super::uffd::{Msg, Uffd};
 use nix::errno::Errno;
@@ -50,6 +50,19 @@ pub const STORE_SLOTS: u64 = 1 << 26;
 pub const STORE_BYTES: u64 = STORE_SLOTS * PAGE;
 /// Bytes of the index mapping.
 pub const INDEX_BYTES: u64 = STORE_SLOTS * 8;
+/// Bytes of the mover's scratch area, the last pages of the index: a
+/// batch table of system calls, then the arguments its calls point to.
+pub const SCRATCH_BYTES: u64 = 16 * PAGE;
+/// Slots below this one only: their index entries stay clear of the
+/// scratch area.
+const SLOT_LIMIT: u64 = STORE_SLOTS - SCRATCH_BYTES / 8;
+/// Most system calls in one batch of the mover.
+const BATCH_MAX: usize = 512;
+/// Bytes of a `struct uffdio_move`.
+const MOVE_ARG: usize = 40;
+/// Where in the scratch area a batch's arguments start.
+const BATCH_ARGS: u64 = (BATCH_MAX * BATCH_ENTRY) as u64;
+
 /// VMA name of the store.
 pub const STORE_NAME: &str = "pagescope-store";
 /// VMA name of the index.
@@ -104,7 +117,8 @@ pub struct MoverRef {
     /// The program's userfaultfd descriptor number (the mover has a copy
     /// of the program's descriptor table).
     pub fd: i32,
-    /// A page of the index mapping for ioctl arguments.
+    /// The index mapping's last [`SCRATCH_BYTES`], for system call
+    /// arguments and batch tables.
     pub scratch: u64,
     /// Attaching it failed (the error is reported once).
     pub failed: bool,
@@ -235,7 +249,7 @@ impl Mm {
     /// store has no fresh run left (its freed slots are reused one by
     /// one).
     pub fn evict_run(&mut self, start: u64, n: u64) -> io::Result<u64> {
-        if !self.has_mover() || self.store.next + n >= STORE_SLOTS - PAGE / 8 {
+        if !self.has_mover() || self.store.next + n >= SLOT_LIMIT {
             return Ok(0);
         }
         let first = self.store.next;
@@ -277,6 +291,94 @@ impl Mm {
         Ok(moved)
     }
 
+    /// The moving method's eviction of many runs `(start, n)` at once:
+    /// each run goes into fresh contiguous slots with one `UFFDIO_MOVE`,
+    /// and all the moves run in one batch of the mover. Returns how many
+    /// pages of each run moved (from its start); the rest are left for
+    /// [`Mm::evict`] to try one by one, as after [`Mm::evict_run`]. All
+    /// zero in the copying method or without a mover.
+    pub fn evict_runs(&mut self, runs: &[(u64, u64)]) -> io::Result<Vec<u64>> {
+        let mut moved = vec![0; runs.len()];
+        if self.method != EvictMethod::Move || !self.has_mover() {
+            return Ok(moved);
+        }
+        let mut at = 0;
+        for chunk in runs.chunks(BATCH_MAX) {
+            let pages: u64 = chunk.iter().map(|r| r.1).sum();
+            if self.store.next + pages >= SLOT_LIMIT {
+                break;
+            }
+            // Fresh slots, one run after the other: the index names them
+            // all with one write, before anything moves.
+            let first = self.store.next;
+            self.store.next += pages;
+            self.record_slots(first + pages)?;
+            let names: Vec<u8> = chunk
+                .iter()
+                .flat_map(|&(start, n)| (0..n).map(move |k| start + k * PAGE))
+                .flat_map(u64::to_ne_bytes)
+                .collect();
+            self.write_indexes(first, &names)?;
+            let m = self.mover.as_ref().expect("checked above");
+            let mover = m.mover.as_ref().expect("checked above");
+            let mut args = vec![0u8; chunk.len() * MOVE_ARG];
+            let mut calls = Vec::with_capacity(chunk.len());
+            let mut slot = first;
+            for (k, &(start, n)) in chunk.iter().enumerate() {
+                let a = &mut args[k * MOVE_ARG..(k + 1) * MOVE_ARG];
+                a[0..8].copy_from_slice(&self.store.addr(slot).to_ne_bytes());
+                a[8..16].copy_from_slice(&start.to_ne_bytes());
+                a[16..24].copy_from_slice(&(n * PAGE).to_ne_bytes());
+                a[24..32].copy_from_slice(&super::uffd::MOVE_MODE_DONTWAKE.to_ne_bytes());
+                let arg = m.scratch + BATCH_ARGS + (k * MOVE_ARG) as u64;
+                calls.push((
+                    16, /* ioctl */
+                    [m.fd as u64, super::uffd::MOVE, arg, 0, 0, 0],
+                ));
+                slot += n;
+            }
+            let results = batch(m, mover, &calls, &args, &mut || Ok(true))?;
+            if results.iter().any(|&r| r < 0) {
+                // The kernel reports the bytes it moved before it stopped
+                // (or a negative error) in each argument's `move` field.
+                remote::read(m.pid, m.scratch + BATCH_ARGS, &mut args)?;
+            }
+            let mut slot = first;
+            for (k, (&(start, n), r)) in chunk.iter().zip(results).enumerate() {
+                let done = if r >= 0 {
+                    n
+                } else {
+                    let field = &args[k * MOVE_ARG + 32..(k + 1) * MOVE_ARG];
+                    let bytes = i64::from_ne_bytes(field.try_into().expect("8 bytes"));
+                    (bytes.max(0) as u64 / PAGE).min(n)
+                };
+                for p in 0..done {
+                    self.evicted.insert(start + p * PAGE, slot + p);
+                }
+                if done < n {
+                    let rest = slot + done..slot + n;
+                    self.write_indexes(rest.start, &vec![0u8; ((n - done) * 8) as usize])?;
+                    self.store.free.extend(rest);
+                    let e = Errno::from_raw(-r as i32);
+                    if !matches!(
+                        e,
+                        Errno::EAGAIN
+                            | Errno::EBUSY
+                            | Errno::EINVAL
+                            | Errno::ENOENT
+                            | Errno::EEXIST
+                    ) {
+                        return Err(e.into());
+                    }
+                }
+                moved[at + k] = done;
+                slot += n;
+            }
+            at += chunk.len();
+        }
+        Ok(moved)
+    }
+
     fn write_indexes(&self, slot: u64, bytes: &[u8]) -> io::Result<()> {
         remote::write(self.mem_pid(), self.store.index + slot * 8, bytes)
     }
@@ -299,8 +401,8 @@ impl Mm {
         if let Some(s) = self.store.free.pop() {
             return Ok(s);
         }
-        // The index's last page is the mover's scratch page.
-        if self.store.next >= STORE_SLOTS - PAGE / 8 {
+        // The index's last pages are the mover's scratch area.
+        if self.store.next >= SLOT_LIMIT {
             return Err(io::Error::other("the store of evicted pages is full"));
         }
         let s = self.store.next;
@@ -417,45 +519,66 @@ impl Mm {
             .read_exact_at(buf, addr)
     }
 
-    /// Runs `madvise(MADV_DONTNEED)` of `[start, start+len)` in the mover
-    /// and returns its result. The call waits until the tracer reads the
-    /// `UFFD_EVENT_REMOVE` it raises (one per VMA); those are read here and
-    /// dropped, every other message is kept in `stash`.
+    /// Runs `madvise(MADV_DONTNEED)` of the registered `[start,
+    /// start+len)` in the mover and returns its result (see
+    /// [`Mm::drop_ranges`]).
     fn drop_pages(&mut self, start: u64, len: u64) -> io::Result<i64> {
+        Ok(self.drop_ranges(&[(start, len)], true)?[0])
+    }
+
+    /// Runs one `madvise(MADV_DONTNEED)` per range `(start, len)`, all in
+    /// one batch of the mover, and returns their results. If the ranges
+    /// are `registered`, each call waits until the tracer reads the
+    /// `UFFD_EVENT_REMOVE` it raises (one per VMA); those are read here
+    /// and dropped, every other message is kept in `stash`.
+    fn drop_ranges(&mut self, ranges: &[(u64, u64)], registered: bool) -> io::Result<Vec<i64>> {
         let Mm {
             mover, uffd, stash, ..
         } = self;
-        let Some(mover) = mover.as_ref().and_then(|m| m.mover.as_ref()) else {
-            return Ok(-(libc::ENODEV as i64));
+        let Some((m, mover)) = mover.as_ref().and_then(|m| Some((m, m.mover.as_ref()?))) else {
+            return Ok(vec![-(libc::ENODEV as i64); ranges.len()]);
         };
-        let end = start + len;
-        let mut ours: Vec<(u64, u64)> = Vec::new();
-        let mut covered = 0;
-        let mut msgs = Vec::new();
-        let mut idle = || -> io::Result<bool> {
-            uffd.wait_readable(1)?;
-            msgs.clear();
-            uffd.read_msgs(&mut msgs)?;
-            for &m in &msgs {
-                match m {
-                    // A program's own madvise of the same pages overlaps
-                    // one already seen, and is kept.
-                    Msg::Remove { start: a, end: b }
-                        if a >= start && b <= end && !ours.iter().any(|&(c, d)| a < d && c < b) =>
-                    {
-                        ours.push((a, b));
-                        covered += b - a;
-                    }
-                    other => stash.push(other),
+        let mut results = Vec::with_capacity(ranges.len());
+        for chunk in ranges.chunks(BATCH_MAX) {
+            let total: u64 = chunk.iter().map(|r| r.1).sum();
+            let mut ours: Vec<(u64, u64)> = Vec::new();
+            let mut covered = 0;
+            let mut msgs = Vec::new();
+            let mut idle = || -> io::Result<bool> {
+                if !registered {
+                    return Ok(true);
                 }
-            }
-            Ok(covered >= len)
-        };
-        mover.syscall_idle(
-            28, /* madvise */
-            [start, len, 4 /* MADV_DONTNEED */, 0, 0, 0],
-            &mut idle,
-        )
+                uffd.wait_readable(1)?;
+                msgs.clear();
+                uffd.read_msgs(&mut msgs)?;
+                for &msg in &msgs {
+                    match msg {
+                        // A program's own madvise of the same pages
+                        // overlaps one already seen, and is kept.
+                        Msg::Remove { start: a, end: b }
+                            if chunk.iter().any(|&(s, l)| a >= s && b <= s + l)
+                                && !ours.iter().any(|&(c, d)| a < d && c < b) =>
+                        {
+                            ours.push((a, b));
+                            covered += b - a;
+                        }
+                        other => stash.push(other),
+                    }
+                }
+                Ok(covered >= total)
+            };
+            let calls: Vec<(u64, [u64; 6])> = chunk
+                .iter()
+                .map(|&(start, len)| {
+                    (
+                        28, /* madvise */
+                        [start, len, 4 /* MADV_DONTNEED */, 0, 0, 0],
+                    )
+                })
+                .collect();
+            results.extend(batch(m, mover, &calls, &[], &mut idle)?);
+        }
+        Ok(results)
     }
 
     /// Unmaps the `n` pages of shared memory from `start` in this address
@@ -500,30 +623,30 @@ impl Mm {
         let mut dead = std::mem::take(&mut self.dead);
         dead.sort_unstable();
         dead.dedup();
+        // Runs of neighbouring slots, as (first index into `dead`, end).
+        let mut runs = Vec::new();
         let mut i = 0;
         while i < dead.len() {
             let mut j = i + 1;
             while j < dead.len() && dead[j] == dead[j - 1] + 1 {
                 j += 1;
             }
-            let (start, len) = (self.store.addr(dead[i]), (j - i) as u64 * PAGE);
-            let r = if self.method == EvictMethod::Move {
-                // The store is registered: the madvise waits for its
-                // UFFD_EVENT_REMOVE to be read.
-                self.drop_pages(start, len)?
-            } else {
-                let mover = self.mover.as_ref().and_then(|m| m.mover.as_ref());
-                mover.expect("checked above").syscall(
-                    28, /* madvise */
-                    [start, len, 4 /* MADV_DONTNEED */, 0, 0, 0],
-                )?
-            };
+            runs.push((i, j));
+            i = j;
+        }
+        let ranges: Vec<(u64, u64)> = runs
+            .iter()
+            .map(|&(i, j)| (self.store.addr(dead[i]), (j - i) as u64 * PAGE))
+            .collect();
+        // In the moving method the store is registered: each madvise
+        // waits for its UFFD_EVENT_REMOVE to be read.
+        let results = self.drop_ranges(&ranges, self.method == EvictMethod::Move)?;
+        for (&(i, j), r) in runs.iter().zip(results) {
             if r < 0 {
                 self.dead.extend_from_slice(&dead[i..]);
                 return Err(io::Error::from_raw_os_error(-r as i32));
             }
             self.store.free.extend_from_slice(&dead[i..j]);
-            i = j;
         }
         Ok(())
     }
@@ -579,6 +702,40 @@ impl Mm {
         }
         Ok(())
     }
+}
+
+/// Runs `calls` (system call number and arguments) in `mover` in one
+/// batch, after writing `args` (what the calls point to) at the scratch
+/// area's argument part; returns each call's result. At most
+/// [`BATCH_MAX`] calls.
+fn batch(
+    m: &MoverRef,
+    mover: &Mover,
+    calls: &[(u64, [u64; 6])],
+    args: &[u8],
+    idle: &mut dyn FnMut() -> io::Result<bool>,
+) -> io::Result<Vec<i64>> {
+    debug_assert!(calls.len() <= BATCH_MAX);
+    debug_assert!(BATCH_ARGS + args.len() as u64 <= SCRATCH_BYTES);
+    let mut table = vec![0u8; calls.len() * BATCH_ENTRY];
+    // A call the mover never ran reads as failed.
+    let unrun = -(libc::ENOSYS as i64) as u64;
+    for (e, (nr, a)) in table.chunks_mut(BATCH_ENTRY).zip(calls) {
+        let words = std::iter::once(nr).chain(a).chain(std::iter::once(&unrun));
+        for (word, v) in e.chunks_mut(8).zip(words) {
+            word.copy_from_slice(&v.to_ne_bytes());
+        }
+    }
+    if !args.is_empty() {
+        remote::write(m.pid, m.scratch + BATCH_ARGS, args)?;
+    }
+    remote::write(m.pid, m.scratch, &table)?;
+    mover.batch(m.scratch, calls.len() as u64, idle)?;
+    remote::read(m.pid, m.scratch, &mut table)?;
+    Ok(table
+        .chunks(BATCH_ENTRY)
+        .map(|e| i64::from_ne_bytes(e[56..64].try_into().expect("8 bytes")))
+        .collect())
 }
 
 /// The pages held in the store of `pid` (store at `store`, index at

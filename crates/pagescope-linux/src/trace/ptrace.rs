@@ -579,17 +579,50 @@ pub fn vdso_syscall(pid: u32) -> io::Result<u64> {
 }
 
 /// The code of the mover's page: a `syscall` instruction for injection,
-/// then a loop of `pause()` where the mover waits if it is ever let go.
+/// then a loop of `pause()` where the mover waits if it is ever let go,
+/// then [`MOVER_BATCH`], which runs a table of system calls in one go.
 ///
 /// ```text
-/// 0: 0f 05           syscall
-/// 2: b8 22 00 00 00  mov eax, 34 (pause)
-/// 7: 0f 05           syscall
-/// 9: eb f7           jmp 2
+///  0: 0f 05           syscall
+///  2: b8 22 00 00 00  mov eax, 34 (pause)
+///  7: 0f 05           syscall
+///  9: eb f7           jmp 2
+///     ; batch: rbx = table of 64-byte entries (nr, six arguments, result),
+///     ; r12 = number of entries
+///  b: 4d 85 e4        test r12, r12
+///  e: 74 2a           jz 3a
+/// 10: 48 8b 03        mov rax, [rbx]
+/// 13: 48 8b 7b 08     mov rdi, [rbx+8]
+/// 17: 48 8b 73 10     mov rsi, [rbx+16]
+/// 1b: 48 8b 53 18     mov rdx, [rbx+24]
+/// 1f: 4c 8b 53 20     mov r10, [rbx+32]
+/// 23: 4c 8b 43 28     mov r8, [rbx+40]
+/// 27: 4c 8b 4b 30     mov r9, [rbx+48]
+/// 2b: 0f 05           syscall
+/// 2d: 48 89 43 38     mov [rbx+56], rax
+/// 31: 48 83 c3 40     add rbx, 64
+/// 35: 49 ff cc        dec r12
+/// 38: eb d1           jmp b
+/// 3a: cc              int3 (SIGTRAP: the tracer sees the batch done)
+/// 3b: eb fd           jmp 3a
 /// ```
-pub const MOVER_CODE: [u8; 11] = [
-    0x0f, 0x05, 0xb8, 0x22, 0x00, 0x00, 0x00, 0x0f, 0x05, 0xeb, 0xf7,
+pub const MOVER_CODE: [u8; 61] = [
+    0x0f, 0x05, 0xb8, 0x22, 0x00, 0x00, 0x00, 0x0f, 0x05, 0xeb, 0xf7, // syscall; pause loop
+    0x4d, 0x85, 0xe4, 0x74, 0x2a, // test r12, r12; jz 3a
+    0x48, 0x8b, 0x03, 0x48, 0x8b, 0x7b, 0x08, 0x48, 0x8b, 0x73, 0x10, // rax, rdi, rsi
+    0x48, 0x8b, 0x53, 0x18, 0x4c, 0x8b, 0x53, 0x20, // rdx, r10
+    0x4c, 0x8b, 0x43, 0x28, 0x4c, 0x8b, 0x4b, 0x30, // r8, r9
+    0x0f, 0x05, 0x48, 0x89, 0x43, 0x38, // syscall; result
+    0x48, 0x83, 0xc3, 0x40, 0x49, 0xff, 0xcc, 0xeb, 0xd1, // next entry
+    0xcc, 0xeb, 0xfd, // int3
 ];
+
+/// Offset of the batch routine in [`MOVER_CODE`].
+pub const MOVER_BATCH: u64 = 0xb;
+
+/// Bytes of one entry of a batch table: `nr`, six arguments, and the
+/// result written back.
+pub const BATCH_ENTRY: usize = 64;
 
 /// clone flags of the mover: same address space, not auto-attached, no
 /// signal to the parent when it ends (so the program's `wait` never sees
@@ -665,6 +698,64 @@ impl Mover {
             &mut Vec::new(),
             Some(idle),
         )
+    }
+
+    /// Runs the `n` system calls of the batch table at `table` (in the
+    /// mover's address space, [`BATCH_ENTRY`] bytes each, results written
+    /// back into it) with one resume of the mover: the calls run without
+    /// a stop between them, so a batch costs one round trip to the mover
+    /// where single calls cost one each. `idle` is called while they run,
+    /// until it returns `true`, as in [`Mover::syscall_idle`]. The mover
+    /// ends stopped by its `int3`; the next injection drops the SIGTRAP.
+    pub fn batch(
+        &self,
+        table: u64,
+        n: u64,
+        idle: &mut dyn FnMut() -> io::Result<bool>,
+    ) -> io::Result<()> {
+        let mut r = self.regs;
+        r.rip = self.insn + MOVER_BATCH;
+        r.orig_rax = u64::MAX;
+        r.rbx = table;
+        r.r12 = n;
+        ptrace::setregs(self.pid, r)?;
+        ptrace::cont(self.pid, None)?;
+        let mut waiting = true;
+        loop {
+            let flags = if waiting {
+                WaitPidFlag::__WALL | WaitPidFlag::WNOHANG
+            } else {
+                WaitPidFlag::__WALL
+            };
+            match waitpid(self.pid, Some(flags)) {
+                Err(Errno::EINTR) => continue,
+                Ok(WaitStatus::StillAlive) => waiting = !idle()?,
+                Ok(WaitStatus::Stopped(_, Signal::SIGTRAP)) => return Ok(()),
+                Ok(WaitStatus::Stopped(_, sig))
+                    if matches!(
+                        sig,
+                        Signal::SIGSEGV | Signal::SIGBUS | Signal::SIGILL | Signal::SIGFPE
+                    ) =>
+                {
+                    return Err(io::Error::other(format!(
+                        "the mover {} faulted ({sig}) running a batch of system calls",
+                        self.pid
+                    )))
+                }
+                // A signal sent to the mover is dropped, another stop
+                // passed over.
+                Ok(WaitStatus::Stopped(..) | WaitStatus::PtraceEvent(..)) => {
+                    ptrace::cont(self.pid, None)?
+                }
+                Ok(other) => {
+                    return Err(io::Error::other(format!(
+                        "the mover {} went away during a batch: {other:?}",
+                        self.pid
+                    )))
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     /// Ends the mover.

@@ -11,7 +11,8 @@
 //! the program running normally.
 
 use super::mm::{
-    self, Mm, MoverRef, Restored, Store, INDEX_BYTES, INDEX_NAME, PAGE, STORE_BYTES, STORE_NAME,
+    self, Mm, MoverRef, Restored, Store, INDEX_BYTES, INDEX_NAME, PAGE, SCRATCH_BYTES, STORE_BYTES,
+    STORE_NAME,
 };
 use super::ptrace::{self as pt, nr, Injector, Mover};
 use super::uffd::{self, Msg, Uffd};
@@ -365,10 +366,13 @@ fn evict_pages(
 ) -> Result<(Vec<(u32, u64)>, Vec<(u32, u64)>)> {
     let mut out = Vec::new();
     let mut later = Vec::new();
+    // Runs of neighbours in one mapping: (first, end) into `pages`, and
+    // whether the mapping is shared.
+    let mut runs = Vec::new();
     let mut i = 0;
     while i < pages.len() {
         let (key, start) = pages[i];
-        let Some(space) = st.spaces.get_mut(&key) else {
+        let Some(space) = st.spaces.get(&key) else {
             i += 1;
             continue;
         };
@@ -388,6 +392,44 @@ fn evict_pages(
         {
             j += 1;
         }
+        runs.push((i, j, shared));
+        i = j;
+    }
+    // The moving method moves a space's private runs in one batch of its
+    // mover: one round trip for the lot, where a run alone costs one.
+    let mut moved_in_batch: HashMap<(u32, u64), usize> = HashMap::new();
+    let mut k = 0;
+    while k < runs.len() {
+        let key = pages[runs[k].0].0;
+        let mut l = k;
+        while l < runs.len() && pages[runs[l].0].0 == key {
+            l += 1;
+        }
+        let private: Vec<(u64, u64)> = runs[k..l]
+            .iter()
+            .filter(|r| !r.2)
+            .map(|&(i, j, _)| (pages[i].1, (j - i) as u64))
+            .collect();
+        if let Some(space) = st.spaces.get_mut(&key) {
+            if space.mm.method == EvictMethod::Move && !private.is_empty() {
+                match space.mm.evict_runs(&private) {
+                    Ok(moved) => {
+                        for (&(start, _), m) in private.iter().zip(moved) {
+                            moved_in_batch.insert((key, start), m as usize);
+                        }
+                    }
+                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                    Err(e) => return Err(sys("UFFDIO_MOVE (evicting pages)", e)),
+                }
+            }
+        }
+        k = l;
+    }
+    for (i, j, shared) in runs {
+        let (key, start) = pages[i];
+        let Some(space) = st.spaces.get_mut(&key) else {
+            continue;
+        };
         let n = (j - i) as u64;
         if shared {
             // Shared memory stays in the page cache: only this mapping of
@@ -400,10 +442,11 @@ fn evict_pages(
                 Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
                 Err(e) => return Err(sys("madvise (evicting shared memory)", e)),
             }
-            i = j;
             continue;
         }
-        let moved = if n > 1 {
+        let moved = if let Some(&m) = moved_in_batch.get(&(key, start)) {
+            m
+        } else if n > 1 {
             match space.mm.evict_run(start, n) {
                 Ok(m) => m as usize,
                 Err(e) if e.raw_os_error() == Some(libc::ESRCH) => 0,
@@ -429,7 +472,6 @@ fn evict_pages(
                 Err(e) => return Err(sys("UFFDIO_MOVE (evicting a page)", e)),
             }
         }
-        i = j;
     }
     counts
         .evictions
@@ -1329,7 +1371,7 @@ impl Ptracer {
                     pid: mover as u32,
                     insn: code,
                     fd: fd as i32,
-                    scratch: index as u64 + INDEX_BYTES - PAGE,
+                    scratch: index as u64 + INDEX_BYTES - SCRATCH_BYTES,
                     failed: false,
                 }),
                 method,
@@ -2230,18 +2272,34 @@ fn empty_range(mm: &mut Mm, start: u64, end: u64, shared: bool, fraction: f64) -
         }
     })?;
     let what = |e| sys("evicting the pages of a new mapping", e);
+    // Runs of neighbours, as (first, end) into `present`.
+    let mut runs = Vec::new();
     let mut i = 0;
     while i < present.len() {
         let mut j = i + 1;
         while j < present.len() && j - i < 4096 && present[j] == present[j - 1] + PAGE {
             j += 1;
         }
-        if shared {
+        runs.push((i, j));
+        i = j;
+    }
+    if shared {
+        for (i, j) in runs {
             mm.unmap_shared(present[i], (j - i) as u64).map_err(what)?;
-            i = j;
-            continue;
         }
-        let moved = if j - i > 1 {
+        return Ok(present);
+    }
+    // The moving method moves them all in one batch of the mover (a
+    // sampled range is mostly runs of one page).
+    let starts: Vec<(u64, u64)> = runs
+        .iter()
+        .map(|&(i, j)| (present[i], (j - i) as u64))
+        .collect();
+    let batched = mm.evict_runs(&starts).map_err(what)?;
+    for (&(i, j), done) in runs.iter().zip(batched) {
+        let moved = if done > 0 || mm.method == EvictMethod::Move {
+            done as usize
+        } else if j - i > 1 {
             mm.evict_run(present[i], (j - i) as u64).map_err(what)? as usize
         } else {
             0
@@ -2249,7 +2307,6 @@ fn empty_range(mm: &mut Mm, start: u64, end: u64, shared: bool, fraction: f64) -
         for &page in &present[i + moved..j] {
             mm.evict(page).map_err(what)?;
         }
-        i = j;
     }
     Ok(present)
 }
