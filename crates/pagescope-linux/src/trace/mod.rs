@@ -14,7 +14,7 @@ mod tracer;
 mod uffd;
 
 pub use ptrace::with_stop_signals_blocked;
-pub use release::{release, release_order};
+pub use release::{end_stray_mover, release, release_order, still_traced, unpark};
 pub(crate) use tracer::userfaultfd_of;
 pub use tracer::{
     evict_method, shmem_supported, trace, Counts, Sampled, Sampler, Target, TraceConfig,

@@ -61,6 +61,8 @@ pub mod nr {
     pub const USERFAULTFD: u64 = 323;
     /// dup3
     pub const DUP3: u64 = 292;
+    /// wait4
+    pub const WAIT4: u64 = 61;
 }
 
 /// The options every tracee gets.
@@ -397,6 +399,9 @@ pub struct Injector {
     insn: u64,
     held: Vec<Signal>,
     finished: bool,
+    /// The mover's code page holding this injection's parking record,
+    /// and the process whose memory it is in.
+    parked: Option<(u32, u64)>,
 }
 
 impl Injector {
@@ -412,7 +417,35 @@ impl Injector {
             insn: insn.unwrap_or(saved.rip - 2),
             held: Vec::new(),
             finished: false,
+            parked: None,
         })
+    }
+
+    /// Runs the next system calls at the `syscall` instruction that starts
+    /// the mover's code page `code` in process `pid`, after writing the
+    /// thread's saved registers there (see [`Parked`]). Should pagescope
+    /// die before [`Injector::finish`], the thread goes on into the page's
+    /// `pause()` loop rather than into the program's code with the
+    /// registers of an injected call, and `--release` gives it its
+    /// registers back.
+    pub fn park_in(&mut self, pid: u32, code: u64) -> io::Result<()> {
+        write_record(
+            pid,
+            code,
+            &Parked::record(self.tid.as_raw() as u32, &self.saved),
+        )?;
+        self.parked = Some((pid, code));
+        self.insn = code;
+        // From now on, between calls too: the thread would go on at the
+        // loop, not where the last call left it.
+        let mut r = ptrace::getregs(self.tid)?;
+        r.rip = code + 2;
+        // Not in a system call to restart (at an interrupt stop of an
+        // attach, the kernel would otherwise run the interrupted call once
+        // more, at the page, before the loop).
+        r.orig_rax = u64::MAX;
+        ptrace::setregs(self.tid, r)?;
+        Ok(())
     }
 
     /// As [`Injector::new`] for a thread at its `PTRACE_INTERRUPT` stop,
@@ -443,11 +476,6 @@ impl Injector {
         Ok(inj)
     }
 
-    /// Runs the next system calls at the `syscall` instruction at `insn`.
-    pub fn set_insn(&mut self, insn: u64) {
-        self.insn = insn;
-    }
-
     /// The saved stack pointer.
     pub fn sp(&self) -> u64 {
         self.saved.rsp
@@ -472,6 +500,11 @@ impl Injector {
     pub fn finish(mut self) -> io::Result<()> {
         self.finished = true;
         ptrace::setregs(self.tid, self.saved)?;
+        if let Some((pid, code)) = self.parked {
+            // The thread is back at its own code: the record is void (the
+            // release checks where the thread is, too).
+            let _ = write_record(pid, code, &[0u8; 8]);
+        }
         for sig in std::mem::take(&mut self.held) {
             let _ = signal::kill(self.tid, sig);
         }
@@ -486,6 +519,173 @@ impl Drop for Injector {
         if !self.finished {
             let _ = ptrace::setregs(self.tid, self.saved);
         }
+    }
+}
+
+/// Where in the mover's code page the parking record is.
+pub const PARK_RECORD: u64 = 2048;
+
+/// First word of a valid parking record.
+const PARK_MAGIC: u64 = u64::from_le_bytes(*b"pgsPARK1");
+
+/// Words of a `user_regs_struct`.
+const REGS_WORDS: usize = std::mem::size_of::<libc::user_regs_struct>() / 8;
+
+/// Bytes of a parking record: magic, thread id, registers.
+const RECORD_BYTES: usize = 16 + REGS_WORDS * 8;
+
+/// Writes `bytes` at the parking record of the code page `code` of `pid`.
+fn write_record(pid: u32, code: u64, bytes: &[u8]) -> io::Result<()> {
+    write_code(pid, code + PARK_RECORD, bytes)
+}
+
+/// Writes `bytes` at `addr` in `pid` through `/proc/PID/mem`, which
+/// writes into a page mapped without write permission (the mover's code
+/// page): the kernel gives the process its own copy of the page.
+pub fn write_code(pid: u32, addr: u64, bytes: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(format!("/proc/{pid}/mem"))?
+        .write_all_at(bytes, addr)
+}
+
+/// The threads of `pid` blocked in `pause()` in the loop of a page that
+/// holds [`MOVER_CODE`]: each with the page's address and its bytes up to
+/// the end of the parking record.
+fn in_pause_loop(pid: u32) -> Vec<(u32, u64, Vec<u8>)> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for t in tasks.flatten() {
+        let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        // "nr args... sp pc" of a thread blocked in a system call.
+        let Ok(sc) = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall")) else {
+            continue;
+        };
+        let f: Vec<&str> = sc.split_whitespace().collect();
+        if f.len() != 9 || f[0] != "34" {
+            continue;
+        }
+        let Some(pc) = f[8]
+            .strip_prefix("0x")
+            .and_then(|h| u64::from_str_radix(h, 16).ok())
+        else {
+            continue;
+        };
+        let code = pc & !4095;
+        if !(code + 2..=code + MOVER_BATCH).contains(&pc) {
+            continue;
+        }
+        let mut page = vec![0u8; PARK_RECORD as usize + RECORD_BYTES];
+        if super::remote::read(pid, code, &mut page).is_ok()
+            && page[..MOVER_CODE.len()] == MOVER_CODE
+        {
+            out.push((tid, code, page));
+        }
+    }
+    out
+}
+
+/// Whether `pid` is a mover that pagescope never attached (it died
+/// between the `clone` that made it and the attach, so the kernel did
+/// not kill it with pagescope): a process of one thread, waiting in the
+/// `pause()` loop of a mover's code page with no parking record naming
+/// it. (No thread of the program waits there but a parked one, which a
+/// record names.) It holds a copy of the program's descriptors as they
+/// were at the `clone` (a pipe's write end keeps the reader waiting), so
+/// `--release` ends it.
+pub fn stray_mover(pid: u32) -> bool {
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count());
+    threads == 1 && in_pause_loop(pid).len() == 1 && Parked::find(pid).is_empty()
+}
+
+/// A thread left in the `pause()` loop of a mover's code page by an
+/// injection that pagescope did not live to finish, and the registers
+/// to give it back.
+///
+/// Before an injection changes a thread's registers, the tracer writes
+/// them into the code page (at [`PARK_RECORD`]: magic, thread id,
+/// `user_regs_struct`), and clears the record once the thread has them
+/// back. A thread whose record is still there *and* that sits in the
+/// page's `pause()` loop (the program's own code never runs there) is
+/// parked.
+#[derive(Debug, Clone, Copy)]
+pub struct Parked {
+    /// The thread.
+    pub tid: u32,
+    /// Its code page.
+    pub code: u64,
+    regs: libc::user_regs_struct,
+}
+
+impl Parked {
+    fn record(tid: u32, regs: &libc::user_regs_struct) -> Vec<u8> {
+        let mut out = Vec::with_capacity(RECORD_BYTES);
+        out.extend_from_slice(&PARK_MAGIC.to_le_bytes());
+        out.extend_from_slice(&u64::from(tid).to_le_bytes());
+        // SAFETY: user_regs_struct is plain u64 words.
+        let words: &[u64; REGS_WORDS] = unsafe { &*(regs as *const _ as *const [u64; REGS_WORDS]) };
+        for w in words {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+        out
+    }
+
+    /// The parked threads of process `pid`: each thread blocked in
+    /// `pause()` whose instruction pointer is in the loop of a page
+    /// holding [`MOVER_CODE`] and a record naming it.
+    pub fn find(pid: u32) -> Vec<Parked> {
+        let mut out = Vec::new();
+        for (tid, code, page) in in_pause_loop(pid) {
+            let rec = &page[PARK_RECORD as usize..];
+            let word = |i: usize| u64::from_le_bytes(rec[i * 8..i * 8 + 8].try_into().unwrap());
+            if word(0) != PARK_MAGIC || word(1) != u64::from(tid) {
+                continue;
+            }
+            let mut words = [0u64; REGS_WORDS];
+            for (i, w) in words.iter_mut().enumerate() {
+                *w = word(2 + i);
+            }
+            // SAFETY: user_regs_struct is plain u64 words.
+            let regs: libc::user_regs_struct = unsafe { std::mem::transmute(words) };
+            out.push(Parked { tid, code, regs });
+        }
+        out
+    }
+
+    /// Gives the thread its registers back (attached for that moment
+    /// only): it leaves the `pause()` and goes on with its own code, as
+    /// it would have after the injection. Clears the record.
+    pub fn unpark(&self, pid: u32) -> io::Result<()> {
+        let t = Pid::from_raw(self.tid as i32);
+        ptrace::seize(t, ptrace::Options::empty()).map_err(seize_error)?;
+        let r = (|| {
+            ptrace::interrupt(t)?;
+            loop {
+                match waitpid(t, Some(WaitPidFlag::__WALL)) {
+                    Err(Errno::EINTR) => continue,
+                    Ok(WaitStatus::PtraceEvent(..)) => break,
+                    // A signal that came meanwhile: deliver it later.
+                    Ok(WaitStatus::Stopped(_, sig)) => ptrace::cont(t, sig)?,
+                    Ok(other) => {
+                        return Err(io::Error::other(format!(
+                            "thread {} went away while parked: {other:?}",
+                            self.tid
+                        )))
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            ptrace::setregs(t, self.regs)?;
+            Ok(())
+        })();
+        let _ = write_record(pid, self.code, &[0u8; 8]);
+        let _ = ptrace::detach(t, None);
+        r
     }
 }
 

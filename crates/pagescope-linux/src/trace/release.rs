@@ -7,6 +7,7 @@
 //! the page in each slot (see [`super::mm`]).
 
 use super::mm::{self, INDEX_BYTES, INDEX_NAME, PAGE, STORE_BYTES, STORE_NAME};
+use super::ptrace::Parked;
 use super::tracer::{take_fd, unregister_all};
 use super::uffd::{self, Msg, Uffd};
 use pagescope_core::{parse, Error, Result};
@@ -29,10 +30,82 @@ pub fn release_order(pid: u32) -> Vec<u32> {
     let rest = out.split_off(1);
     out.extend(
         rest.into_iter()
-            .filter(|&p| userfaultfds(p).is_ok_and(|u| !u.is_empty()))
-            .filter(|&p| store_of(p).is_ok_and(|s| s.is_some())),
+            .filter(|&p| still_traced(p) || !Parked::find(p).is_empty()),
     );
     out
+}
+
+/// Ends `pid` if it is a mover pagescope never attached (see
+/// [`super::ptrace::stray_mover`]); returns whether it did.
+pub fn end_stray_mover(pid: u32) -> bool {
+    super::ptrace::stray_mover(pid)
+        && rustix::process::Pid::from_raw(pid as i32).is_some_and(|p| {
+            rustix::process::kill_process(p, rustix::process::Signal::KILL).is_ok()
+        })
+}
+
+/// Gives each thread of `pid` that a dying pagescope left parked in the
+/// middle of an injection (see [`Parked`]) its registers back; first puts
+/// back, by writing them, the pages the process is missing that its store
+/// holds. Returns how many threads went on.
+///
+/// The pages: a forked child parks before it has a userfaultfd of its
+/// own, while its registrations are on the descriptor the fork made,
+/// which only pagescope held; pagescope's death closed it and left the
+/// child unregistered, its pages still away mere holes. No code of the
+/// child has run since the fork, so each hole that its copy of the index
+/// names is still untouched and gets the page from the slot.
+pub fn unpark(pid: u32) -> Result<usize> {
+    let parked = Parked::find(pid);
+    if parked.is_empty() {
+        return Ok(0);
+    }
+    if let Some((store, index)) = store_of(pid)? {
+        let mem_path = format!("/proc/{pid}/mem");
+        let stored = mm::stored_pages(pid, store, index)
+            .map_err(|e| Error::io(format!("{mem_path} (the store's index)"), e))?;
+        let holes = missing(pid, stored.iter().map(|&(_, page)| page))?;
+        let mem = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&mem_path)
+            .map_err(|e| Error::io(&mem_path, e))?;
+        let mut buf = vec![0u8; PAGE as usize];
+        for (&(slot, page), hole) in stored.iter().zip(holes) {
+            if hole {
+                use std::os::unix::fs::FileExt;
+                super::remote::read(pid, store + slot * PAGE, &mut buf)
+                    .and_then(|()| mem.write_all_at(&buf, page))
+                    .map_err(|e| Error::io(&mem_path, e))?;
+            }
+        }
+    }
+    for p in &parked {
+        p.unpark(pid)
+            .map_err(|e| Error::io(format!("/proc/{pid}/task/{}", p.tid), e))?;
+    }
+    Ok(parked.len())
+}
+
+/// For each of `pages`, whether it is missing from `pid` (neither present
+/// nor swapped out, in its pagemap).
+fn missing(pid: u32, pages: impl Iterator<Item = u64>) -> Result<Vec<bool>> {
+    use std::os::unix::fs::FileExt;
+    let path = format!("/proc/{pid}/pagemap");
+    let f = std::fs::File::open(&path).map_err(|e| Error::io(&path, e))?;
+    let mut e = [0u8; 8];
+    pages
+        .map(|page| {
+            f.read_exact_at(&mut e, page / PAGE * 8)
+                .map_err(|err| Error::io(&path, err))?;
+            Ok(u64::from_le_bytes(e) >> 62 == 0)
+        })
+        .collect()
+}
+
+/// Whether `pid` still holds a userfaultfd and a pagescope store: what
+/// [`release`] needs to find in a process.
+pub fn still_traced(pid: u32) -> bool {
+    userfaultfds(pid).is_ok_and(|u| !u.is_empty()) && store_of(pid).is_ok_and(|s| s.is_some())
 }
 
 /// Where the store and the index of a process traced by pagescope are.
@@ -89,9 +162,12 @@ pub fn release(pid: u32) -> Result<Released> {
             format!("process {pid} has no pagescope store: it was not traced by pagescope"),
         ));
     };
-    let stored = mm::stored_pages(pid, store, index)
-        .map_err(|e| Error::io(format!("/proc/{pid}/mem (the store's index)"), e))?;
     let mut done = Released::default();
+    let stored = match mm::stored_pages(pid, store, index) {
+        Ok(stored) => stored,
+        Err(_) if moved_on(pid, store, index) => return Ok(done),
+        Err(e) => return Err(Error::io(format!("/proc/{pid}/mem (the store's index)"), e)),
+    };
     for fd in uffds {
         let ours = take_fd(pid, fd)?;
         let uffd = Uffd::new(ours);
@@ -101,8 +177,13 @@ pub fn release(pid: u32) -> Result<Released> {
             Ok(()) => {}
             // Another descriptor of the process owns the pages.
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => continue,
-            // The pages put back so far let it finish: it has exited.
-            Err(_) if exited(pid) => return Ok(done),
+            // A descriptor inherited from a parent whose address space is
+            // gone: nothing of this process is registered with it.
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => continue,
+            // The pages put back so far let it finish, or it was released
+            // already through its parent's fork message and then exec'd (its
+            // store is gone with the old image): nothing is left to put back.
+            Err(_) if moved_on(pid, store, index) => return Ok(done),
             Err(e) => return Err(Error::io(format!("UFFDIO_COPY in {pid}"), e)),
         }
         // Unregistering wakes every thread still waiting on a page.
@@ -207,6 +288,12 @@ fn follow(
         Msg::Fault { .. } | Msg::Other(_) => {}
     }
     Ok(())
+}
+
+/// Whether `pid` no longer has the store found at (`store`, `index`): it
+/// has exited, or it exec'd and the store went with its old image.
+fn moved_on(pid: u32, store: u64, index: u64) -> bool {
+    exited(pid) || !store_of(pid).is_ok_and(|s| s == Some((store, index)))
 }
 
 /// Whether `pid` has exited (gone, or a zombie).

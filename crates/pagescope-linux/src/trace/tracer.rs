@@ -218,6 +218,9 @@ struct State {
     forks: HashMap<u32, VecDeque<PendingFork>>,
     /// Spaces gone (exit, exec) whose movers the fault thread must end.
     retired: Vec<Space>,
+    /// Movers ended by the release, for the ptrace thread to reap in their
+    /// programs: (program pid, mover pid, mover code address).
+    reap: Vec<(u32, u32, u64)>,
     failure: Option<String>,
     zero: Box<[u8; PAGE as usize]>,
     /// How pages leave the program.
@@ -895,7 +898,9 @@ fn on_event(st: &mut State, key: u32, msg: Msg) -> Result<()> {
 
 /// Puts every evicted page back and unregisters every range of `mm`, so
 /// the program runs on untraced; then frees the store and ends the mover.
-fn release_space(space: &mut Space) -> Result<()> {
+/// Returns the mover it ended, as (the program's pid, the mover's pid,
+/// its code address): a zombie child of the program until reaped.
+fn release_space(space: &mut Space) -> Result<Option<(u32, u32, u64)>> {
     let mm = &mut space.mm;
     let pages: Vec<u64> = mm.evicted.keys().copied().collect();
     for page in pages {
@@ -905,6 +910,7 @@ fn release_space(space: &mut Space) -> Result<()> {
     // Through the mover's pid: the program's names another address space
     // once it has exec'd, and none once it has exited.
     let unregistered = unregister_all(&mm.uffd, mm.mem_pid())?;
+    let ended = mm.mover.as_ref().map(|m| (mm.pid, m.pid, m.insn));
     if let Some(m) = mm.mover.as_mut().and_then(|m| m.mover.take()) {
         if unregistered {
             // Unregistered now, so this raises no event (one would wait
@@ -915,8 +921,9 @@ fn release_space(space: &mut Space) -> Result<()> {
             );
         }
         m.kill();
+        return Ok(ended);
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Unregisters every VMA of `pid` that has userfaultfd flags; the kernel
@@ -1033,8 +1040,12 @@ fn fault_thread(shared: Arc<Shared>, wake_r: OwnedFd) {
             let keys: Vec<u32> = st.spaces.keys().copied().collect();
             for k in keys {
                 if let Some(space) = st.spaces.get_mut(&k) {
-                    if let Err(e) = release_space(space) {
-                        st.failure.get_or_insert(e.to_string());
+                    match release_space(space) {
+                        Ok(Some(ended)) => st.reap.push(ended),
+                        Ok(None) => {}
+                        Err(e) => {
+                            st.failure.get_or_insert(e.to_string());
+                        }
                     }
                 }
             }
@@ -1219,6 +1230,22 @@ fn page_up(v: u64) -> u64 {
     (v + PAGE - 1) & !(PAGE - 1)
 }
 
+/// Fault injection for the tests of `--release`: with
+/// `PAGESCOPE_DIE_IN_INJECTION=WHERE` in its environment (`exec`: setting
+/// up an exec'd image; `fork`: a forked child; `mover`: a forked child,
+/// once its mover is cloned and before it is attached), pagescope kills
+/// itself there, in the middle of an injection, once. (`fork-entry`: at
+/// the entry stop of a `fork`, no injection: the fork then waits on its
+/// message, unread.)
+fn die_here_for_tests(place: &str) {
+    static DONE: AtomicBool = AtomicBool::new(false);
+    if std::env::var_os("PAGESCOPE_DIE_IN_INJECTION").is_some_and(|w| w == place)
+        && !DONE.swap(true, Ordering::SeqCst)
+    {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::this(), Signal::SIGKILL);
+    }
+}
+
 impl Ptracer {
     /// Writes `name` below the red zone of the stopped thread's stack, for
     /// an injected call that takes a string; returns its address.
@@ -1252,6 +1279,29 @@ impl Ptracer {
             inj.syscall(n, a)
                 .map_err(|e| sys("system call injection", e))
         };
+        // First the mover's page of code, whose `syscall` instruction the
+        // other calls run at: a thread there goes on into a `pause()`
+        // loop, not into the program, should pagescope die meanwhile (see
+        // `Injector::park_in`).
+        // (Mapped read and execute; written through /proc/PID/mem.)
+        let code = run(
+            &mut inj,
+            nr::MMAP,
+            [0, PAGE, 5, MAP_PRIVATE | MAP_ANONYMOUS, u64::MAX, 0],
+        )?;
+        if code < 0 {
+            let _ = inj.finish();
+            return Err(sys(
+                "mmap of the mover's code",
+                std::io::Error::from_raw_os_error(-code as i32),
+            ));
+        }
+        let code = code as u64;
+        pt::write_code(tgid, code, &pt::MOVER_CODE)
+            .map_err(|e| sys("writing the mover's code", e))?;
+        inj.park_in(tgid, code)
+            .map_err(|e| sys("writing the parking record", e))?;
+        die_here_for_tests("exec");
         let fd = make_userfaultfd(&mut inj, t)?;
         let guard = PAGE;
         let total = STORE_BYTES + 2 * guard;
@@ -1310,31 +1360,12 @@ impl Ptracer {
             )?;
         }
         let brk = run(&mut inj, nr::BRK, [0; 6])?;
-        // The mover: a page of code, then a task of this address space
-        // that starts in it.
-        let code = run(
-            &mut inj,
-            nr::MMAP,
-            [0, PAGE, 3, MAP_PRIVATE | MAP_ANONYMOUS, u64::MAX, 0],
-        )?;
-        if code < 0 {
-            let _ = inj.finish();
-            return Err(sys(
-                "mmap of the mover's code",
-                std::io::Error::from_raw_os_error(-code as i32),
-            ));
-        }
-        let code = code as u64;
-        super::remote::write(tgid, code, &pt::MOVER_CODE)
-            .map_err(|e| sys("writing the mover's code", e))?;
-        run(&mut inj, nr::MPROTECT, [code, PAGE, 5, 0, 0, 0])?;
         let at = Self::write_name(t, sp, "pagescope-mover")?;
         run(
             &mut inj,
             nr::PRCTL,
             [PR_SET_VMA, PR_SET_VMA_ANON_NAME, code, PAGE, at, 0],
         )?;
-        inj.set_insn(code);
         let mover = run(&mut inj, nr::CLONE, [pt::MOVER_CLONE_FLAGS, 0, 0, 0, 0, 0])?;
         inj.finish().map_err(|e| sys("ptrace SETREGS", e))?;
         if mover <= 0 {
@@ -1985,7 +2016,10 @@ impl Ptracer {
         let t = Pid::from_raw(tid as i32);
         let mut inj =
             Injector::at_interrupt(t, inherited.code).map_err(|e| sys("ptrace GETREGS", e))?;
+        inj.park_in(tid, inherited.code)
+            .map_err(|e| sys("writing the parking record", e))?;
         let own = self.child_userfaultfd(&mut inj, tid, inherited.fd);
+        die_here_for_tests("fork");
         // The mover comes after the descriptor, as at an attach: its copy
         // of the descriptor table holds it too.
         let mover = match &own {
@@ -1994,6 +2028,7 @@ impl Ptracer {
                 .map_err(|e| sys("system call injection", e)),
             Err(_) => Ok(-1),
         };
+        die_here_for_tests("mover");
         inj.finish().map_err(|e| sys("ptrace SETREGS", e))?;
         let (own, fd) = own?;
         let mover = mover?;
@@ -2116,6 +2151,9 @@ impl Ptracer {
                 if info.op == libc::PTRACE_SYSCALL_INFO_ENTRY {
                     // SAFETY of reading the union: op says entry.
                     let entry = entry_of(&info);
+                    if entry.0 == nr::CLONE && entry.1[0] & libc::CLONE_VM as u64 == 0 {
+                        die_here_for_tests("fork-entry");
+                    }
                     if let Some(t) = self.threads.get_mut(&tid) {
                         t.entry = Some(entry);
                     }
@@ -2193,6 +2231,78 @@ impl Ptracer {
         Ok(())
     }
 
+    /// Reaps the mover `mover` that the release ended. Its clone has no
+    /// exit signal, so none of the program's own waits sees it, and it
+    /// would stay a zombie child of the program until the program exits.
+    /// A thread of `tgid` is stopped and runs `wait4(mover, __WALL)` (the
+    /// `syscall` at `insn`), and is left stopped for the detach. Best
+    /// effort: `false` if no thread could be stopped within 2 s.
+    fn reap_mover(&mut self, tgid: u32, mover: u32, insn: u64) -> bool {
+        let tid = if self.threads.contains_key(&tgid) {
+            tgid
+        } else {
+            match self.threads.iter().find(|(_, t)| t.tgid == tgid) {
+                Some((&tid, _)) => tid,
+                None => return false,
+            }
+        };
+        let pid = Pid::from_raw(tid as i32);
+        if ptrace::interrupt(pid).is_err() {
+            return false;
+        }
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            let flags = WaitPidFlag::__WALL | WaitPidFlag::WNOHANG;
+            let status = match waitpid(pid, Some(flags)) {
+                Ok(WaitStatus::StillAlive) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
+                }
+                Err(Errno::EINTR) => continue,
+                Ok(s) => s,
+                Err(_) => return false,
+            };
+            let inj = match status {
+                WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_STOP) => {
+                    Injector::at_interrupt(pid, insn)
+                }
+                WaitStatus::PtraceSyscall(_) => match ptrace::syscall_info(pid) {
+                    Ok(info) if info.op == libc::PTRACE_SYSCALL_INFO_EXIT => {
+                        Injector::new(pid, Some(insn))
+                    }
+                    _ => {
+                        let _ = ptrace::syscall(pid, None);
+                        continue;
+                    }
+                },
+                // A signal is delivered; the interrupt stop follows.
+                WaitStatus::Stopped(_, sig) => {
+                    let _ = ptrace::syscall(pid, Some(sig));
+                    continue;
+                }
+                WaitStatus::PtraceEvent(..) => {
+                    let _ = ptrace::syscall(pid, None);
+                    continue;
+                }
+                // Gone: its zombies go with it.
+                WaitStatus::Exited(..) | WaitStatus::Signaled(..) => {
+                    self.threads.remove(&tid);
+                    return false;
+                }
+                // Still running at the deadline.
+                _ => return false,
+            };
+            let Ok(mut inj) = inj else { return false };
+            if inj.park_in(tgid, insn).is_err() {
+                let _ = inj.finish();
+                return false;
+            }
+            let r = inj.syscall(nr::WAIT4, [mover as u64, 0, libc::__WALL as u64, 0, 0, 0]);
+            let _ = inj.finish();
+            return matches!(r, Ok(r) if r == mover as i64);
+        }
+    }
+
     /// Ctrl-C or SIGTERM: put every page back, then let go of every thread.
     fn detach_all(&mut self) -> Result<()> {
         self.shared.release.store(true, Ordering::SeqCst);
@@ -2202,6 +2312,10 @@ impl Ptracer {
         }
         for tid in self.parked.drain() {
             let _ = ptrace::detach(Pid::from_raw(tid as i32), None);
+        }
+        let ended = std::mem::take(&mut self.shared.lock().reap);
+        for (tgid, mover, insn) in ended {
+            self.reap_mover(tgid, mover, insn);
         }
         // A thread already in a stop (the one whose stop was being
         // handled when an error came) detaches at once; the others are
@@ -2583,6 +2697,7 @@ fn run(
             start_mono,
             forks: HashMap::new(),
             retired: Vec::new(),
+            reap: Vec::new(),
             failure: None,
             zero: Box::new([0; PAGE as usize]),
             method,
