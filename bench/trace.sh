@@ -1,42 +1,44 @@
 #!/usr/bin/env bash
-# The cost of `pagescope trace`: pagetest writing (or reading) one word
-# per page of its buffer, untraced, traced with each eviction method the
-# kernel has (move: UFFDIO_MOVE, Linux 6.8+; copy: any kernel), and under
-# valgrind's lackey (--trace-mem=yes), the peer tool that logs every
-# memory access. Each reference outside the pool costs a fault; pagetest
-# makes every reference one (the worst case); sort touches each page many
-# times. Prints hyperfine's tables, with the ratios to untraced. Needs
-# root, hyperfine and valgrind.
+# The cost of `pagescope trace`: four workloads untraced, traced with a
+# 2 MiB and an 8 MiB pool, and under valgrind's lackey (--trace-mem=yes),
+# the peer tool that logs every memory access. Each reference outside the
+# pool costs a fault:
+#   - pagetest writing one word per page of 64 MiB, 3 times: every
+#     reference is a fault (pagescope's worst case);
+#   - sort of 200 000 generated lines (3 MB);
+#   - xz -1 compressing 1 MB of them;
+#   - python3 sorting and hashing 2048 random 4 KiB blobs (8 MiB).
+# Prints one table: median slowdown per pool, lackey's slowdown and how
+# many times longer it takes than the largest pool, references and bytes
+# per reference in the trace files; then the median slowdown per pool.
+# Every traced run must print what the untraced run printed.
+# Needs root, valgrind and xz.
 #
-#   bench/trace.sh [SIZE] [OP]     (default 64M write; 3 iterations)
+#   bench/trace.sh        RUNS=5 LACKEY_RUNS=1 POOLS="2M 8M" EVICT=auto
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SIZE=${1:-64M}
-OP=${2:-write}
 RUNS=${RUNS:-5}
+LACKEY_RUNS=${LACKEY_RUNS:-1}
+POOLS=${POOLS:-2M 8M}
 . bench/common.sh
-need hyperfine valgrind
-PT="$BIN/pagetest --size $SIZE --mode anon --op $OP --iterations 3 --sleep 0"
-# A program that touches each page many times: sort of 50000 generated
-# lines (1.8 MB).
-awk 'BEGIN { srand(7); for (i = 0; i < 50000; i++) printf "%08x %d\n", int(rand() * 4294967295), i }' > "$WORK/data"
-SORT="sort -S 64M $WORK/data"
-# bench WORKLOAD COMMAND WARMUP: untraced, traced by each method, under lackey.
-bench() {
-    local name=$1 cmd=$2 args=(-n untraced "$2")
-    for evict in move copy; do
-        if "$BIN/pagescope" trace -q --evict "$evict" -o /dev/null -- true 2>/dev/null; then
-            args+=(-n "trace --evict $evict" "$BIN/pagescope trace -q --evict $evict --pool 2M -o $WORK/t.trace -- $cmd")
-        else
-            echo "trace --evict $evict: not on this kernel" >&2
-        fi
-    done
-    args+=(-n "valgrind lackey" "valgrind --tool=lackey --trace-mem=yes --log-file=/dev/null $cmd")
-    hyperfine -N --output=null --warmup "$3" --runs "$RUNS" --export-markdown "$WORK/$name.md" "${args[@]}" >&2
-    echo "$name, traced with a 2 MiB pool ($("$BIN/pagescope" analyze "$WORK/t.trace" refs -f json | python3 -c 'import json,sys; print(json.load(sys.stdin)["references"])') references in the last trace):"
-    cat "$WORK/$name.md"
-    echo
-}
-bench "pagetest --size $SIZE --op $OP --iterations 3" "$PT" 1
-# (lackey takes minutes here: no warm-up run)
-bench "sort of 50000 lines" "$SORT" 0
+need valgrind xz
+# The interpreter itself: python3 may be a launcher whose shells would be
+# traced too.
+PY=$(python3 -c 'import sys; print(sys.executable)')
+awk 'BEGIN { srand(7); for (i = 0; i < 200000; i++) printf "%08x %d\n", int(rand() * 4294967295), i }' > "$WORK/lines"
+head -c 1000000 "$WORK/lines" > "$WORK/1m"
+cat > "$WORK/hash.py" <<'PY'
+import hashlib, random, sys
+r = random.Random(7)
+blobs = [r.randbytes(4096) for _ in range(int(sys.argv[1]))]
+h = hashlib.sha256()
+for b in sorted(blobs):
+    h.update(b)
+print(h.hexdigest(), sum(map(len, blobs)))
+PY
+# shellcheck disable=SC2086
+python3 bench/trace.py "$BIN" "$WORK" "$RUNS" "$LACKEY_RUNS" $POOLS -- \
+    "pagetest 64M write x3" "$BIN/pagetest --size 64M --mode anon --op write --iterations 3 --sleep 0" \
+    "sort 200000 lines" "sort -S 64M $WORK/lines" \
+    "xz -1 of 1 MB" "xz -T1 -1 -c $WORK/1m" \
+    "python3 hash 8 MiB" "$PY $WORK/hash.py 2048"
