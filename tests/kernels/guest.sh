@@ -340,6 +340,9 @@ if [ -d $damon ]; then
     # PAGETEST-ARGS) with DAMON at 1 s for 6 s, once it has begun; prints
     # "user/written" per interval of its buffer, and the buffer's pages.
     damon_run() {
+        # The last run's output goes first: the redirection below happens
+        # in the background, and the wait must not find the old lines.
+        rm -f /tmp/dh.out
         /pagetest --size 64M --mode anon --op write "$@" > /tmp/dh.out &
         dhpid=$!
         while ! grep -q '"iteration"' /tmp/dh.out 2>/dev/null; do sleep 0.1; done

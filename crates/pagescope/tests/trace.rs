@@ -1055,14 +1055,7 @@ fn sigkill_then_release_of_a_forking_shell_loses_nothing() {
     require_trace!();
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    let data = temp_path(dir.path(), "data");
-    let lines: String = (0..3000u64)
-        .map(|i| format!("{}\n", (i * 7919) % 3001))
-        .collect();
-    std::fs::write(&data, lines).unwrap();
-    let script = format!("for i in $(seq 1 40); do x=$(sort {data} | md5sum); echo $x; done");
-    let untraced = Command::new("sh").args(["-c", &script]).output().unwrap();
-    assert!(untraced.status.success());
+    let (script, untraced) = sort_pipeline_script(dir.path(), 40);
     for evict in methods() {
         let trace = temp_path(dir.path(), "t.trace");
         let mut tracer = Command::new(pagescope_bin())
@@ -1105,10 +1098,7 @@ fn sigkill_then_release_of_a_forking_shell_loses_nothing() {
         while let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) {
             out.push(line);
         }
-        let want: Vec<&str> = std::str::from_utf8(&untraced.stdout)
-            .unwrap()
-            .lines()
-            .collect();
+        let want: Vec<&str> = std::str::from_utf8(&untraced).unwrap().lines().collect();
         assert_eq!(out, want, "{evict}: output after the release");
         assert!(wait_gone(shell, 10), "{evict}: the shell did not finish");
     }
@@ -1128,14 +1118,7 @@ fn killed_in_an_injection_then_release_loses_nothing() {
     require_trace!();
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    let data = temp_path(dir.path(), "data");
-    let lines: String = (0..3000u64)
-        .map(|i| format!("{}\n", (i * 7919) % 3001))
-        .collect();
-    std::fs::write(&data, lines).unwrap();
-    let script = format!("for i in $(seq 1 5); do x=$(sort {data} | md5sum); echo $x; done");
-    let untraced = Command::new("sh").args(["-c", &script]).output().unwrap();
-    assert!(untraced.status.success());
+    let (script, untraced) = sort_pipeline_script(dir.path(), 5);
     for evict in methods() {
         // At "mover", the shell's first child has a mover that pagescope
         // never attached, holding the write end of the pipe the shell
@@ -1147,7 +1130,7 @@ fn killed_in_an_injection_then_release_loses_nothing() {
             let out = die_then_release(place, evict, &["sh", "-c", &script], "sh");
             assert_eq!(
                 out,
-                String::from_utf8_lossy(&untraced.stdout),
+                String::from_utf8_lossy(&untraced),
                 "{place}, {evict}: output after the release"
             );
         }
@@ -1184,6 +1167,22 @@ fn killed_in_an_injection_then_release_loses_nothing() {
             "fork, {evict}: {out}"
         );
     }
+}
+
+/// A shell script that forks all the time (a pipeline in a command
+/// substitution, `iterations` times, over a file it writes in `dir`),
+/// and what it prints untraced.
+fn sort_pipeline_script(dir: &Path, iterations: u32) -> (String, Vec<u8>) {
+    let data = temp_path(dir, "data");
+    let lines: String = (0..3000u64)
+        .map(|i| format!("{}\n", (i * 7919) % 3001))
+        .collect();
+    std::fs::write(&data, lines).unwrap();
+    let script =
+        format!("for i in $(seq 1 {iterations}); do x=$(sort {data} | md5sum); echo $x; done");
+    let untraced = Command::new("sh").args(["-c", &script]).output().unwrap();
+    assert!(untraced.status.success());
+    (script, untraced.stdout)
 }
 
 /// Traces `argv` with pagescope told to die in an injection at `place`;
