@@ -18,12 +18,29 @@ use std::sync::Arc;
 pub fn trace(args: TraceArgs) -> Result<u8> {
     if let Some(root) = args.release {
         // The traced processes it forked were traced too: release them all.
-        for pid in pagescope_linux::trace::release_order(root) {
+        let order = pagescope_linux::trace::release_order(root);
+        // Descriptors of children forked just before pagescope died, kept
+        // by its holder.
+        let mut held = pagescope_linux::trace::Held::gather(&order);
+        for pid in order {
             if pid != root && pagescope_linux::trace::end_stray_mover(pid) {
                 continue;
             }
+            let parked_here = pagescope_linux::trace::is_parked(pid);
+            if let Some(done) = held
+                .release(pid, parked_here)
+                .with_context(|| format!("cannot release process {pid}"))?
+            {
+                if !args.quiet {
+                    eprintln!(
+                        "released {pid}: {} pages put back through the descriptor \
+                         pagescope's holder kept",
+                        done.copied
+                    );
+                }
+            }
             // A process caught in the middle of pagescope's setting it up
-            // (nothing of it is registered yet) goes on first.
+            // goes on first.
             let parked = pagescope_linux::trace::unpark(pid)
                 .with_context(|| format!("cannot release process {pid}"))?;
             if parked > 0 && !args.quiet {
@@ -49,6 +66,11 @@ pub fn trace(args: TraceArgs) -> Result<u8> {
                     done.copied
                 );
             }
+        }
+        // Closing what they held wakes whatever still waits on it.
+        let ended = held.end();
+        if ended > 0 && !args.quiet {
+            eprintln!("ended {ended} holder(s) left by a killed pagescope");
         }
         return Ok(0);
     }

@@ -1041,16 +1041,10 @@ fn sigkill_then_release_of_a_forked_child_loses_nothing() {
 /// per iteration), its tracer killed mid-run: `--release` of the shell
 /// frees it and every traced process it forked, including any whose fork
 /// was waiting on its userfaultfd, and the output is what it is
-/// untraced.
-///
-/// The kill lands anywhere, and in about 3% of runs it lands in the one
-/// window left (docs/design.md, "Killed in the middle of an injection"):
-/// after pagescope read a fork's message and before the child's first
-/// stop, where the child is left to run with holes. So it is run by hand
-/// (`cargo test -p pagescope --test trace -- --ignored`); CI runs the
-/// same kills at fixed points in `killed_in_an_injection_then_release_loses_nothing`.
+/// untraced. The kill lands anywhere, in an injection or between a fork's
+/// message and the child's first stop as well (the fixed points of those
+/// are `killed_in_an_injection_then_release_loses_nothing`).
 #[test]
-#[ignore = "kills at random: 3% of runs hit the fork window of docs/design.md"]
 fn sigkill_then_release_of_a_forking_shell_loses_nothing() {
     require_trace!();
     let _serial = serial();
@@ -1109,10 +1103,14 @@ fn sigkill_then_release_of_a_forking_shell_loses_nothing() {
 /// of an injected call; `--release` gives it its registers back, and the
 /// output is what it is untraced. At an exec (the launched shell's image
 /// being set up), at a fork's mover (cloned, not yet attached), and at a
-/// fork (pagetest's child, whose pages away since
-/// the fork are holes once the descriptor the fork made is gone with
-/// pagescope: the release fills them from the child's store, and the
+/// fork (pagetest's child, whose pages away since the fork are registered
+/// with the descriptor the fork made, which pagescope's holder keeps: the
 /// child's checksum of its copy of the buffer shows every page).
+///
+/// And killed just after reading a fork's message, before the child's
+/// first stop: the child runs, untraced, and waits on its first page away
+/// on the descriptor the holder keeps; the release finds which descriptor
+/// is the child's and puts its pages back through it.
 #[test]
 fn killed_in_an_injection_then_release_loses_nothing() {
     require_trace!();
@@ -1126,8 +1124,9 @@ fn killed_in_an_injection_then_release_loses_nothing() {
         // At "fork-entry", the shell's first fork waits for its message
         // to be read from the shell's userfaultfd: the release reads it and
         // gives the child the pages away at the fork.
-        for place in ["exec", "mover", "fork-entry"] {
-            let out = die_then_release(place, evict, &["sh", "-c", &script], "sh");
+        // At "fork-message", a child of the shell runs with no tracer.
+        for place in ["exec", "mover", "fork-entry", "fork-message"] {
+            let (out, _) = die_then_release(place, evict, &["sh", "-c", &script], "sh");
             assert_eq!(
                 out,
                 String::from_utf8_lossy(&untraced),
@@ -1149,23 +1148,32 @@ fn killed_in_an_injection_then_release_loses_nothing() {
             "--fork",
             "1",
         ];
-        let out = die_then_release("fork", evict, &args, "pagetest");
-        let lines = pagetest_lines(out.as_bytes());
-        let read = lines
-            .iter()
-            .find(|l| l["event"] == "child-read")
-            .unwrap_or_else(|| panic!("fork, {evict}: no child-read in {out}"));
-        // The write wrote 2 into each of the 1024 pages.
-        assert_eq!(
-            read["checksum"],
-            2 * 1024,
-            "fork, {evict}: the child lost pages"
-        );
-        assert_eq!(
-            lines.last().unwrap()["event"],
-            "done",
-            "fork, {evict}: {out}"
-        );
+        for place in ["fork", "fork-message"] {
+            let (out, said) = die_then_release(place, evict, &args, "pagetest");
+            let lines = pagetest_lines(out.as_bytes());
+            let read = lines
+                .iter()
+                .find(|l| l["event"] == "child-read")
+                .unwrap_or_else(|| panic!("{place}, {evict}: no child-read in {out}"));
+            // The write wrote 2 into each of the 1024 pages.
+            assert_eq!(
+                read["checksum"],
+                2 * 1024,
+                "{place}, {evict}: the child lost pages"
+            );
+            assert_eq!(
+                lines.last().unwrap()["event"],
+                "done",
+                "{place}, {evict}: {out}"
+            );
+            if place == "fork-message" {
+                // The child had all its pages away: it waited on one.
+                assert!(
+                    said.contains("through the descriptor pagescope's holder kept"),
+                    "{place}, {evict}: the child was not released through the holder: {said}"
+                );
+            }
+        }
     }
 }
 
@@ -1187,8 +1195,8 @@ fn sort_pipeline_script(dir: &Path, iterations: u32) -> (String, Vec<u8>) {
 
 /// Traces `argv` with pagescope told to die in an injection at `place`;
 /// checks that the program (named `comm`) waits,
-/// releases it, and returns its whole output.
-fn die_then_release(place: &str, evict: &str, argv: &[&str], comm: &str) -> String {
+/// releases it, and returns its whole output and what the release said.
+fn die_then_release(place: &str, evict: &str, argv: &[&str], comm: &str) -> (String, String) {
     let what = format!("{place}, {evict}");
     let dir = tempfile::tempdir().unwrap();
     let trace = temp_path(dir.path(), "t.trace");
@@ -1223,16 +1231,22 @@ fn die_then_release(place: &str, evict: &str, argv: &[&str], comm: &str) -> Stri
     let r = run(&[], &["trace", "--release", &root.to_string()]);
     let said = String::from_utf8_lossy(&r.stderr);
     assert!(r.status.success(), "{what}: release failed: {said}");
-    if place != "fork-entry" {
+    if !place.starts_with("fork-") {
         assert!(
             said.contains("went on from where pagescope stopped"),
             "{what}: nothing was parked: {said}"
         );
     }
+    assert!(
+        !pagescope_linux::trace::left_holders()
+            .iter()
+            .any(|&(_, r)| r == Some(root)),
+        "{what}: the holder of pagescope's descriptors is still there"
+    );
     assert!(wait_gone(root, 30), "{what}: the program did not finish");
     let mut out = String::new();
     std::io::Read::read_to_string(&mut stdout, &mut out).unwrap();
-    out
+    (out, said.into_owned())
 }
 
 /// When process `pid` started (clock ticks after boot).

@@ -6,6 +6,7 @@
 //! the fault is logged, the page joins the pool and the oldest pool page
 //! is evicted. See docs/design.md for the data flow and the limits.
 
+mod holder;
 mod mm;
 mod ptrace;
 mod release;
@@ -13,8 +14,9 @@ mod remote;
 mod tracer;
 mod uffd;
 
+pub use holder::left as left_holders;
 pub use ptrace::with_stop_signals_blocked;
-pub use release::{end_stray_mover, release, release_order, still_traced, unpark};
+pub use release::{end_stray_mover, is_parked, release, release_order, still_traced, unpark, Held};
 pub(crate) use tracer::userfaultfd_of;
 pub use tracer::{
     evict_method, shmem_supported, trace, Counts, Sampled, Sampler, Target, TraceConfig,

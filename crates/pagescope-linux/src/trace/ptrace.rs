@@ -735,16 +735,26 @@ pub fn with_stop_signals_blocked<T>(f: impl FnOnce() -> T) -> T {
 
 /// Whether two processes share one address space (`kcmp KCMP_VM`).
 pub fn same_mm(a: u32, b: u32) -> io::Result<bool> {
-    const KCMP_VM: libc::c_long = 1;
+    kcmp(a, b, 1, 0, 0)
+}
+
+/// Whether descriptor `fa` of process `a` and `fb` of `b` are one open
+/// file (`kcmp KCMP_FILE`): a copy inherited at a fork, or taken with
+/// `pidfd_getfd`.
+pub fn same_file(a: u32, fa: i32, b: u32, fb: i32) -> io::Result<bool> {
+    kcmp(a, b, 0, fa as libc::c_long, fb as libc::c_long)
+}
+
+fn kcmp(a: u32, b: u32, kind: libc::c_long, x: libc::c_long, y: libc::c_long) -> io::Result<bool> {
     // SAFETY: kcmp takes integers only.
     let r = unsafe {
         libc::syscall(
             libc::SYS_kcmp,
             a as libc::c_long,
             b as libc::c_long,
-            KCMP_VM,
-            0,
-            0,
+            kind,
+            x,
+            y,
         )
     };
     if r < 0 {

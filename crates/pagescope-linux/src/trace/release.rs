@@ -8,7 +8,7 @@
 
 use super::mm::{self, INDEX_BYTES, INDEX_NAME, PAGE, STORE_BYTES, STORE_NAME};
 use super::ptrace::Parked;
-use super::tracer::{take_fd, unregister_all};
+use super::tracer::{poll, take_fd, unregister_all};
 use super::uffd::{self, Msg, Uffd};
 use pagescope_core::{parse, Error, Result};
 
@@ -20,9 +20,9 @@ pub struct Released {
     pub copied: u64,
 }
 
-/// `pid`, then each of its descendants that holds a userfaultfd and a
-/// pagescope store: a traced program's children were traced too, and each
-/// must be released.
+/// `pid`, then each of its descendants that has a pagescope store (or a
+/// thread parked by pagescope): a traced program's children were traced
+/// too, and each must be released.
 /// (Listed before any is released: a released parent may exit, and its
 /// children then belong to init.)
 pub fn release_order(pid: u32) -> Vec<u32> {
@@ -30,7 +30,7 @@ pub fn release_order(pid: u32) -> Vec<u32> {
     let rest = out.split_off(1);
     out.extend(
         rest.into_iter()
-            .filter(|&p| still_traced(p) || !Parked::find(p).is_empty()),
+            .filter(|&p| store_of(p).is_ok_and(|s| s.is_some()) || is_parked(p)),
     );
     out
 }
@@ -42,6 +42,12 @@ pub fn end_stray_mover(pid: u32) -> bool {
         && rustix::process::Pid::from_raw(pid as i32).is_some_and(|p| {
             rustix::process::kill_process(p, rustix::process::Signal::KILL).is_ok()
         })
+}
+
+/// Whether a dying pagescope left a thread of `pid` parked in the middle
+/// of an injection (see [`Parked`]).
+pub fn is_parked(pid: u32) -> bool {
+    !Parked::find(pid).is_empty()
 }
 
 /// Gives each thread of `pid` that a dying pagescope left parked in the
@@ -73,9 +79,15 @@ pub fn unpark(pid: u32) -> Result<usize> {
         for (&(slot, page), hole) in stored.iter().zip(holes) {
             if hole {
                 use std::os::unix::fs::FileExt;
-                super::remote::read(pid, store + slot * PAGE, &mut buf)
+                match super::remote::read(pid, store + slot * PAGE, &mut buf)
                     .and_then(|()| mem.write_all_at(&buf, page))
-                    .map_err(|e| Error::io(&mem_path, e))?;
+                {
+                    // Registered with the fork's descriptor, which a holder
+                    // kept: the release through the process's own
+                    // descriptor copies it back.
+                    Err(e) if e.raw_os_error() == Some(libc::EIO) => {}
+                    r => r.map_err(|e| Error::io(&mem_path, e))?,
+                }
             }
         }
     }
@@ -145,6 +157,25 @@ fn userfaultfds(pid: u32) -> Result<Vec<i32>> {
     Ok(uffds)
 }
 
+/// The userfaultfds of `pid` that are not its parent's: a child forked
+/// before it got its own holds a copy of its parent's.
+fn own_userfaultfds(pid: u32) -> Result<Vec<i32>> {
+    let parent = crate::procfs::ProcDir::open(std::path::Path::new("/proc"), pid)
+        .and_then(|d| d.stat(&mut Vec::new()))
+        .map(|s| s.ppid)
+        .ok();
+    let theirs = parent.map(|p| (p, userfaultfds(p).unwrap_or_default()));
+    Ok(userfaultfds(pid)?
+        .into_iter()
+        .filter(|&fd| {
+            theirs.as_ref().is_none_or(|(p, fds)| {
+                !fds.iter()
+                    .any(|&pf| super::ptrace::same_file(pid, fd, *p, pf).unwrap_or(false))
+            })
+        })
+        .collect())
+}
+
 /// Releases `pid`. Errors say what is missing (no userfaultfd: nothing to
 /// release; no store: not traced by pagescope).
 pub fn release(pid: u32) -> Result<Released> {
@@ -186,26 +217,223 @@ pub fn release(pid: u32) -> Result<Released> {
             Err(_) if moved_on(pid, store, index) => return Ok(done),
             Err(e) => return Err(Error::io(format!("UFFDIO_COPY in {pid}"), e)),
         }
-        // Unregistering wakes every thread still waiting on a page.
-        unregister_all(&uffd, pid)?;
-        // Messages raised before that (a fork, an munmap) wait to be read:
-        // a process would otherwise hang in them.
-        let mut msgs = Vec::new();
-        loop {
-            msgs.clear();
-            let read = uffd
-                .wait_readable(QUIET_MS)
-                .and_then(|()| uffd.read_msgs(&mut msgs));
-            if !matches!(read, Ok(n) if n > 0) {
-                break;
-            }
-            for &m in &msgs {
-                follow(m, source, &mut Vec::new(), &mut done)
-                    .map_err(|e| Error::io(format!("UFFDIO_COPY in a child of {pid}"), e))?;
-            }
-        }
+        let_go(&uffd, source, &mut done)?;
     }
     Ok(done)
+}
+
+/// Ends a release through `uffd`, once the pages are back: unregisters
+/// every range (which wakes every thread still waiting on a page), then
+/// reads and follows the messages raised before that (a fork, an
+/// munmap), in which a process would otherwise hang.
+fn let_go(uffd: &Uffd, source: Source, done: &mut Released) -> Result<()> {
+    let pid = source.pid;
+    unregister_all(uffd, pid)?;
+    let mut msgs = Vec::new();
+    loop {
+        msgs.clear();
+        let read = uffd
+            .wait_readable(QUIET_MS)
+            .and_then(|()| uffd.read_msgs(&mut msgs));
+        if !matches!(read, Ok(n) if n > 0) {
+            break;
+        }
+        for &m in &msgs {
+            follow(m, source, &mut Vec::new(), done)
+                .map_err(|e| Error::io(format!("UFFDIO_COPY in a child of {pid}"), e))?;
+        }
+    }
+    Ok(())
+}
+
+/// The userfaultfds that the holders of killed pagescopes keep for the
+/// trace being released (see [`super::holder`]): each is a fork's
+/// descriptor, the only one its child had when pagescope died.
+#[derive(Debug, Default)]
+pub struct Held {
+    uffds: Vec<HeldUffd>,
+    holders: Vec<u32>,
+}
+
+#[derive(Debug)]
+struct HeldUffd {
+    uffd: Uffd,
+    /// Messages read from it while looking for another's owner.
+    stash: Vec<Msg>,
+}
+
+impl Held {
+    /// The descriptors of the holders whose traced program is one of
+    /// `order` (the processes of a release) or is gone.
+    pub fn gather(order: &[u32]) -> Held {
+        let mut held = Held::default();
+        for (holder, root) in super::holder::left() {
+            if root.is_some_and(|r| !order.contains(&r)) {
+                continue;
+            }
+            // (A holder that ended meanwhile holds nothing.)
+            for fd in userfaultfds(holder).unwrap_or_default() {
+                if let Ok(fd) = take_fd(holder, fd) {
+                    held.uffds.push(HeldUffd {
+                        uffd: Uffd::new(fd),
+                        stash: Vec::new(),
+                    });
+                }
+            }
+            held.holders.push(holder);
+        }
+        held
+    }
+
+    /// Whether no holder was found.
+    pub fn is_empty(&self) -> bool {
+        self.holders.is_empty()
+    }
+
+    /// Puts back the pages that `pid`, a process with no userfaultfd of
+    /// its own (a child forked just before pagescope died), is missing and
+    /// waits for on a held descriptor; then unregisters it there. `parked`:
+    /// pagescope left a thread of it parked, so nothing of it has run since
+    /// the fork. `None`: nothing of `pid` is held.
+    ///
+    /// A missing page whose range is registered with a live userfaultfd
+    /// can't be read through /proc/PID/mem (`EIO`, and no message):
+    /// that tells a held page from one that nothing holds any more, without
+    /// touching it. Which held descriptor it is comes from a probe: a
+    /// thread of this process reads the page with `process_vm_readv`,
+    /// which waits on it, and the fault message that names the thread is
+    /// on the owner.
+    pub fn release(&mut self, pid: u32, parked: bool) -> Result<Option<Released>> {
+        if self.uffds.is_empty() || !own_userfaultfds(pid)?.is_empty() {
+            return Ok(None);
+        }
+        let Some((store, index)) = store_of(pid)? else {
+            return Ok(None);
+        };
+        let mem_path = format!("/proc/{pid}/mem");
+        let stored = mm::stored_pages(pid, store, index)
+            .map_err(|e| Error::io(format!("{mem_path} (the store's index)"), e))?;
+        let holes = missing(pid, stored.iter().map(|&(_, page)| page))?;
+        let Some(waiting) = stored
+            .iter()
+            .zip(holes)
+            .filter(|(_, hole)| *hole)
+            .map(|(&(slot, page), _)| (page, parked.then_some(store + slot * PAGE)))
+            .find(|&(page, fill)| is_held(pid, page, fill))
+            .map(|(page, _)| page)
+        else {
+            return Ok(None);
+        };
+        let owner = self.owner(pid, waiting)?.ok_or_else(|| {
+            Error::corrupt(
+                &mem_path,
+                format!(
+                    "process {pid} waits for page {waiting:#x}, and no descriptor that \
+                     pagescope's holder kept answers for it"
+                ),
+            )
+        })?;
+        let source = Source { pid, store };
+        let mut done = Released::default();
+        let held = &mut self.uffds[owner];
+        let mut left = stored;
+        for m in std::mem::take(&mut held.stash) {
+            follow(m, source, &mut left, &mut done)
+                .map_err(|e| Error::io(format!("UFFDIO_COPY in a child of {pid}"), e))?;
+        }
+        put_back(&held.uffd, source, &mut left, &mut done)
+            .map_err(|e| Error::io(format!("UFFDIO_COPY in {pid}"), e))?;
+        let_go(&held.uffd, source, &mut done)?;
+        Ok(Some(done))
+    }
+
+    /// Which held descriptor `page` of `pid` waits on (see
+    /// [`Held::release`]). The probe thread goes on once the page is back.
+    fn owner(&mut self, pid: u32, page: u64) -> Result<Option<usize>> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(nix::unistd::gettid().as_raw() as u32);
+            let mut byte = [0u8; 1];
+            let _ = super::remote::read(pid, page, &mut byte);
+        });
+        let probe = rx
+            .recv()
+            .map_err(|_| Error::io("probe thread", std::io::Error::other("it ended")))?;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        let mut msgs = Vec::new();
+        while std::time::Instant::now() < deadline {
+            let mut polls: Vec<libc::pollfd> = self
+                .uffds
+                .iter()
+                .map(|h| libc::pollfd {
+                    fd: h.uffd.raw(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                })
+                .collect();
+            if poll(&mut polls, 100) < 0 {
+                continue;
+            }
+            for (i, p) in polls.iter().enumerate() {
+                if p.revents & libc::POLLIN == 0 {
+                    continue;
+                }
+                msgs.clear();
+                if self.uffds[i].uffd.read_msgs(&mut msgs).is_err() {
+                    continue;
+                }
+                let mut found = false;
+                for &m in &msgs {
+                    match m {
+                        Msg::Fault { tid, .. } if tid == probe => found = true,
+                        m => self.uffds[i].stash.push(m),
+                    }
+                }
+                if found {
+                    return Ok(Some(i));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Ends the holders: the last copy of each held descriptor closes,
+    /// which unregisters whatever is still registered with it and wakes
+    /// every thread waiting on it. Returns how many holders it ended.
+    pub fn end(self) -> usize {
+        let Held { uffds, holders } = self;
+        drop(uffds);
+        for &h in &holders {
+            if let Some(p) = rustix::process::Pid::from_raw(h as i32) {
+                let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+            }
+        }
+        holders.len()
+    }
+}
+
+/// Whether `page`, missing from `pid`, is registered with a live
+/// userfaultfd: /proc/PID/mem refuses it (`EIO`). If nothing holds it, a
+/// parked process gets the page from `fill`, its slot in the store, in the
+/// same write (as [`unpark`] would); any other process reads it as the
+/// zero page it now is.
+fn is_held(pid: u32, page: u64, fill: Option<u64>) -> bool {
+    use std::os::unix::fs::FileExt;
+    let Ok(mem) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(format!("/proc/{pid}/mem"))
+    else {
+        return false;
+    };
+    let r = match fill {
+        Some(slot) => {
+            let mut buf = vec![0u8; PAGE as usize];
+            super::remote::read(pid, slot, &mut buf).and_then(|()| mem.write_all_at(&buf, page))
+        }
+        None => mem.read_exact_at(&mut [0u8; 1], page),
+    };
+    matches!(r, Err(e) if e.raw_os_error() == Some(libc::EIO))
 }
 
 /// How long the descriptor must stay silent after the unregistration

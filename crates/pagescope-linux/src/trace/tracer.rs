@@ -10,6 +10,7 @@
 //! cost two stops per system call instead, and a tracer that dies leaves
 //! the program running normally.
 
+use super::holder::Holder;
 use super::mm::{
     self, Mm, MoverRef, Restored, Store, INDEX_BYTES, INDEX_NAME, PAGE, SCRATCH_BYTES, STORE_BYTES,
     STORE_NAME,
@@ -864,6 +865,7 @@ fn on_event(st: &mut State, key: u32, msg: Msg) -> Result<()> {
                 heap: space.heap,
             };
             st.forks.entry(key).or_default().push_back(pending);
+            die_here_for_tests("fork-message");
             Ok(())
         }
         Msg::Remap { from, to, len } => {
@@ -1167,7 +1169,7 @@ fn fault_thread(shared: Arc<Shared>, wake_r: OwnedFd) {
 }
 
 #[allow(unsafe_code)]
-fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> i32 {
+pub(crate) fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> i32 {
     // SAFETY: `fds` is a valid, exclusively borrowed array of pollfd.
     unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) }
 }
@@ -1236,7 +1238,8 @@ fn page_up(v: u64) -> u64 {
 /// once its mover is cloned and before it is attached), pagescope kills
 /// itself there, in the middle of an injection, once. (`fork-entry`: at
 /// the entry stop of a `fork`, no injection: the fork then waits on its
-/// message, unread.)
+/// message, unread. `fork-message`: just after reading a fork's message,
+/// whose descriptor only pagescope, and its holder, then hold.)
 fn die_here_for_tests(place: &str) {
     static DONE: AtomicBool = AtomicBool::new(false);
     if std::env::var_os("PAGESCOPE_DIE_IN_INJECTION").is_some_and(|w| w == place)
@@ -2112,6 +2115,9 @@ impl Ptracer {
     /// pagescope's copy of a userfaultfd of the traced program, with the
     /// features of this trace (checked before the program started).
     fn uffd_with_features(&self, fd: OwnedFd) -> Result<Uffd> {
+        // A copy: the program holds the descriptor too, so a holder need
+        // not keep it (see [`super::holder`]).
+        super::holder::mark_copy(fd.as_raw_fd(), true);
         let u = Uffd::new(fd);
         let (method, shmem) = {
             let st = self.shared.lock();
@@ -2671,6 +2677,8 @@ fn run(
             (*pid, seized)
         }
     };
+    // From here on, a descriptor only pagescope holds outlives its death.
+    let holder = Holder::start(root).map_err(|e| sys("starting pagescope's holder", e))?;
     let (writer, fraction) = match sink {
         Sink::Trace(w) => (Some(w), 1.0),
         Sink::Sample(f) => (None, f),
@@ -2790,6 +2798,8 @@ fn run(
     shared.quit.store(true, Ordering::SeqCst);
     shared.poke();
     let _ = handler.join();
+    // Everything is released (or the program is gone): nothing to hold.
+    drop(holder);
     // A boundary asked for now gets no answer but this.
     shared
         .boundary

@@ -154,6 +154,13 @@ fn check(r: libc::c_int) -> io::Result<()> {
     }
 }
 
+impl Drop for Uffd {
+    fn drop(&mut self) {
+        // The number may next be a descriptor only pagescope holds.
+        super::holder::mark_copy(self.fd.as_raw_fd(), false);
+    }
+}
+
 impl Uffd {
     /// Wraps a descriptor.
     pub fn new(fd: OwnedFd) -> Uffd {
