@@ -7,6 +7,9 @@ conditions; the table gives median times and the ratio of the medians.
 Lackey runs LACKEY_RUNS times after them (a run takes minutes). Every
 run's standard output must equal the untraced one: a traced program
 computes what it computes untraced, and the bench stops if one does not.
+With CPU=N in the environment, pagescope traces with `--cpu N`, and the
+untraced and lackey runs run on CPU N too (taskset), so that every
+ratio compares runs on one CPU.
 
     trace.py BIN WORK RUNS LACKEY_RUNS POOL... -- (NAME COMMAND)...
 """
@@ -58,14 +61,18 @@ def main():
     rest = sys.argv[split + 1:]
     workloads = list(zip(rest[0::2], rest[1::2]))
     evict = os.environ.get("EVICT", "auto")
+    cpu = os.environ.get("CPU")
+    pin = ["taskset", "-c", cpu] if cpu else []
+    on_cpu = ["--cpu", cpu] if cpu else []
     rows = []
     for name, cmd in workloads:
         argv = shlex.split(cmd)
         traced = {
             pool: [f"{bin_dir}/pagescope", "trace", "-q", "--evict", evict, "--pool", pool,
-                   "-o", f"{work}/{pool}.trace", "--"] + argv
+                   "-o", f"{work}/{pool}.trace"] + on_cpu + ["--"] + argv
             for pool in pools
         }
+        plain, argv = argv, pin + argv
         _, want = run(argv)  # warm-up, and the output every run must print
         times = {"untraced": []} | {pool: [] for pool in pools}
         for i in range(runs):
@@ -79,8 +86,8 @@ def main():
         lackey = []
         for i in range(lackey_runs):
             print(f"{name}: lackey run {i + 1} of {lackey_runs}", file=sys.stderr)
-            t, out = run(["valgrind", "--tool=lackey", "--trace-mem=yes",
-                          "--log-file=/dev/null"] + argv)
+            t, out = run(pin + ["valgrind", "--tool=lackey", "--trace-mem=yes",
+                                "--log-file=/dev/null"] + plain)
             same(name, "run under lackey", want, out)
             lackey.append(t)
         base = statistics.median(times["untraced"])

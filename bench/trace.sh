@@ -14,7 +14,10 @@
 # Every traced run must print what the untraced run printed.
 # Needs root, valgrind and xz.
 #
-#   bench/trace.sh        RUNS=5 LACKEY_RUNS=1 POOLS="2M 8M" EVICT=auto
+#   bench/trace.sh        RUNS=5 LACKEY_RUNS=1 POOLS="2M 8M" EVICT=auto CPU=
+#
+# CPU=N traces with --cpu N (and runs the untraced and lackey runs on
+# CPU N too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-5}

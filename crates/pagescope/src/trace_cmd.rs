@@ -96,6 +96,7 @@ pub fn trace(args: TraceArgs) -> Result<u8> {
         output: args.output.clone(),
         evict,
         time_resolution_ns: args.time_resolution.as_nanos() as u32,
+        cpu: args.cpu,
     };
     let counts = Arc::new(pagescope_linux::trace::Counts::default());
     let progress = {

@@ -115,10 +115,21 @@ fn pagetest_lines(stdout: &[u8]) -> Vec<Value> {
 /// Traces pagetest with `args` and a pool of `pool`; insists on success
 /// and returns pagetest's JSON lines.
 fn trace_pagetest(trace: &str, pool: &str, evict: &str, args: &[&str]) -> Vec<Value> {
+    trace_pagetest_with(trace, pool, evict, &[], args)
+}
+
+/// [`trace_pagetest`] with more `trace` options.
+fn trace_pagetest_with(
+    trace: &str,
+    pool: &str,
+    evict: &str,
+    opts: &[&str],
+    args: &[&str],
+) -> Vec<Value> {
     let out = Command::new(pagescope_bin())
-        .args([
-            "trace", "-q", "--evict", evict, "--pool", pool, "-o", trace, "--",
-        ])
+        .args(["trace", "-q", "--evict", evict, "--pool", pool, "-o", trace])
+        .args(opts)
+        .arg("--")
         .arg(pagetest_bin())
         .args(args)
         .output()
@@ -137,13 +148,19 @@ fn trace_pagetest(trace: &str, pool: &str, evict: &str, args: &[&str]) -> Vec<Va
 /// access; a read run sums what pagetest wrote, so every page came back
 /// with its data.
 fn exact_counts(op: &str, evict: &str, mode: &str) {
+    exact_counts_with(op, evict, mode, &[]);
+}
+
+/// [`exact_counts`] with more `trace` options.
+fn exact_counts_with(op: &str, evict: &str, mode: &str, opts: &[&str]) {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let trace = temp_path(dir.path(), "t.trace");
-    let lines = trace_pagetest(
+    let lines = trace_pagetest_with(
         &trace,
         "2M",
         evict,
+        opts,
         &[
             "--size",
             "64M",
@@ -267,6 +284,68 @@ fn trace_by_copy_counts_every_write_exactly() {
 fn trace_by_copy_counts_every_read_exactly() {
     require_trace!();
     exact_counts("read", "copy", "anon");
+}
+
+/// `--cpu`: the program runs on that CPU alone (and sees only it), and the
+/// trace is as exact as on any CPU.
+#[test]
+fn trace_on_one_cpu_counts_every_read_exactly() {
+    require_trace!();
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let allowed = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .to_string();
+    // The first CPU this test may use: "0-1", "3", "2,5".
+    let cpu = allowed
+        .split([',', '-'])
+        .next()
+        .unwrap()
+        .parse::<usize>()
+        .unwrap()
+        .to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = temp_path(dir.path(), "t.trace");
+    let out = run(
+        &[],
+        &[
+            "trace",
+            "-q",
+            "--cpu",
+            &cpu,
+            "-o",
+            &trace,
+            "--",
+            "grep",
+            "Cpus_allowed_list",
+            "/proc/self/status",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .nth(1),
+        Some(cpu.as_str())
+    );
+    exact_counts_with("read", methods()[0], "anon", &["--cpu", &cpu]);
+    // A CPU it may not use is one clear line.
+    let out = run(
+        &[],
+        &["trace", "--cpu", "100000", "-o", &trace, "--", "true"],
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && said.contains("--cpu 100000"),
+        "{said}"
+    );
+    assert_eq!(said.lines().count(), 1, "{said}");
 }
 
 /// Skips a test that traces shared memory on a kernel that can't.

@@ -399,13 +399,26 @@ impl Held {
 
     /// Ends the holders: the last copy of each held descriptor closes,
     /// which unregisters whatever is still registered with it and wakes
-    /// every thread waiting on it. Returns how many holders it ended.
+    /// every thread waiting on it. Returns how many holders it ended, once
+    /// they have exited (a second at most each).
     pub fn end(self) -> usize {
+        use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
         let Held { uffds, holders } = self;
         drop(uffds);
         for &h in &holders {
-            if let Some(p) = rustix::process::Pid::from_raw(h as i32) {
-                let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+            let Some(pidfd) =
+                Pid::from_raw(h as i32).and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok())
+            else {
+                continue;
+            };
+            if pidfd_send_signal(&pidfd, Signal::KILL).is_ok() {
+                // A pidfd is readable once its process has exited.
+                let mut p = [libc::pollfd {
+                    fd: std::os::fd::AsRawFd::as_raw_fd(&pidfd),
+                    events: libc::POLLIN,
+                    revents: 0,
+                }];
+                poll(&mut p, 1000);
             }
         }
         holders.len()

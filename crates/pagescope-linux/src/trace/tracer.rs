@@ -51,6 +51,9 @@ pub struct TraceConfig {
     pub evict: EvictMethod,
     /// Reference times are stored rounded down to a multiple of this.
     pub time_resolution_ns: u32,
+    /// Runs the launched program and the thread that serves its faults on
+    /// this one CPU (see [`pin`]).
+    pub cpu: Option<usize>,
 }
 
 /// The program a tracer follows.
@@ -1032,6 +1035,14 @@ fn prepare_spaces(st: &mut State) {
 }
 
 fn fault_thread(shared: Arc<Shared>, wake_r: OwnedFd) {
+    // With one CPU, looking without sleeping would hold off the program
+    // that the fault just let go.
+    let spin = if cpus().len() > 1 {
+        spin_time()
+    } else {
+        Duration::ZERO
+    };
+    let mut last_fault: Option<Instant> = None;
     let mut msgs = Vec::new();
     let mut deferred: Vec<(u32, Msg)> = Vec::new();
     let mut drain = [0u8; 64];
@@ -1120,7 +1131,21 @@ fn fault_thread(shared: Arc<Shared>, wake_r: OwnedFd) {
         } else {
             1
         };
-        if poll(&mut polls, timeout) < 0 {
+        // Right after a fault the next one is likely microseconds away:
+        // look for it without sleeping, so that it needs no wake-up.
+        let spun = timeout > 0
+            && last_fault.is_some_and(|t| t.elapsed() < spin)
+            && loop {
+                let n = poll(&mut polls, 0);
+                if n != 0 {
+                    break n > 0;
+                }
+                if last_fault.is_none_or(|t| t.elapsed() >= spin) {
+                    break false;
+                }
+                std::hint::spin_loop();
+            };
+        if !spun && poll(&mut polls, timeout) < 0 {
             continue;
         }
         if polls[0].revents != 0 {
@@ -1134,6 +1159,9 @@ fn fault_thread(shared: Arc<Shared>, wake_r: OwnedFd) {
             if u.read_msgs(&mut msgs).is_ok() {
                 batch.extend(msgs.iter().map(|&m| (*key, m)));
             }
+        }
+        if batch.iter().any(|(_, m)| matches!(m, Msg::Fault { .. })) {
+            last_fault = Some(Instant::now());
         }
         // Events first: a fault that could not be served waits for them.
         let mut st = shared.lock();
@@ -1166,6 +1194,58 @@ fn fault_thread(shared: Arc<Shared>, wake_r: OwnedFd) {
             }
         }
     }
+}
+
+/// How long the fault thread looks for the next fault without sleeping
+/// after serving one (`PAGESCOPE_SPIN_US`, microseconds).
+fn spin_time() -> Duration {
+    let us = std::env::var("PAGESCOPE_SPIN_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(SPIN_US);
+    Duration::from_micros(us)
+}
+
+/// The default of [`spin_time`].
+const SPIN_US: u64 = 100;
+
+/// Pins thread `tid` (0: this one) to `cpu`. A fault then costs two
+/// context switches on that CPU, the program's thread going to sleep and
+/// pagescope's fault thread waking (and back), instead of two wake-ups
+/// of a thread on another CPU, which cost far more (an interrupt between
+/// CPUs, and a CPU leaving its idle state; more again in a VM).
+fn pin(tid: Pid, cpu: usize) -> Result<()> {
+    let mut set = nix::sched::CpuSet::new();
+    let bad = |e: Errno| Error::Unsupported {
+        what: format!("--cpu {cpu}"),
+        needs: format!(
+            "one of the CPUs this process may run on: {} ({e})",
+            allowed_cpus()
+        ),
+    };
+    set.set(cpu).map_err(bad)?;
+    nix::sched::sched_setaffinity(tid, &set).map_err(bad)
+}
+
+/// The CPUs this thread may run on.
+fn cpus() -> Vec<usize> {
+    nix::sched::sched_getaffinity(Pid::from_raw(0)).map_or_else(
+        |_| Vec::new(),
+        |set| {
+            (0..nix::sched::CpuSet::count())
+                .filter(|&c| set.is_set(c).unwrap_or(false))
+                .collect()
+        },
+    )
+}
+
+/// [`cpus`] as a list, e.g. `0 1`.
+fn allowed_cpus() -> String {
+    cpus()
+        .iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[allow(unsafe_code)]
@@ -2636,6 +2716,7 @@ pub fn trace(
         config.pool_pages.max(1) as usize,
         Sink::Trace(writer),
         start_mono,
+        config.cpu,
         counts,
         |_, pid| started(pid),
     )
@@ -2653,13 +2734,16 @@ enum Sink {
 
 /// Launches or attaches the program and traces it until it exits or a
 /// stop is asked for (SIGINT or SIGTERM in this thread). `started` gets
-/// the shared state and the program's pid once it runs.
+/// the shared state and the program's pid once it runs. `cpu`: see
+/// [`TraceConfig::cpu`].
+#[allow(clippy::too_many_arguments)]
 fn run(
     target: &Target,
     method: EvictMethod,
     pool_cap: usize,
     sink: Sink,
     start_mono: u64,
+    cpu: Option<usize>,
     counts: Arc<Counts>,
     started: impl FnOnce(&Arc<Shared>, u32),
 ) -> Result<TraceOutcome> {
@@ -2669,6 +2753,14 @@ fn run(
         Target::Launch(argv) => {
             let program = pt::resolve(&argv[0]).map_err(|e| sys("cannot run", e))?;
             let child = pt::spawn(&program, argv).map_err(|e| sys("trace", e))?;
+            if let Some(cpu) = cpu {
+                // Stopped before its exec: its threads and children, and
+                // their movers, inherit the mask.
+                if let Err(e) = pin(child, cpu) {
+                    let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
+                    return Err(e);
+                }
+            }
             (child.as_raw() as u32, Vec::new())
         }
         Target::Attach(pid) => {
@@ -2725,7 +2817,13 @@ fn run(
         pt::with_stop_signals_blocked(|| {
             std::thread::Builder::new()
                 .name("faults".into())
-                .spawn(move || fault_thread(shared, wake_r))
+                .spawn(move || {
+                    if let Some(cpu) = cpu {
+                        // Checked on the program above.
+                        let _ = pin(Pid::from_raw(0), cpu);
+                    }
+                    fault_thread(shared, wake_r)
+                })
         })
         .map_err(|e| sys("thread", e))?
     };
@@ -2882,6 +2980,7 @@ impl Sampler {
                     usize::MAX,
                     Sink::Sample(fraction),
                     now_mono(),
+                    None,
                     counts,
                     |shared, root| {
                         let _ = tx.send((shared.clone(), root, me));
