@@ -733,6 +733,15 @@ pub fn with_stop_signals_blocked<T>(f: impl FnOnce() -> T) -> T {
     out
 }
 
+/// Reaps `pid`, a tracee of this thread, if it has exited; returns
+/// whether it is gone.
+pub fn reap_now(pid: Pid) -> bool {
+    !matches!(
+        waitpid(pid, Some(WaitPidFlag::__WALL | WaitPidFlag::WNOHANG)),
+        Ok(WaitStatus::StillAlive) | Err(Errno::EINTR)
+    )
+}
+
 /// Whether two processes share one address space (`kcmp KCMP_VM`).
 pub fn same_mm(a: u32, b: u32) -> io::Result<bool> {
     kcmp(a, b, 1, 0, 0)
@@ -972,5 +981,16 @@ impl Mover {
     pub fn kill(self) {
         let _ = signal::kill(self.pid, Signal::SIGKILL);
         let _ = waitpid(self.pid, Some(WaitPidFlag::__WALL));
+    }
+
+    /// Ends the mover without waiting for it; returns its pid if it has
+    /// not exited yet, to be reaped with [`reap_now`] later. Its exit may
+    /// have to wait for a thread of the program that faulted while holding
+    /// a lock the exit takes (a pipe's, as the program read from a pipe
+    /// into a page that is away): waiting here, in the thread that serves
+    /// the faults, would never end.
+    pub fn kill_nowait(self) -> Option<Pid> {
+        let _ = signal::kill(self.pid, Signal::SIGKILL);
+        (!reap_now(self.pid)).then_some(self.pid)
     }
 }

@@ -222,6 +222,8 @@ struct State {
     forks: HashMap<u32, VecDeque<PendingFork>>,
     /// Spaces gone (exit, exec) whose movers the fault thread must end.
     retired: Vec<Space>,
+    /// Movers killed but not yet reaped (see [`Mover::kill_nowait`]).
+    dying: Vec<Pid>,
     /// Movers ended by the release, for the ptrace thread to reap in their
     /// programs: (program pid, mover pid, mover code address).
     reap: Vec<(u32, u32, u64)>,
@@ -1025,9 +1027,10 @@ fn prepare_spaces(st: &mut State) {
         let space = st.spaces.get_mut(&k).expect("listed");
         space.ready.store(true, Ordering::SeqCst);
     }
+    st.dying.retain(|&p| !pt::reap_now(p));
     for mut space in std::mem::take(&mut st.retired) {
         if let Some(m) = space.mm.mover.as_mut().and_then(|m| m.mover.take()) {
-            m.kill();
+            st.dying.extend(m.kill_nowait());
         } else if let Some(m) = &space.mm.mover {
             let _ = nix::sys::signal::kill(Pid::from_raw(m.pid as i32), Signal::SIGKILL);
         }
@@ -1070,6 +1073,12 @@ fn fault_thread(shared: Arc<Shared>, wake_r: OwnedFd) {
             let spaces: Vec<Space> = st.spaces.drain().map(|(_, s)| s).collect();
             st.retired.extend(spaces);
             prepare_spaces(&mut st);
+            // Nothing waits on a page any more: they exit at once.
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while !st.dying.is_empty() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+                st.dying.retain(|&p| !pt::reap_now(p));
+            }
             return;
         }
         let mut b = shared.boundary.lock().unwrap_or_else(|p| p.into_inner());
@@ -2797,6 +2806,7 @@ fn run(
             start_mono,
             forks: HashMap::new(),
             retired: Vec::new(),
+            dying: Vec::new(),
             reap: Vec::new(),
             failure: None,
             zero: Box::new([0; PAGE as usize]),
