@@ -2241,8 +2241,13 @@ impl Ptracer {
         match status {
             WaitStatus::PtraceSyscall(pid) => {
                 let tid = pid.as_raw() as u32;
-                let info =
-                    ptrace::syscall_info(pid).map_err(|e| sys("PTRACE_GET_SYSCALL_INFO", e))?;
+                let info = match ptrace::syscall_info(pid) {
+                    Ok(info) => info,
+                    // Killed since it stopped (another thread's exit_group,
+                    // a SIGKILL): its exit is reported next.
+                    Err(Errno::ESRCH) => return Ok(()),
+                    Err(e) => return Err(sys("PTRACE_GET_SYSCALL_INFO", e)),
+                };
                 if info.op == libc::PTRACE_SYSCALL_INFO_ENTRY {
                     // SAFETY of reading the union: op says entry.
                     let entry = entry_of(&info);
