@@ -986,6 +986,9 @@ fn move_registrations(space: &Space, tid: u32, own: &Uffd) -> Result<()> {
             own.register(start, len, uffd::MODE_MISSING_WP)
         };
         r.map_err(|e| sys("UFFDIO_REGISTER (a forked child's mapping)", e))?;
+        // Killed here, pagescope leaves the child parked with one range
+        // registered with its own descriptor and the rest with none.
+        die_here_for_tests("move");
     }
     Ok(())
 }
@@ -2121,20 +2124,31 @@ impl Ptracer {
             Err(_) => Ok(-1),
         };
         die_here_for_tests("mover");
+        // The registrations move while the child is still parked: were
+        // pagescope killed in the middle, the child would wait, parked,
+        // and --release would put back every page, whichever descriptor
+        // its range is registered with by then, or none (see `unpark`).
+        // Given its registers back first, it would run on with some ranges
+        // registered nowhere and their pages away as holes.
+        let mut st = self.shared.lock();
+        let moved = match (&own, st.spaces.get_mut(&key)) {
+            (Ok((own, _)), Some(space)) => Some(move_registrations(space, tid, own)),
+            _ => None,
+        };
         inj.finish().map_err(|e| sys("ptrace SETREGS", e))?;
         let (own, fd) = own?;
         let mover = mover?;
-        let mut st = self.shared.lock();
-        let Some(space) = st.spaces.get_mut(&key) else {
+        let kill_mover = || {
             if mover > 0 {
                 let _ = nix::sys::signal::kill(Pid::from_raw(mover as i32), Signal::SIGKILL);
             }
+        };
+        let (Some(moved), Some(space)) = (moved, st.spaces.get_mut(&key)) else {
+            kill_mover();
             return Ok(());
         };
-        if let Err(e) = move_registrations(space, tid, &own) {
-            if mover > 0 {
-                let _ = nix::sys::signal::kill(Pid::from_raw(mover as i32), Signal::SIGKILL);
-            }
+        if let Err(e) = moved {
+            kill_mover();
             return Err(e);
         }
         space.mm.uffd = Arc::new(own);
