@@ -603,12 +603,9 @@ pub fn collect(
     }
     if !denied.is_empty() {
         denied.sort_unstable();
-        let shown: Vec<String> = denied.iter().take(8).map(|p| p.to_string()).collect();
-        notes.push(format!(
-            "{} processes could not be read in full (permission denied: needs root with CAP_SYS_PTRACE, or the processes' own user): their memory is missing (pids {}{})",
-            denied.len(),
-            shown.join(" "),
-            if denied.len() > 8 { " ..." } else { "" }
+        notes.push(crate::procfs::denied_note(
+            &denied,
+            "their memory is missing",
         ));
     }
     if config.physmap {

@@ -1,8 +1,11 @@
-//! The views of a recording: `temporal` and `spatial`.
+//! The views of a recording: `temporal`, `spatial`, `heatmap`,
+//! `hugepages`, `numa`, `wss` and `processes`.
 
 use crate::report::{Chart, Report, Style, Table, Value};
 use crate::views::{col, opt};
-use pagescope_core::analysis::temporal::{HeatCell, Range, Recording, SpatialRow, TemporalRow};
+use pagescope_core::analysis::temporal::{
+    HeatCell, ProcessRow, Recording, Select, SpatialRow, TemporalRow,
+};
 use pagescope_core::record::{Counts, WriteSource};
 use pagescope_core::Result;
 
@@ -37,22 +40,25 @@ fn count_values(r: &Recording, c: &Counts) -> [Value; 3] {
     ]
 }
 
-fn range_notes(r: &Recording, range: Option<Range>) -> Vec<String> {
+fn select_notes(r: &Recording, sel: Select) -> Vec<String> {
     let mut notes = r.notes();
-    if let Some(range) = range {
-        let partial = r.partial_rows(range);
-        if partial > 0 {
-            notes.push(format!(
-                "{partial} rows overlap --range only in part and are counted whole"
-            ));
+    let partial = r.partial_rows(sel);
+    if partial > 0 {
+        notes.push(format!(
+            "{partial} rows overlap --range only in part and are counted whole"
+        ));
+    }
+    if let Some(pid) = sel.pid {
+        if !r.processes.iter().any(|p| p.pid == pid) {
+            notes.push(format!("process {pid} is not in the recording"));
         }
     }
     notes
 }
 
 /// The `temporal` view: one row per interval.
-pub fn temporal(r: &Recording, range: Option<Range>) -> Result<Report> {
-    let rows: Vec<TemporalRow> = r.temporal(range)?;
+pub fn temporal(r: &Recording, sel: Select) -> Result<Report> {
+    let rows: Vec<TemporalRow> = r.temporal(sel)?;
     let h = r.header();
     let table = Table {
         key: "intervals",
@@ -103,7 +109,7 @@ pub fn temporal(r: &Recording, range: Option<Range>) -> Result<Report> {
     Ok(Report {
         view: "temporal",
         page_size: h.page_size,
-        notes: range_notes(r, range),
+        notes: select_notes(r, sel),
         fields: vec![
             backend_field(r),
             ("interval_ns", "interval (ns)", Value::Int(h.interval_ns)),
@@ -136,8 +142,8 @@ pub fn temporal(r: &Recording, range: Option<Range>) -> Result<Report> {
 }
 
 /// The `spatial` view: one row per block, how often it was referenced.
-pub fn spatial(r: &Recording, range: Option<Range>) -> Result<Report> {
-    let rows: Vec<SpatialRow> = r.spatial(range)?;
+pub fn spatial(r: &Recording, sel: Select) -> Result<Report> {
+    let rows: Vec<SpatialRow> = r.spatial(sel)?;
     let h = r.header();
     let table = Table {
         key: "blocks",
@@ -177,7 +183,7 @@ pub fn spatial(r: &Recording, range: Option<Range>) -> Result<Report> {
     Ok(Report {
         view: "spatial",
         page_size: h.page_size,
-        notes: range_notes(r, range),
+        notes: select_notes(r, sel),
         fields: vec![
             backend_field(r),
             intervals_field(r),
@@ -191,8 +197,8 @@ pub fn spatial(r: &Recording, range: Option<Range>) -> Result<Report> {
 
 /// The `heatmap` view: time by address, one cell per row of each
 /// interval; the SVG colours each block's cell by its referenced pages.
-pub fn heatmap(r: &Recording, range: Option<Range>) -> Result<Report> {
-    let cells = r.heatmap(range)?;
+pub fn heatmap(r: &Recording, sel: Select) -> Result<Report> {
+    let cells = r.heatmap(sel)?;
     let h = r.header();
     let label = |c: &HeatCell| match c.pid {
         Some(p) => format!("{p}:{:#x}", c.start),
@@ -257,7 +263,7 @@ pub fn heatmap(r: &Recording, range: Option<Range>) -> Result<Report> {
     Ok(Report {
         view: "heatmap",
         page_size: h.page_size,
-        notes: range_notes(r, range),
+        notes: select_notes(r, sel),
         fields: vec![
             backend_field(r),
             intervals_field(r),
@@ -454,8 +460,8 @@ pub fn hugepages(r: &Recording) -> Result<Report> {
 
 /// The `wss` view: the working set per interval and over a window of
 /// intervals.
-pub fn wss(r: &Recording, window: usize, range: Option<Range>) -> Result<Report> {
-    let rows = r.wss(window, range)?;
+pub fn wss(r: &Recording, window: usize, sel: Select) -> Result<Report> {
+    let rows = r.wss(window, sel)?;
     let h = r.header();
     let max = |f: fn(&pagescope_core::analysis::temporal::WssRow) -> u64| {
         rows.iter().map(f).max().unwrap_or(0)
@@ -519,5 +525,77 @@ pub fn wss(r: &Recording, window: usize, range: Option<Range>) -> Result<Report>
                 .collect(),
             style: Style::Lines,
         }),
+    })
+}
+
+/// The `processes` view: per-process totals over the run, most
+/// referenced first.
+pub fn processes(r: &Recording, sel: Select) -> Result<Report> {
+    let rows: Vec<ProcessRow> = r.processes(sel)?;
+    let h = r.header();
+    let name = |p: &ProcessRow| match p.command.first() {
+        Some(c) => c.rsplit('/').next().unwrap_or(c).to_string(),
+        None => p.pid.to_string(),
+    };
+    let table = Table {
+        key: "processes",
+        columns: vec![
+            col("pid", "PID"),
+            col("intervals", "INTERVALS"),
+            col("user_pages", "USER"),
+            col("page_cache_pages", "CACHE"),
+            col("written_pages", "WRITTEN"),
+            col("peak_pages", "PEAK"),
+            col("command", "COMMAND"),
+        ],
+        rows: rows
+            .iter()
+            .map(|p| {
+                let mut row = vec![Value::Int(p.pid as u64), Value::Int(p.intervals)];
+                row.extend(count_values(r, &p.counts));
+                row.push(Value::Int(p.peak));
+                // Long command lines (a whole environment in JSON) are cut.
+                let command = p.command.join(" ");
+                let command: String = match command.char_indices().nth(80) {
+                    Some((at, _)) => format!("{}...", &command[..at]),
+                    None => command,
+                };
+                row.push(Value::from(command.as_str()));
+                row
+            })
+            .collect(),
+    };
+    let chart = Chart {
+        title: "Referenced pages per process (summed over intervals)".into(),
+        y_label: "pages".into(),
+        series: vec!["user".into(), "page cache".into()],
+        bars: rows
+            .iter()
+            .take(40)
+            .map(|p| {
+                (
+                    format!("{} {}", p.pid, name(p)),
+                    vec![p.counts.user as f64, p.counts.page_cache as f64],
+                )
+            })
+            .collect(),
+        style: Style::Bars,
+    };
+    Ok(Report {
+        view: "processes",
+        page_size: h.page_size,
+        notes: select_notes(r, sel),
+        fields: vec![
+            backend_field(r),
+            intervals_field(r),
+            (
+                "processes",
+                "processes with a reference",
+                Value::Int(rows.len() as u64),
+            ),
+        ],
+        tables: vec![table],
+        text: None,
+        chart: Some(chart),
     })
 }

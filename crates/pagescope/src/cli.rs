@@ -232,6 +232,9 @@ pub enum AnalyzeView {
     Hugepages,
     /// Recording: referenced pages per NUMA node.
     Numa,
+    /// Recording: totals per process over the run (recordings of
+    /// processes, and of the machine with the refs backend).
+    Processes,
     /// Trace: references, reads, writes and distinct pages, per thread
     /// and mapping.
     Refs,
@@ -250,6 +253,9 @@ pub struct AnalyzeArgs {
     /// or traced processes (hex with 0x, or decimal; END exclusive).
     #[arg(long, value_name = "START-END", value_parser = parse_range)]
     pub range: Option<(u64, u64)>,
+    /// Recording: only the references of this process.
+    #[arg(long, value_name = "PID")]
+    pub pid: Option<u32>,
     /// `wss`: intervals per window.
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     pub window: u32,

@@ -4,7 +4,7 @@ use crate::cli::{AnalyzeArgs, AnalyzeView, BackendArg, RecordArgs};
 use crate::progress::Spinner;
 use crate::BadInput;
 use anyhow::{anyhow, Context, Result};
-use pagescope_core::analysis::temporal::Recording;
+use pagescope_core::analysis::temporal::{Recording, Select};
 use pagescope_core::format::read_record;
 use pagescope_core::record::Backend;
 use pagescope_linux::record::{Choice, DamonSettings, Live, RecordConfig, Target};
@@ -115,6 +115,15 @@ pub fn record(args: RecordArgs) -> Result<u8> {
         for n in &h.notes {
             eprintln!("note: {n}");
         }
+        if !outcome.denied_later.is_empty() {
+            eprintln!(
+                "note: of the processes that started while recording, {}",
+                pagescope_linux::procfs::denied_note(
+                    &outcome.denied_later,
+                    pagescope_linux::record::DENIED_MISSING
+                )
+            );
+        }
         if outcome.end.overruns > 0 {
             eprintln!(
                 "note: {} boundaries took longer than half an interval, and the next interval \
@@ -135,15 +144,21 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<u8> {
         .map_err(|e| pagescope_core::Error::io(&args.file, e))
         .context(BadInput)?;
     read_record(std::io::BufReader::new(file), &args.file, &mut r).context(BadInput)?;
+    let sel = Select {
+        range: args.range,
+        pid: args.pid,
+    };
     let report = match args.view {
-        AnalyzeView::Temporal => record_views::temporal(&r, args.range),
-        AnalyzeView::Spatial => record_views::spatial(&r, args.range),
-        AnalyzeView::Heatmap => record_views::heatmap(&r, args.range),
-        AnalyzeView::Wss => record_views::wss(&r, args.window as usize, args.range),
-        AnalyzeView::Hugepages | AnalyzeView::Numa if args.range.is_some() => {
-            return Err(
-                anyhow!("--range applies to temporal, spatial and heatmap").context(BadInput)
+        AnalyzeView::Temporal => record_views::temporal(&r, sel),
+        AnalyzeView::Spatial => record_views::spatial(&r, sel),
+        AnalyzeView::Heatmap => record_views::heatmap(&r, sel),
+        AnalyzeView::Wss => record_views::wss(&r, args.window as usize, sel),
+        AnalyzeView::Processes => record_views::processes(&r, sel),
+        AnalyzeView::Hugepages | AnalyzeView::Numa if !sel.is_all() => {
+            return Err(anyhow!(
+                "--range and --pid apply to temporal, spatial, heatmap, wss and processes"
             )
+            .context(BadInput))
         }
         AnalyzeView::Hugepages => record_views::hugepages(&r),
         AnalyzeView::Numa => record_views::numa(&r),

@@ -165,7 +165,14 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
         | AnalyzeView::Heatmap
         | AnalyzeView::Wss
         | AnalyzeView::Hugepages
-        | AnalyzeView::Numa => return crate::record_cmd::analyze(&args),
+        | AnalyzeView::Numa
+        | AnalyzeView::Processes => return crate::record_cmd::analyze(&args),
+        AnalyzeView::Refs | AnalyzeView::Mrc if args.pid.is_some() => {
+            return Err(anyhow::anyhow!(
+                "--pid applies to recordings (`refs` breaks a trace down by thread)"
+            )
+            .context(BadInput))
+        }
         AnalyzeView::Refs => {
             let mut s = RefStats::new(args.range);
             read(&args.file, &mut s)?;

@@ -213,6 +213,182 @@ fn refs_backend_sees_every_iteration_read() {
     verify("refs", "read");
 }
 
+/// The whole machine with the `refs` backend: every process it may read
+/// is recorded on its own rows, so `--pid` and `processes` give one
+/// process's references. pagetest (1 GiB, 6 iterations 1 s apart) is one
+/// of them, recorded at 1 s: each interval that holds an iteration counts
+/// its buffer within 2%, and the others nothing. The machine's processes
+/// are not stopped at boundaries (only named ones are), so a page touched
+/// between the read of pagetest's smaps and the clearing of its bits is
+/// missed: iterations that overlap a boundary's work are not held to 2%.
+/// Processes pagescope may not read are left out and named in a note.
+#[test]
+fn system_wide_refs_recording_has_each_process() {
+    let _guard = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = temp_path(dir.path(), "s.rec");
+    let mut pt = Pagetest::start(
+        &[],
+        &[
+            "--size",
+            "1G",
+            "--mode",
+            "malloc",
+            "--op",
+            "write",
+            "--iterations",
+            "6",
+            "--sleep",
+            "1s",
+            "--delay",
+            "1500ms",
+        ],
+        "ready",
+    );
+    let recorder = Command::new(pagescope_bin())
+        .args([
+            "record",
+            "-q",
+            "--system",
+            "--backend",
+            "refs",
+            "--interval",
+            "1s",
+            "--duration",
+            "10s",
+            "-o",
+            &out,
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // What this test can see it may not read: the recorder must agree.
+    let denied: Vec<u32> = pagescope_linux::procfs::list_pids(Path::new("/proc"))
+        .unwrap()
+        .into_iter()
+        .filter(|p| {
+            std::fs::File::open(format!("/proc/{p}/pagemap"))
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
+        })
+        .collect();
+    while pt.next_line()["event"] != "done" {}
+    let o = recorder.wait_with_output().unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let (rec, done) = read(&out);
+    assert_eq!(done, Completeness::Complete);
+    let h = rec.header();
+    let notes = h.notes.join("\n");
+    match denied.first() {
+        Some(p) => assert!(
+            notes.contains("could not be read") && notes.contains(&format!("pids {p}")),
+            "pid {p} can't be read, and the notes don't say so: {notes}"
+        ),
+        None => {
+            eprintln!("every process here can be read: the note on those that can't is not seen")
+        }
+    }
+    let pid = pt.pid();
+    let pages = pt.pages();
+    let range = format!(
+        "{:#x}-{:#x}",
+        pt.ready["start"].as_u64().unwrap(),
+        pt.ready["end"].as_u64().unwrap()
+    );
+    let json = |view: &str, key: &str| -> Vec<Value> {
+        report_json(&[
+            "analyze",
+            &out,
+            view,
+            "--format",
+            "json",
+            "--pid",
+            &pid.to_string(),
+            "--range",
+            &range,
+        ])[key]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let rows = json("temporal", "intervals");
+    assert_eq!(rows.len(), rec.intervals.len());
+    // Iterations in recording time, and whether they keep clear of every
+    // boundary's work (the recorder's CPU in the interval it ends, and
+    // 20 ms more).
+    let iterations: Vec<(u64, u64)> = pt
+        .lines
+        .iter()
+        .filter(|l| l["event"] == "iteration")
+        .map(|l| {
+            let t = |k: &str| l[k].as_u64().unwrap() - h.start_monotonic_ns;
+            (t("start_ns"), t("end_ns"))
+        })
+        .collect();
+    assert_eq!(iterations.len(), 6);
+    let clear = |&(s, e): &(u64, u64)| {
+        rec.intervals.iter().all(|i| {
+            let (b0, b1) = (i.end_ns, i.end_ns + i.recorder_cpu_ns + 20_000_000);
+            e < b0 || s > b1
+        })
+    };
+    let mut held = 0;
+    for (row, i) in rows.iter().zip(&rec.intervals) {
+        let user = row["user_pages"].as_u64().unwrap();
+        let inside: Vec<&(u64, u64)> = iterations
+            .iter()
+            .filter(|&&(s, e)| s < i.end_ns && e > i.start_ns)
+            .collect();
+        if inside.is_empty() {
+            assert!(
+                user <= 64,
+                "interval {} holds {user} pages and no iteration",
+                i.seq
+            );
+        } else if inside
+            .iter()
+            .all(|&&(s, e)| s >= i.start_ns && e <= i.end_ns && clear(&(s, e)))
+        {
+            let err = (user as f64 - pages as f64).abs() / pages as f64;
+            assert!(
+                err <= 0.02,
+                "interval {}: {user} pages, buffer {pages}",
+                i.seq
+            );
+            held += 1;
+        } else {
+            assert!(
+                user <= pages + pages / 50,
+                "interval {}: {user} pages",
+                i.seq
+            );
+        }
+    }
+    assert!(
+        held >= 3,
+        "only {held} intervals held a whole iteration clear of boundaries"
+    );
+    // Its totals: the same intervals, and its command line.
+    let procs = json("processes", "processes");
+    assert_eq!(procs.len(), 1, "{procs:?}");
+    let total: u64 = rows.iter().map(|r| r["user_pages"].as_u64().unwrap()).sum();
+    assert_eq!(procs[0]["user_pages"].as_u64().unwrap(), total);
+    assert!(procs[0]["command"].as_str().unwrap().contains("pagetest"));
+    // Every process on its own rows: pagetest's are among many.
+    let all = report_json(&["analyze", &out, "processes", "--format", "json"])["processes"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(all.len() > 1 && all.iter().any(|p| p["pid"] == pid));
+    assert!(denied.iter().all(|d| all.iter().all(|p| p["pid"] != *d)));
+    // --pid selects rows, which these views don't have.
+    let o = run(
+        &[],
+        &["analyze", &out, "hugepages", "--pid", &pid.to_string()],
+    );
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--pid apply to"));
+}
+
 /// Whether this kernel has what the fault backend needs (userfaultfd with
 /// UFFDIO_MOVE); if not, the backend must refuse, naming it.
 fn fault_available() -> bool {

@@ -6,7 +6,9 @@
 //! section 6.3).
 
 use crate::format::RecordVisitor;
-use crate::record::{Counts, Granularity, Interval, ProcessInfo, RecordEnd, RecordHeader, Scope};
+use crate::record::{
+    Backend, Counts, Granularity, Interval, ProcessInfo, RecordEnd, RecordHeader, Scope,
+};
 use crate::{Error, Result};
 use std::collections::BTreeMap;
 
@@ -45,6 +47,44 @@ impl RecordVisitor for Recording {
 
 /// A virtual address range to restrict counts to.
 pub type Range = (u64, u64);
+
+/// Which rows of the recorded processes an analysis counts: those of one
+/// process, those overlapping a virtual address range, or both; the
+/// default selects everything.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Select {
+    /// Only rows overlapping this range (a row is counted whole).
+    pub range: Option<Range>,
+    /// Only rows of this process.
+    pub pid: Option<u32>,
+}
+
+impl Select {
+    /// Whether nothing is left out.
+    pub fn is_all(&self) -> bool {
+        self.range.is_none() && self.pid.is_none()
+    }
+
+    /// Whether the row of process `pid` over `[start, end)` is counted.
+    pub fn keeps(&self, pid: u32, start: u64, end: u64) -> bool {
+        self.pid.is_none_or(|p| p == pid) && self.range.is_none_or(|(s, e)| start < e && end > s)
+    }
+}
+
+/// Per-process totals over a recording.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcessRow {
+    /// The process.
+    pub pid: u32,
+    /// Its command line, when the recording names it.
+    pub command: Vec<String>,
+    /// Intervals in which it had a reference.
+    pub intervals: u64,
+    /// Referenced pages summed over intervals, by class, and written.
+    pub counts: Counts,
+    /// The most pages it referenced in one interval.
+    pub peak: u64,
+}
 
 /// One interval's figures.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -142,27 +182,48 @@ impl Recording {
         self.header.as_ref().expect("read_record checks the header")
     }
 
-    /// Checks that `range` can be applied: it needs per-process rows.
-    fn check_range(&self, range: Option<Range>) -> Result<()> {
-        if range.is_some() && self.header().scope == Scope::System {
+    /// Whether the rows are per process (virtual): recordings of
+    /// processes, and system-wide ones made with the `refs` backend, which
+    /// reads every process; the others place the machine's references by
+    /// frame only.
+    pub fn has_process_rows(&self) -> bool {
+        let h = self.header();
+        h.scope != Scope::System || h.backend == Backend::Refs
+    }
+
+    /// Checks that `sel` can be applied: it needs per-process rows.
+    fn check_select(&self, sel: Select) -> Result<()> {
+        if sel.is_all() {
+            return Ok(());
+        }
+        self.needs_process_rows("--range and --pid")
+    }
+
+    /// Refuses `what` on a recording with no rows per process.
+    fn needs_process_rows(&self, what: &str) -> Result<()> {
+        if !self.has_process_rows() {
             return Err(Error::Unsupported {
-                what: "--range on a system-wide recording".into(),
-                needs: "record processes (--pid, or a command) to have virtual addresses".into(),
+                what: format!(
+                    "{what} on a system-wide recording made with the {} backend",
+                    self.header().backend.name()
+                ),
+                needs: "rows per process: record processes (--pid, a cgroup, or a command), \
+                        or the whole machine with --backend refs"
+                    .into(),
             });
         }
         Ok(())
     }
 
-    /// Per-interval figures, restricted to `range` of the recorded
-    /// processes when given.
-    pub fn temporal(&self, range: Option<Range>) -> Result<Vec<TemporalRow>> {
-        self.check_range(range)?;
+    /// Per-interval figures, restricted to the rows `sel` keeps.
+    pub fn temporal(&self, sel: Select) -> Result<Vec<TemporalRow>> {
+        self.check_select(sel)?;
         Ok(self
             .intervals
             .iter()
             .map(|i| {
-                let (counts, blocks) = match range {
-                    None => (
+                let (counts, blocks) = match sel.is_all() {
+                    true => (
                         i.total(),
                         if i.phys.is_empty() {
                             i.virt.len()
@@ -170,10 +231,10 @@ impl Recording {
                             i.phys.len()
                         } as u64,
                     ),
-                    Some((s, e)) => {
+                    false => {
                         let mut c = Counts::default();
                         let mut n = 0;
-                        for r in i.virt.iter().filter(|r| r.start < e && r.end > s) {
+                        for r in i.virt.iter().filter(|r| sel.keeps(r.pid, r.start, r.end)) {
                             c.add(&r.counts);
                             n += 1;
                         }
@@ -193,25 +254,65 @@ impl Recording {
             .collect())
     }
 
-    /// Rows of the recording that overlap `range` only in part (counted
+    /// Rows that `sel` keeps that overlap its range only in part (counted
     /// whole, since a row can't be split).
-    pub fn partial_rows(&self, range: Range) -> u64 {
-        let (s, e) = range;
+    pub fn partial_rows(&self, sel: Select) -> u64 {
+        let Some((s, e)) = sel.range else {
+            return 0;
+        };
         self.intervals
             .iter()
             .flat_map(|i| &i.virt)
-            .filter(|r| r.start < e && r.end > s && (r.start < s || r.end > e))
+            .filter(|r| sel.keeps(r.pid, r.start, r.end) && (r.start < s || r.end > e))
             .count() as u64
+    }
+
+    /// Totals per process over the run, of the rows `sel` keeps, most
+    /// referenced first.
+    pub fn processes(&self, sel: Select) -> Result<Vec<ProcessRow>> {
+        self.needs_process_rows("per-process totals")?;
+        let mut by: BTreeMap<u32, ProcessRow> = BTreeMap::new();
+        for i in &self.intervals {
+            let mut here: BTreeMap<u32, Counts> = BTreeMap::new();
+            for r in i.virt.iter().filter(|r| sel.keeps(r.pid, r.start, r.end)) {
+                here.entry(r.pid).or_default().add(&r.counts);
+            }
+            for (pid, c) in here {
+                let row = by.entry(pid).or_insert_with(|| ProcessRow {
+                    pid,
+                    command: Vec::new(),
+                    intervals: 0,
+                    counts: Counts::default(),
+                    peak: 0,
+                });
+                row.intervals += 1;
+                row.counts.add(&c);
+                row.peak = row.peak.max(c.referenced());
+            }
+        }
+        for p in &self.processes {
+            if let Some(row) = by.get_mut(&p.pid) {
+                row.command = p.command.clone();
+            }
+        }
+        let mut rows: Vec<ProcessRow> = by.into_values().collect();
+        rows.sort_by(|a, b| {
+            b.counts
+                .referenced()
+                .cmp(&a.counts.referenced())
+                .then(a.pid.cmp(&b.pid))
+        });
+        Ok(rows)
     }
 
     /// Per-block figures over the run: physical blocks when the backend
     /// knew frames, else the virtual rows of each process.
-    pub fn spatial(&self, range: Option<Range>) -> Result<Vec<SpatialRow>> {
-        self.check_range(range)?;
+    pub fn spatial(&self, sel: Select) -> Result<Vec<SpatialRow>> {
+        self.check_select(sel)?;
         let h = self.header();
         let mut by: BTreeMap<(Option<u32>, u64, u64), (u64, Counts)> = BTreeMap::new();
         for i in &self.intervals {
-            if range.is_none() && !i.phys.is_empty() {
+            if sel.is_all() && !i.phys.is_empty() {
                 for r in &i.phys {
                     let start = r.block * h.block_size;
                     let e = by.entry((None, start, start + h.block_size)).or_default();
@@ -220,12 +321,7 @@ impl Recording {
                 }
                 continue;
             }
-            for r in &i.virt {
-                if let Some((s, e)) = range {
-                    if r.start >= e || r.end <= s {
-                        continue;
-                    }
-                }
+            for r in i.virt.iter().filter(|r| sel.keeps(r.pid, r.start, r.end)) {
                 let e = by.entry((Some(r.pid), r.start, r.end)).or_default();
                 e.0 += 1;
                 e.1.add(&r.counts);
@@ -245,12 +341,12 @@ impl Recording {
 
     /// Every row of every interval: physical blocks when the backend knew
     /// frames (and no range is asked for), else virtual rows.
-    pub fn heatmap(&self, range: Option<Range>) -> Result<Vec<HeatCell>> {
-        self.check_range(range)?;
+    pub fn heatmap(&self, sel: Select) -> Result<Vec<HeatCell>> {
+        self.check_select(sel)?;
         let bs = self.header().block_size;
         let mut out = Vec::new();
         for i in &self.intervals {
-            if range.is_none() && !i.phys.is_empty() {
+            if sel.is_all() && !i.phys.is_empty() {
                 out.extend(i.phys.iter().map(|r| HeatCell {
                     seq: i.seq,
                     pid: None,
@@ -263,7 +359,7 @@ impl Recording {
             out.extend(
                 i.virt
                     .iter()
-                    .filter(|r| range.is_none_or(|(s, e)| r.start < e && r.end > s))
+                    .filter(|r| sel.keeps(r.pid, r.start, r.end))
                     .map(|r| HeatCell {
                         seq: i.seq,
                         pid: Some(r.pid),
@@ -358,8 +454,8 @@ impl Recording {
 
     /// Working set sizes: distinct pages referenced in each interval, and
     /// in each window of `window` intervals ending with it, restricted to
-    /// `range` when given.
-    pub fn wss(&self, window: usize, range: Option<Range>) -> Result<Vec<WssRow>> {
+    /// what `sel` keeps.
+    pub fn wss(&self, window: usize, sel: Select) -> Result<Vec<WssRow>> {
         let h = self.header();
         if h.granularity == Granularity::Vma || h.scope == Scope::System {
             return Err(Error::Unsupported {
@@ -378,11 +474,14 @@ impl Recording {
             });
         }
         let ps = h.page_size;
-        let (lo, hi) = range.map_or((0, u64::MAX), |(s, e)| (s / ps, e.div_ceil(ps)));
+        let (lo, hi) = sel
+            .range
+            .map_or((0, u64::MAX), |(s, e)| (s / ps, e.div_ceil(ps)));
         let distinct = |intervals: &[Interval]| -> u64 {
             let mut runs: Vec<(u32, u64, u64)> = intervals
                 .iter()
                 .flat_map(|i| &i.pages)
+                .filter(|p| sel.pid.is_none_or(|pid| pid == p.pid))
                 .flat_map(|p| {
                     p.absolute()
                         .map(move |(s, n)| (p.pid, s, s.saturating_add(n)))
@@ -452,7 +551,19 @@ impl Recording {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{Backend, PhysRow, VirtRow, WriteSource};
+    use crate::record::{PhysRow, VirtRow, WriteSource};
+
+    fn range(start: u64, end: u64) -> Select {
+        Select {
+            range: Some((start, end)),
+            pid: None,
+        }
+    }
+
+    const ALL: Select = Select {
+        range: None,
+        pid: None,
+    };
 
     fn recording(scope: Scope) -> Recording {
         let c = |user, written| Counts {
@@ -511,18 +622,18 @@ mod tests {
     #[test]
     fn temporal_sums_and_ranges() {
         let r = recording(Scope::Processes(vec![7]));
-        let t = r.temporal(None).unwrap();
+        let t = r.temporal(ALL).unwrap();
         assert_eq!(t.len(), 3);
         assert_eq!(t[0].counts.user, 10); // physical rows win
-        let t = r.temporal(Some((0x40000, 0x50000))).unwrap();
+        let t = r.temporal(range(0x40000, 0x50000)).unwrap();
         assert_eq!(t[2].counts.user, 8);
         assert_eq!(t[2].blocks, 1);
-        assert_eq!(r.partial_rows((0x40000, 0x50000)), 3);
-        assert_eq!(r.partial_rows((0x10000, 0x80000)), 0);
-        let s = r.spatial(Some((0, 0x30000))).unwrap();
+        assert_eq!(r.partial_rows(range(0x40000, 0x50000)), 3);
+        assert_eq!(r.partial_rows(range(0x10000, 0x80000)), 0);
+        let s = r.spatial(range(0, 0x30000)).unwrap();
         assert_eq!(s.len(), 1);
         assert_eq!((s[0].intervals, s[0].counts.user), (3, 12));
-        let s = r.spatial(None).unwrap();
+        let s = r.spatial(ALL).unwrap();
         assert_eq!(s.len(), 3);
         assert_eq!(s[1].start, 1 << 20);
     }
@@ -530,10 +641,10 @@ mod tests {
     #[test]
     fn heatmap_numa_hugepages() {
         let mut r = recording(Scope::Processes(vec![7]));
-        let cells = r.heatmap(None).unwrap();
+        let cells = r.heatmap(ALL).unwrap();
         assert_eq!(cells.len(), 3); // one physical block per interval
         assert_eq!(cells[2].start, 2 << 20);
-        let cells = r.heatmap(Some((0x40000, 0x50000))).unwrap();
+        let cells = r.heatmap(range(0x40000, 0x50000)).unwrap();
         assert_eq!(cells.len(), 3);
         assert!(cells.iter().all(|c| c.pid == Some(7)));
         // Per VMA rows can't be placed on nodes or in 2 MiB regions.
@@ -570,7 +681,7 @@ mod tests {
     fn wss_unites_windows() {
         use crate::record::PageRuns;
         let mut r = recording(Scope::Processes(vec![7]));
-        assert!(r.wss(2, None).is_err()); // VMA rows hold no pages
+        assert!(r.wss(2, ALL).is_err()); // VMA rows hold no pages
         r.header.as_mut().unwrap().granularity = Granularity::Page;
         // Interval 0: pages 10-19; 1: 15-24 and, in pid 8, 10-11; 2: none.
         r.intervals[0].pages = vec![PageRuns::from_sorted(7, &(10..20).collect::<Vec<_>>())];
@@ -578,12 +689,18 @@ mod tests {
             PageRuns::from_sorted(7, &(15..25).collect::<Vec<_>>()),
             PageRuns::from_sorted(8, &[10, 11]),
         ];
-        let w = r.wss(2, None).unwrap();
+        let w = r.wss(2, ALL).unwrap();
         let got: Vec<(u64, u64)> = w.iter().map(|x| (x.pages, x.window_pages)).collect();
         assert_eq!(got, [(10, 10), (12, 17), (0, 12)]);
         // Pages 18-21 only (bytes 18*4096 .. 22*4096).
-        let w = r.wss(3, Some((18 * 4096, 22 * 4096))).unwrap();
+        let w = r.wss(3, range(18 * 4096, 22 * 4096)).unwrap();
         assert_eq!(w[1].window_pages, 4); // pid 8's pages are outside
+        let only8 = Select {
+            range: None,
+            pid: Some(8),
+        };
+        let w = r.wss(3, only8).unwrap();
+        assert_eq!((w[0].pages, w[1].pages, w[2].window_pages), (0, 2, 2));
         let runs = PageRuns::from_sorted(1, &[3, 4, 5, 9, 11, 12]);
         assert_eq!(runs.runs, [(3, 3), (3, 1), (1, 2)]);
         assert_eq!(
@@ -602,9 +719,62 @@ mod tests {
     }
 
     #[test]
-    fn range_needs_processes() {
-        let r = recording(Scope::System);
-        assert!(r.temporal(Some((0, 1))).is_err());
-        assert!(r.temporal(None).is_ok());
+    fn selection_needs_process_rows() {
+        // The idle backend records the machine by frame only.
+        let mut r = recording(Scope::System);
+        r.header.as_mut().unwrap().backend = Backend::Idle;
+        assert!(r.temporal(range(0, 1)).is_err());
+        assert!(r.processes(ALL).is_err());
+        assert!(r.temporal(ALL).is_ok());
+        // The refs backend reads every process.
+        r.header.as_mut().unwrap().backend = Backend::Refs;
+        assert!(r.temporal(range(0, 1)).is_ok());
+    }
+
+    #[test]
+    fn per_process_totals_and_selection() {
+        let mut r = recording(Scope::System);
+        r.processes.push(ProcessInfo {
+            pid: 9,
+            command: vec!["nine".into()],
+            first_seq: 1,
+        });
+        // pid 9 references 20 pages in interval 1, 5 in interval 2.
+        for (seq, user) in [(1, 20), (2, 5)] {
+            r.intervals[seq].virt.push(VirtRow {
+                pid: 9,
+                start: 0x40000,
+                end: 0x50000,
+                counts: Counts {
+                    user,
+                    page_cache: 0,
+                    written: user,
+                },
+            });
+        }
+        let p = r.processes(ALL).unwrap();
+        // pid 7: 10 + 11 + 12 (4 + 6, 4 + 7, 4 + 8), peak 12.
+        let got: Vec<(u32, u64, u64, u64, u64)> = p
+            .iter()
+            .map(|p| (p.pid, p.intervals, p.counts.user, p.counts.written, p.peak))
+            .collect();
+        assert_eq!(got, [(7, 3, 33, 3, 12), (9, 2, 25, 25, 20)]);
+        assert_eq!(p[1].command, ["nine"]);
+        assert!(p[0].command.is_empty());
+        let nine = Select {
+            range: None,
+            pid: Some(9),
+        };
+        let t = r.temporal(nine).unwrap();
+        let users: Vec<u64> = t.iter().map(|t| t.counts.user).collect();
+        assert_eq!(users, [0, 20, 5]);
+        // Both: pid 7's rows over 0x40000.. only.
+        let both = Select {
+            range: Some((0x40000, 0x50000)),
+            pid: Some(7),
+        };
+        assert_eq!(r.processes(both).unwrap()[0].counts.user, 21);
+        assert_eq!(r.spatial(nine).unwrap().len(), 1);
+        assert_eq!(r.heatmap(nine).unwrap().len(), 2);
     }
 }

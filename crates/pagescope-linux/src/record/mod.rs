@@ -26,7 +26,7 @@ use pagescope_core::record::{
     WriteSource,
 };
 use pagescope_core::{Error, Result};
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -153,7 +153,13 @@ pub struct RecordOutcome {
     pub bytes: u64,
     /// The launched command's exit code.
     pub exit_code: Option<i32>,
+    /// Processes that started during the recording and could not be read
+    /// (those of the start are in the header's notes).
+    pub denied_later: Vec<u32>,
 }
+
+/// What the note on processes that could not be read says is missing.
+pub const DENIED_MISSING: &str = "their references are not recorded";
 
 /// The signals the recorder waits for. Block them (in the thread that
 /// records, before any other thread starts) with [`block_signals`].
@@ -321,6 +327,9 @@ struct Recorder<'a> {
     probe_launched: bool,
     exit_code: Option<i32>,
     seen: HashSet<u32>,
+    /// Processes of the machine or of a cgroup whose memory pagescope may
+    /// not read: left out of the recording, and named in a note.
+    denied: BTreeSet<u32>,
     /// Boundaries after which a full interval could not be kept.
     overruns: u64,
     page_size: u64,
@@ -329,9 +338,9 @@ struct Recorder<'a> {
 
 impl Recorder<'_> {
     /// The processes to record now.
-    fn targets(&self) -> Result<Vec<u32>> {
+    fn targets(&mut self) -> Result<Vec<u32>> {
         let alive = |p: &u32| self.root.proc.join(p.to_string()).exists();
-        Ok(match &self.config.target {
+        let mut pids = match &self.config.target {
             Target::Pids(p) => p.iter().copied().filter(alive).collect(),
             // A cgroup removed (its service stopped) has no processes.
             Target::Cgroup(dir) => match cgroup_pids(dir) {
@@ -343,7 +352,33 @@ impl Recorder<'_> {
                 Some(c) if self.exit_code.is_none() => procfs::descendants(&self.root.proc, c),
                 _ => Vec::new(),
             },
-        })
+        };
+        // A process named by --pid that can't be read is an error (the
+        // backend says so); one of many is left out, as a snapshot does.
+        if matches!(self.config.target, Target::System | Target::Cgroup(_)) {
+            pids.retain(|&p| self.readable(p));
+        }
+        Ok(pids)
+    }
+
+    /// Whether pagescope may read the memory of `pid` (its pagemap, as
+    /// its smaps, needs ptrace read access); a process that refuses is
+    /// remembered in `denied`, and one that is gone is left to the backend.
+    fn readable(&mut self, pid: u32) -> bool {
+        if self.seen.contains(&pid) {
+            return true;
+        }
+        if self.denied.contains(&pid) {
+            return false;
+        }
+        let refused = matches!(
+            ProcDir::open(&self.root.proc, pid).and_then(|d| d.open_file("pagemap")),
+            Err(Error::PermissionDenied { .. })
+        );
+        if refused {
+            self.denied.insert(pid);
+        }
+        !refused
     }
 
     /// Takes the exit of a process; notes the launched command's.
@@ -474,6 +509,7 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         probe_launched: false,
         exit_code: None,
         seen: HashSet::new(),
+        denied: BTreeSet::new(),
         overruns: 0,
         page_size,
         buf: Vec::new(),
@@ -503,6 +539,15 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
                     .id(),
             });
         }
+    }
+    // The processes that can't be read so far go into the header's notes.
+    if matches!(config.target, Target::System | Target::Cgroup(_)) {
+        rec.targets()?;
+    }
+    let denied_at_start = rec.denied.clone();
+    if !denied_at_start.is_empty() {
+        let pids: Vec<u32> = denied_at_start.iter().copied().collect();
+        notes.push(procfs::denied_note(&pids, DENIED_MISSING));
     }
     let start = Instant::now();
     let header = RecordHeader {
@@ -564,6 +609,7 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         end,
         bytes: out.bytes(),
         exit_code: rec.exit_code,
+        denied_later: rec.denied.difference(&denied_at_start).copied().collect(),
     })
 }
 
