@@ -115,11 +115,18 @@ pub fn read_record<R: Read>(
 
 /// Refuses counts that can't be: more pages in a row than it holds, more
 /// written than referenced pages, an interval that ends before it starts.
+/// The `fault` backend's counts may be a sample's estimates, scaled, which
+/// can exceed a row's pages.
 fn check_interval(i: &Interval, h: &RecordHeader) -> std::result::Result<(), String> {
     if i.end_ns < i.start_ns {
         return Err(format!("interval {} ends before it starts", i.seq));
     }
-    let block_pages = h.block_size / h.page_size;
+    let scaled = h.backend == crate::record::Backend::Fault;
+    let block_pages = if scaled {
+        u64::MAX
+    } else {
+        h.block_size / h.page_size
+    };
     for r in &i.phys {
         let c = &r.counts;
         if r.block.checked_mul(h.block_size).is_none() {
@@ -130,17 +137,22 @@ fn check_interval(i: &Interval, h: &RecordHeader) -> std::result::Result<(), Str
         }
         if c.referenced() > block_pages || c.written > c.referenced() {
             return Err(format!(
-                "interval {}: block {} counts {c:?}, more than its {block_pages} pages",
+                "interval {}: block {} counts {c:?}: more pages than it holds, or more \
+                 written than referenced",
                 i.seq, r.block
             ));
         }
     }
     for r in &i.virt {
         let c = &r.counts;
-        let pages = r.end.saturating_sub(r.start) / h.page_size;
+        let pages = match scaled {
+            true => u64::MAX,
+            false => r.end.saturating_sub(r.start) / h.page_size,
+        };
         if r.end <= r.start || c.referenced() > pages || c.written > c.referenced() {
             return Err(format!(
-                "interval {}: range {:#x}-{:#x} counts {c:?}, more than its {pages} pages",
+                "interval {}: range {:#x}-{:#x} counts {c:?}: more pages than it holds, or \
+                 more written than referenced",
                 i.seq, r.start, r.end
             ));
         }
@@ -238,6 +250,13 @@ mod tests {
         let mut i = interval(1);
         i.phys[0].counts.user = (64 << 20) / 4096 + 1;
         assert!(check_interval(&i, &header()).is_err());
+        // A sample's estimate may exceed the block; never more written
+        // than referenced.
+        let mut sampled = header();
+        sampled.backend = Backend::Fault;
+        assert!(check_interval(&i, &sampled).is_ok());
+        i.phys[0].counts.written = i.phys[0].counts.referenced() + 1;
+        assert!(check_interval(&i, &sampled).is_err());
         let mut i = interval(1);
         i.virt[0].counts.written = 1000;
         assert!(check_interval(&i, &header()).is_err());

@@ -105,10 +105,11 @@ struct Weighted {
 }
 
 impl Weighted {
-    /// The counts, at most `pages` (a sample can scale a row past its
-    /// size).
-    fn counts(self, pages: u64) -> Counts {
-        let user = (self.user.round() as u64).min(pages);
+    /// The counts, rounded. A sample's estimate for a row may exceed the
+    /// row's pages: it is not capped, since capping every row would bias
+    /// the sum of rows low wherever a row was referenced in full.
+    fn counts(self) -> Counts {
+        let user = self.user.round() as u64;
         Counts {
             user,
             page_cache: 0,
@@ -185,18 +186,17 @@ impl ProcessTally {
             let vpages: Vec<u64> = run.iter().map(|&(_, p)| p).collect();
             out.pages.push(PageRuns::from_sorted(run[0].0, &vpages));
         }
-        let (ps, block_pages) = (self.page_size, self.block / self.page_size);
         out.phys
             .extend(self.phys.into_iter().map(|(block, w)| PhysRow {
                 block,
-                counts: w.counts(block_pages),
+                counts: w.counts(),
             }));
         out.virt
             .extend(self.virt.into_iter().map(|((pid, start, end), w)| VirtRow {
                 pid,
                 start,
                 end,
-                counts: w.counts((end - start) / ps),
+                counts: w.counts(),
             }));
     }
 }
