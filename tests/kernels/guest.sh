@@ -311,6 +311,24 @@ if [ -e /sys/kernel/mm/page_idle/bitmap ]; then
             print "pass cache/user:" d
         }')
     check idle-system "${v%% *}" "${v#* }"
+    # Per process: pagetest's own rows (the referenced frames it maps) are
+    # its buffer in every interval in between, and so is its working set
+    # over two intervals.
+    spstart=$(field start < /tmp/sp.out)
+    spend=$(field end < /tmp/sp.out)
+    v=$(/pagescope analyze /tmp/sys.rec temporal --pid "$sppid" --range "$spstart-$spend" --format csv 2>/dev/null | awk -F, '
+        NR > 1 { n++; u[n] = $4 }
+        END {
+            if (n < 3) { print "fail intervals=" n; exit }
+            for (i = 2; i < n; i++) {
+                if (u[i] < 16384 * 0.98 || u[i] > 16384 * 1.02) { print "fail pagetest" i "=" u[i]; exit }
+                d = d " " u[i]
+            }
+            print "pass pagetest:" d
+        }')
+    wss=$(/pagescope analyze /tmp/sys.rec wss --window 2 --pid "$sppid" --range "$spstart-$spend" --format json 2>/dev/null | field max_window_pages)
+    case "$v" in pass*) within 2 "${wss:-0}" 16384 || v="fail wss=${wss:-none}/16384" ;; esac
+    check idle-system-per-process "${v%% *}" "${v#* } wss=${wss:-none}"
 fi
 
 # damon (vaddr), at pagescope's default settings, held to 10%: DAMON

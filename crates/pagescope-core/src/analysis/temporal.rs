@@ -183,12 +183,13 @@ impl Recording {
     }
 
     /// Whether the rows are per process (virtual): recordings of
-    /// processes, and system-wide ones made with the `refs` backend, which
-    /// reads every process; the others place the machine's references by
-    /// frame only.
+    /// processes, and system-wide ones made with the `refs` backend (which
+    /// reads every process) or the `idle` backend (which finds each
+    /// process's referenced frames); `damon` places the machine's
+    /// references by frame only.
     pub fn has_process_rows(&self) -> bool {
         let h = self.header();
-        h.scope != Scope::System || h.backend == Backend::Refs
+        h.scope != Scope::System || matches!(h.backend, Backend::Refs | Backend::Idle)
     }
 
     /// Checks that `sel` can be applied: it needs per-process rows.
@@ -208,7 +209,7 @@ impl Recording {
                     self.header().backend.name()
                 ),
                 needs: "rows per process: record processes (--pid, a cgroup, or a command), \
-                        or the whole machine with --backend refs"
+                        or the whole machine with the refs or idle backend"
                     .into(),
             });
         }
@@ -457,7 +458,7 @@ impl Recording {
     /// what `sel` keeps.
     pub fn wss(&self, window: usize, sel: Select) -> Result<Vec<WssRow>> {
         let h = self.header();
-        if h.granularity == Granularity::Vma || h.scope == Scope::System {
+        if h.granularity == Granularity::Vma || !self.has_process_rows() {
             return Err(Error::Unsupported {
                 what: format!(
                     "`wss` of a {} recording made with the {} backend",
@@ -720,15 +721,19 @@ mod tests {
 
     #[test]
     fn selection_needs_process_rows() {
-        // The idle backend records the machine by frame only.
+        // The damon backend records the machine by frame only.
         let mut r = recording(Scope::System);
-        r.header.as_mut().unwrap().backend = Backend::Idle;
+        r.header.as_mut().unwrap().backend = Backend::Damon;
         assert!(r.temporal(range(0, 1)).is_err());
         assert!(r.processes(ALL).is_err());
         assert!(r.temporal(ALL).is_ok());
-        // The refs backend reads every process.
-        r.header.as_mut().unwrap().backend = Backend::Refs;
-        assert!(r.temporal(range(0, 1)).is_ok());
+        // The refs backend reads every process, idle finds each one's
+        // referenced frames.
+        for b in [Backend::Refs, Backend::Idle] {
+            r.header.as_mut().unwrap().backend = b;
+            assert!(r.temporal(range(0, 1)).is_ok());
+            assert!(r.processes(ALL).is_ok());
+        }
     }
 
     #[test]

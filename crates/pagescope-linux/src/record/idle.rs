@@ -14,7 +14,8 @@
 //! placed both physically and virtually; written pages come from
 //! soft-dirty bits where the kernel has them. For the machine, every RAM
 //! frame is read, and referenced frames are classed by kpageflags: mapped
-//! (user), or file pages no process maps (page cache).
+//! (user), or file pages no process maps (page cache); then each process's
+//! pages whose frames were referenced make its rows and page runs.
 
 use super::pages::{resident, tracked, FrameTally, Page, ProcessTally};
 use super::writes::Writes;
@@ -207,9 +208,16 @@ impl Idle {
         Ok(())
     }
 
-    /// The machine: every RAM frame, read and marked idle chunk by chunk.
-    fn sweep_system(&self, out: Option<&mut Interval>) -> Result<()> {
+    /// The machine: every RAM frame, read and marked idle chunk by chunk;
+    /// with `out`, the referenced frames are tallied into it and their
+    /// bits set in `seen` (a bit per frame).
+    fn sweep_system(&self, out: Option<&mut Interval>, seen: &mut Vec<u64>) -> Result<()> {
         let ranges = self.system.as_deref().unwrap_or_default();
+        seen.clear();
+        if out.is_some() {
+            let frames = ranges.iter().map(|r| r.1).max().unwrap_or(0);
+            seen.resize(frames.div_ceil(64) as usize, 0);
+        }
         let mut tally = FrameTally::new(self.page_size, self.block);
         let (mut words, mut flags) = (Vec::new(), Vec::new());
         let mut head: Option<(u64, bool)> = None;
@@ -243,6 +251,7 @@ impl Idle {
                             continue;
                         }
                         tally.add(frame, fl);
+                        seen[(frame / 64) as usize] |= 1 << (frame % 64);
                     }
                 }
                 words.clear();
@@ -279,7 +288,7 @@ impl Probe for Idle {
 
     fn reset(&mut self, pids: &[u32]) -> Result<()> {
         if self.system.is_some() {
-            return self.sweep_system(None);
+            return self.sweep_system(None, &mut Vec::new());
         }
         let pages = self.pages(pids)?;
         self.sweep(&pages, None)?;
@@ -288,7 +297,22 @@ impl Probe for Idle {
 
     fn collect(&mut self, pids: &[u32], out: &mut Interval) -> Result<()> {
         if self.system.is_some() {
-            return self.sweep_system(Some(out));
+            let mut seen = Vec::new();
+            self.sweep_system(Some(&mut *out), &mut seen)?;
+            // Per process: each one's resident pages whose frame was
+            // referenced (read after the sweep: a page mapped meanwhile
+            // goes by its frame's state).
+            let mut tally = ProcessTally::new(self.page_size, self.block, false);
+            for p in &self.pages(pids)? {
+                let bit = seen
+                    .get((p.pfn / 64) as usize)
+                    .map(|w| w >> (p.pfn % 64) & 1);
+                if bit == Some(1) {
+                    tally.add(p);
+                }
+            }
+            tally.finish_per_process(out);
+            return Ok(());
         }
         self.writes.gather(pids)?;
         let mut pages = self.pages(pids)?;

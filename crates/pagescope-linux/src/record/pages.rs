@@ -179,18 +179,28 @@ impl ProcessTally {
 
     /// Writes the rows, page runs and huge-page histogram into `out`.
     pub fn finish(mut self, out: &mut Interval) {
-        out.huge = huge_histogram(self.regions);
+        out.huge = huge_histogram(std::mem::take(&mut self.regions));
+        out.phys.extend(
+            std::mem::take(&mut self.phys)
+                .into_iter()
+                .map(|(block, w)| PhysRow {
+                    block,
+                    counts: w.counts(),
+                }),
+        );
+        self.finish_per_process(out);
+    }
+
+    /// Writes only what is per process (virtual rows and page runs) into
+    /// `out`: for the machine, whose physical rows and regions come from
+    /// its frames.
+    pub fn finish_per_process(mut self, out: &mut Interval) {
         self.referenced.sort_unstable();
         self.referenced.dedup();
         for run in self.referenced.chunk_by(|a, b| a.0 == b.0) {
             let vpages: Vec<u64> = run.iter().map(|&(_, p)| p).collect();
             out.pages.push(PageRuns::from_sorted(run[0].0, &vpages));
         }
-        out.phys
-            .extend(self.phys.into_iter().map(|(block, w)| PhysRow {
-                block,
-                counts: w.counts(),
-            }));
         out.virt
             .extend(self.virt.into_iter().map(|((pid, start, end), w)| VirtRow {
                 pid,
