@@ -61,9 +61,9 @@ pub struct TraceArgs {
     /// the processes it forked, and let them run on untraced.
     #[arg(long, value_name = "PID", conflicts_with_all = ["command", "pid"])]
     pub release: Option<u32>,
-    /// Trace the running process PID (its threads, and the processes it
-    /// forks from now on) instead of a command; Ctrl-C puts every page
-    /// back and lets it run on.
+    /// Trace the running process PID (its threads, the processes it had
+    /// forked, and those it forks from now on) instead of a command;
+    /// Ctrl-C puts every page back and lets them run on.
     #[arg(long, value_name = "PID", conflicts_with = "command")]
     pub pid: Option<u32>,
     /// Run the command, and the pagescope thread that serves its faults,

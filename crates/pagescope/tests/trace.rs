@@ -809,6 +809,46 @@ fn attach_counts_every_read_exactly() {
     }
 }
 
+/// `trace --pid` of a shell waiting for a pagetest it forked before the
+/// attach: the child is traced too, as it was attached itself (every page
+/// it had goes out, and each pass over its buffer is logged exactly, under
+/// its own pid), and it computes what it computes untraced.
+#[test]
+fn attach_traces_the_children_it_had() {
+    require_trace!();
+    let _serial = serial();
+    let bin = pagetest_bin();
+    let script = format!(
+        "{} --size 8M --op read --iterations 3 --wait-stdin; echo shell-done",
+        bin.display()
+    );
+    for evict in methods() {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = temp_path(dir.path(), "t.trace");
+        let output = attached_run(&["sh", "-c", &script], evict, "2M", &trace);
+        let (json, rest): (Vec<&str>, Vec<&str>) = output.lines().partition(|l| l.starts_with('{'));
+        assert_eq!(rest, ["shell-done"], "{evict}: {output}");
+        let lines = pagetest_lines(json.join("\n").as_bytes());
+        let (start, end, pid) = (
+            lines[0]["start"].as_u64().unwrap(),
+            lines[0]["end"].as_u64().unwrap(),
+            lines[0]["pid"].as_u64().unwrap() as u32,
+        );
+        let pages = lines[0]["pages"].as_u64().unwrap() as usize;
+        let done = lines.iter().find(|l| l["event"] == "done").unwrap();
+        assert_eq!(done["checksum"], 3 * pages as u64, "{evict}: pages lost");
+        let (all, complete) = read_all(&trace);
+        assert_eq!(complete, Completeness::Complete);
+        let in_buf: Vec<&Ref> = all
+            .refs
+            .iter()
+            .filter(|r| r.pid == pid && r.addr >= start && r.addr < end)
+            .collect();
+        assert_eq!(in_buf.len(), 3 * pages, "{evict}: the child's references");
+        assert!(in_buf.iter().all(|r| !r.write), "{evict}: a write logged");
+    }
+}
+
 /// `trace --pid` of a program whose seccomp filter makes the `userfaultfd`
 /// system call fail: the tracer makes the descriptor through
 /// /dev/userfaultfd instead.

@@ -754,6 +754,13 @@ pub fn same_file(a: u32, fa: i32, b: u32, fb: i32) -> io::Result<bool> {
     kcmp(a, b, 0, fa as libc::c_long, fb as libc::c_long)
 }
 
+/// Whether processes `a` and `b` share one address space (`kcmp
+/// KCMP_VM`): a pagescope mover and its program, a `vfork` child before
+/// its exec and its parent.
+pub fn same_vm(a: u32, b: u32) -> io::Result<bool> {
+    kcmp(a, b, 1, 0, 0)
+}
+
 fn kcmp(a: u32, b: u32, kind: libc::c_long, x: libc::c_long, y: libc::c_long) -> io::Result<bool> {
     // SAFETY: kcmp takes integers only.
     let r = unsafe {

@@ -1555,10 +1555,9 @@ impl Ptracer {
         Ok(key)
     }
 
-    /// Starts tracing the attached process whose threads are `seized`
-    /// (all stopped), and lets them run on.
-    fn attach_running(&mut self, seized: &[(Pid, pt::Seized)]) -> Result<()> {
-        let tgid = self.root;
+    /// Starts tracing the attached process `tgid` whose threads are
+    /// `seized` (all stopped), and lets them run on.
+    fn attach_running(&mut self, tgid: u32, seized: &[(Pid, pt::Seized)]) -> Result<()> {
         for &(tid, _) in seized {
             self.threads.insert(
                 tid.as_raw() as u32,
@@ -1593,6 +1592,48 @@ impl Ptracer {
                 pt::Seized::Interrupted => None,
             };
             let _ = ptrace::syscall(tid, sig);
+        }
+        Ok(())
+    }
+
+    /// Traces the processes that the attached one had forked before the
+    /// attach (and theirs), each attached as it was. One that shares its
+    /// parent's address space (a `vfork` child before its exec, a mover)
+    /// is not a program of its own, and is left alone; one forked during
+    /// the attach by a process already attached is followed through its
+    /// fork event instead.
+    fn attach_descendants(&mut self) -> Result<()> {
+        let proc = std::path::Path::new("/proc");
+        let mut buf = Vec::new();
+        for pid in crate::procfs::descendants(proc, self.root) {
+            if self.threads.contains_key(&pid) {
+                continue;
+            }
+            let Ok(dir) = crate::procfs::ProcDir::open(proc, pid) else {
+                continue; // exited
+            };
+            let (Ok(stat), Ok(command)) = (dir.stat(&mut buf), dir.cmdline(&mut buf)) else {
+                continue;
+            };
+            // A zombie has nothing left to trace.
+            if matches!(stat.state, 'Z' | 'X') || pt::same_vm(pid, stat.ppid).unwrap_or(true) {
+                continue;
+            }
+            let seized = match pt::seize_process(pid, pt::options()) {
+                Ok(s) if s.is_empty() => continue,
+                Ok(s) => s,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    return Err(sys(
+                        &format!("cannot attach to process {pid}, a child of {}", self.root),
+                        e,
+                    ))
+                }
+            };
+            self.shared
+                .lock()
+                .event(pid, ProcessEventKind::Start { command })?;
+            self.attach_running(pid, &seized)?;
         }
         Ok(())
     }
@@ -2877,7 +2918,10 @@ fn run(
     let mut reason = "exited".to_string();
     let mut error = None;
     if !seized.is_empty() {
-        if let Err(e) = tracer.attach_running(&seized) {
+        if let Err(e) = tracer
+            .attach_running(root, &seized)
+            .and_then(|()| tracer.attach_descendants())
+        {
             reason = format!("stopped by an error: {e}");
             let _ = tracer.detach_all();
             error = Some(e);
