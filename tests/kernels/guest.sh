@@ -418,6 +418,18 @@ if [ -d $damon ]; then
     else
         check damon-paddr fail "median cache=$cache user=$user over $n; cache/user per interval: $all"
     fi
+    # Per process: pagetest's pages on the frames of the regions seen
+    # accessed, over its buffer, held as the machine's user pages are.
+    spstart=$(field start < /tmp/sp.out)
+    spend=$(field end < /tmp/sp.out)
+    /pagescope analyze /tmp/ds.rec temporal --pid "$sppid" --range "$spstart-$spend" --format csv 2>/dev/null > /tmp/ds.csv
+    mine=$(median 4)
+    all=$(awk -F, 'NR > 1 { printf "%s ", $4 }' /tmp/ds.csv)
+    if [ "$mine" -ge 14745 ] && [ "$mine" -le 16384 ]; then
+        check damon-paddr-per-process pass "median pagetest=$mine; per interval: $all"
+    else
+        check damon-paddr-per-process fail "median pagetest=$mine; per interval: $all"
+    fi
     # A kdamond that pagescope did not create: refused, and left exactly
     # as it was (state, pid, count).
     echo 1 > $damon/nr_kdamonds

@@ -6,9 +6,7 @@
 //! section 6.3).
 
 use crate::format::RecordVisitor;
-use crate::record::{
-    Backend, Counts, Granularity, Interval, ProcessInfo, RecordEnd, RecordHeader, Scope,
-};
+use crate::record::{Counts, Granularity, Interval, ProcessInfo, RecordEnd, RecordHeader, Scope};
 use crate::{Error, Result};
 use std::collections::BTreeMap;
 
@@ -183,13 +181,12 @@ impl Recording {
     }
 
     /// Whether the rows are per process (virtual): recordings of
-    /// processes, and system-wide ones made with the `refs` backend (which
-    /// reads every process) or the `idle` backend (which finds each
-    /// process's referenced frames); `damon` places the machine's
-    /// references by frame only.
+    /// processes, and system-wide ones that hold them (the `refs` backend
+    /// reads every process; `idle` and `damon` find each process's pages
+    /// on the referenced frames; recordings from before they did have
+    /// physical rows only).
     pub fn has_process_rows(&self) -> bool {
-        let h = self.header();
-        h.scope != Scope::System || matches!(h.backend, Backend::Refs | Backend::Idle)
+        self.header().scope != Scope::System || self.intervals.iter().any(|i| !i.virt.is_empty())
     }
 
     /// Checks that `sel` can be applied: it needs per-process rows.
@@ -208,9 +205,7 @@ impl Recording {
                     "{what} on a system-wide recording made with the {} backend",
                     self.header().backend.name()
                 ),
-                needs: "rows per process: record processes (--pid, a cgroup, or a command), \
-                        or the whole machine with the refs or idle backend"
-                    .into(),
+                needs: "rows per process, which this recording does not hold".into(),
             });
         }
         Ok(())
@@ -552,7 +547,7 @@ impl Recording {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{PhysRow, VirtRow, WriteSource};
+    use crate::record::{Backend, PhysRow, VirtRow, WriteSource};
 
     fn range(start: u64, end: u64) -> Select {
         Select {
@@ -721,19 +716,22 @@ mod tests {
 
     #[test]
     fn selection_needs_process_rows() {
-        // The damon backend records the machine by frame only.
+        // A machine-wide recording with physical rows only.
         let mut r = recording(Scope::System);
-        r.header.as_mut().unwrap().backend = Backend::Damon;
+        let virt: Vec<Vec<VirtRow>> = r
+            .intervals
+            .iter_mut()
+            .map(|i| std::mem::take(&mut i.virt))
+            .collect();
         assert!(r.temporal(range(0, 1)).is_err());
         assert!(r.processes(ALL).is_err());
         assert!(r.temporal(ALL).is_ok());
-        // The refs backend reads every process, idle finds each one's
-        // referenced frames.
-        for b in [Backend::Refs, Backend::Idle] {
-            r.header.as_mut().unwrap().backend = b;
-            assert!(r.temporal(range(0, 1)).is_ok());
-            assert!(r.processes(ALL).is_ok());
+        // With rows per process.
+        for (i, v) in r.intervals.iter_mut().zip(virt) {
+            i.virt = v;
         }
+        assert!(r.temporal(range(0, 1)).is_ok());
+        assert!(r.processes(ALL).is_ok());
     }
 
     #[test]

@@ -29,7 +29,7 @@
 //! own) and when its own is the only one (to remove it).
 #![allow(unsafe_code)]
 
-use super::pages::{resident, tracked, FrameTally, ProcessTally};
+use super::pages::{per_process, resident, set_frame, tracked, FrameTally, ProcessTally};
 use super::writes::Writes;
 use super::Probe;
 use crate::kpage::PfnFile;
@@ -592,8 +592,9 @@ impl Damon {
         Ok(())
     }
 
-    /// The machine: the LRU frames of the physical regions seen accessed.
-    fn collect_frames(&mut self, out: &mut Interval) -> Result<()> {
+    /// The machine: the LRU frames of the physical regions seen accessed;
+    /// then each of `pids`'s pages on those frames, per process.
+    fn collect_frames(&mut self, pids: &[u32], out: &mut Interval) -> Result<()> {
         let ranges = merge(
             self.accessed
                 .drain(..)
@@ -603,6 +604,7 @@ impl Damon {
         let flags_file = self.flags.as_ref().expect("paddr opens kpageflags");
         let mut tally = FrameTally::new(self.page_size, self.block);
         let mut flags = Vec::new();
+        let mut seen = Vec::new();
         for (first, last) in ranges {
             let mut pfn = first;
             while pfn < last {
@@ -612,13 +614,15 @@ impl Damon {
                 for (k, &fl) in flags.iter().enumerate() {
                     if tracked(fl) {
                         tally.add(pfn + k as u64, fl);
+                        set_frame(&mut seen, pfn + k as u64);
                     }
                 }
                 pfn += n;
             }
         }
         tally.finish(out);
-        Ok(())
+        let (ps, block) = (self.page_size, self.block);
+        per_process(&self.root.proc, ps, block, pids, &mut self.buf, &seen, out)
     }
 
     /// Processes: the resident pages of the regions seen accessed.
@@ -698,7 +702,7 @@ impl Probe for Damon {
     fn collect(&mut self, pids: &[u32], out: &mut Interval) -> Result<()> {
         self.drain()?;
         if self.system.is_some() {
-            self.collect_frames(out)
+            self.collect_frames(pids, out)
         } else {
             self.collect_pages(pids, out)
         }

@@ -17,7 +17,7 @@
 //! (user), or file pages no process maps (page cache); then each process's
 //! pages whose frames were referenced make its rows and page runs.
 
-use super::pages::{resident, tracked, FrameTally, Page, ProcessTally};
+use super::pages::{per_process, resident, set_frame, tracked, FrameTally, Page, ProcessTally};
 use super::writes::Writes;
 use super::Probe;
 use crate::kpage::PfnFile;
@@ -214,10 +214,6 @@ impl Idle {
     fn sweep_system(&self, out: Option<&mut Interval>, seen: &mut Vec<u64>) -> Result<()> {
         let ranges = self.system.as_deref().unwrap_or_default();
         seen.clear();
-        if out.is_some() {
-            let frames = ranges.iter().map(|r| r.1).max().unwrap_or(0);
-            seen.resize(frames.div_ceil(64) as usize, 0);
-        }
         let mut tally = FrameTally::new(self.page_size, self.block);
         let (mut words, mut flags) = (Vec::new(), Vec::new());
         let mut head: Option<(u64, bool)> = None;
@@ -251,7 +247,7 @@ impl Idle {
                             continue;
                         }
                         tally.add(frame, fl);
-                        seen[(frame / 64) as usize] |= 1 << (frame % 64);
+                        set_frame(seen, frame);
                     }
                 }
                 words.clear();
@@ -299,20 +295,8 @@ impl Probe for Idle {
         if self.system.is_some() {
             let mut seen = Vec::new();
             self.sweep_system(Some(&mut *out), &mut seen)?;
-            // Per process: each one's resident pages whose frame was
-            // referenced (read after the sweep: a page mapped meanwhile
-            // goes by its frame's state).
-            let mut tally = ProcessTally::new(self.page_size, self.block, false);
-            for p in &self.pages(pids)? {
-                let bit = seen
-                    .get((p.pfn / 64) as usize)
-                    .map(|w| w >> (p.pfn % 64) & 1);
-                if bit == Some(1) {
-                    tally.add(p);
-                }
-            }
-            tally.finish_per_process(out);
-            return Ok(());
+            let (ps, block) = (self.page_size, self.block);
+            return per_process(&self.proc_root, ps, block, pids, &mut self.buf, &seen, out);
         }
         self.writes.gather(pids)?;
         let mut pages = self.pages(pids)?;

@@ -75,6 +75,42 @@ pub(super) fn resident(
     Ok(out)
 }
 
+/// Per-process rows and page runs of a machine-wide interval: each of
+/// `pids`'s resident pages whose frame is set in `seen` (a bit per frame,
+/// the frames found referenced), read from pagemap after the machine's
+/// frames were (a page mapped meanwhile goes by its frame's state). A
+/// frame two processes map counts in both.
+pub(super) fn per_process(
+    proc_root: &Path,
+    page_size: u64,
+    block: u64,
+    pids: &[u32],
+    buf: &mut Vec<u8>,
+    seen: &[u64],
+    out: &mut Interval,
+) -> Result<()> {
+    let mut tally = ProcessTally::new(page_size, block, false);
+    for p in &resident(proc_root, page_size, pids, buf, |_| vec![(0, u64::MAX)])? {
+        let bit = seen
+            .get((p.pfn / 64) as usize)
+            .map(|w| w >> (p.pfn % 64) & 1);
+        if bit == Some(1) {
+            tally.add(p);
+        }
+    }
+    tally.finish_per_process(out);
+    Ok(())
+}
+
+/// Sets the bit of `frame` in `seen`, growing it as needed.
+pub(super) fn set_frame(seen: &mut Vec<u64>, frame: u64) {
+    let w = (frame / 64) as usize;
+    if seen.len() <= w {
+        seen.resize(w + 1, 0);
+    }
+    seen[w] |= 1 << (frame % 64);
+}
+
 /// Clears the soft-dirty bits of `pids` (`clear_refs` 4); processes that
 /// exit meanwhile are skipped.
 pub(super) fn clear_soft_dirty(proc_root: &Path, pids: &[u32]) -> Result<()> {
