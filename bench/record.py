@@ -3,8 +3,9 @@
 Each run starts one pagetest writing its buffer over and over, lets it
 fault the buffer in, then measures its throughput (pages written per
 second, from its own iteration times) for WINDOW seconds unrecorded and
-then for WINDOW seconds while `pagescope record --pid` records it: the
-slowdown is the ratio of the two, in the same process. The recorder's CPU
+then for WINDOW seconds while `pagescope record --pid` records it (or
+`--system` records the whole machine, pagetest among it): the slowdown is
+the ratio of the two, in the same process. The recorder's CPU
 is the sum of the recording's recorder_cpu_ns over its duration, in % of
 one core.
 """
@@ -22,13 +23,17 @@ CONFIGS = [
     ("refs 1s", ["--backend", "refs", "--interval", "1s"]),
     ("refs 100ms --no-freeze", ["--backend", "refs", "--interval", "100ms", "--no-freeze"]),
     ("refs 1s --no-freeze", ["--backend", "refs", "--interval", "1s", "--no-freeze"]),
+    # The whole machine (every process's smaps each second), pagetest among them.
+    ("refs 1s --system", ["--backend", "refs", "--interval", "1s", "--system"]),
     ("fault 100ms", ["--backend", "fault", "--interval", "100ms"]),
     ("fault 1s", ["--backend", "fault", "--interval", "1s"]),
     ("fault 1s --sample 0.1", ["--backend", "fault", "--interval", "1s", "--sample", "0.1"]),
     ("fault 1s --sample 0.01", ["--backend", "fault", "--interval", "1s", "--sample", "0.01"]),
 ]
-# BACKENDS="refs fault" (the default: what this machine has) picks them.
+# BACKENDS="refs fault" (the default: what this machine has) picks them;
+# CONFIG="refs 1s --system" runs that one alone.
 CONFIGS = [c for c in CONFIGS if c[0].split()[0] in os.environ.get("BACKENDS", "refs fault").split()]
+CONFIGS = [c for c in CONFIGS if os.environ.get("CONFIG", c[0]) == c[0]]
 
 
 def throughput(its, t0, t1, pages):
@@ -73,8 +78,9 @@ def run(opts):
         read_until(t0 + int(WINDOW * 1e9))
         t1 = time.monotonic_ns()
         rec = f"{WORK}/b.rec"
+        target = [] if "--system" in opts else ["--pid", str(ready["pid"])]
         r = subprocess.Popen([f"{BIN}/pagescope", "record", "-q", "-o", rec, "--duration", f"{WINDOW}s",
-                              *opts, "--pid", str(ready["pid"])])
+                              *opts, *target])
         read_until(0, r)
         t2 = time.monotonic_ns()
         base, recorded = throughput(its, t0, t1, pages), throughput(its, t1, t2, pages)

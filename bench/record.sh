@@ -7,6 +7,7 @@
 #
 #   bench/record.sh [SIZE] [WINDOW_SECONDS] [RUNS]     (default 4G 10 2)
 #   BACKENDS=refs bench/record.sh                      (only some backends)
+#   CONFIG="refs 1s --system" bench/record.sh          (one configuration)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/common.sh
