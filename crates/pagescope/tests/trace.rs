@@ -849,6 +849,87 @@ fn attach_traces_the_children_it_had() {
     }
 }
 
+/// The same shell and child, the tracer SIGKILLed while the child sleeps
+/// between two passes with most of its buffer away: `--release` of the
+/// shell puts back the child's pages too, and the child's second pass
+/// reads every page.
+#[test]
+fn sigkill_then_release_of_an_attached_shell_and_the_child_it_had() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    require_trace!();
+    let _serial = serial();
+    let bin = pagetest_bin();
+    let script = format!(
+        "{} --size 16M --op read --iterations 2 --sleep 2s --wait-stdin; echo shell-done",
+        bin.display()
+    );
+    for evict in methods() {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = temp_path(dir.path(), "t.trace");
+        let mut sh = Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let _cleanup = KillOnDrop(vec![sh.id()]);
+        let mut out = BufReader::new(sh.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        let ready: Value = serde_json::from_str(&line).unwrap();
+        let child = ready["pid"].as_u64().unwrap() as u32;
+        let mut tracer = Command::new(pagescope_bin())
+            .args([
+                "trace", "--evict", evict, "--pool", "2M", "-o", &trace, "--pid",
+            ])
+            .arg(sh.id().to_string())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Said once the shell and its child are both attached.
+        let mut err = BufReader::new(tracer.stderr.take().unwrap());
+        loop {
+            let mut l = String::new();
+            assert!(
+                err.read_line(&mut l).unwrap() > 0,
+                "{evict}: the tracer ended"
+            );
+            if l.starts_with("tracing process") {
+                break;
+            }
+        }
+        let mut stdin = sh.stdin.take().unwrap();
+        stdin.write_all(b"go\n").unwrap();
+        drop(stdin);
+        // The first pass, then the kill while the child sleeps.
+        line.clear();
+        out.read_line(&mut line).unwrap();
+        assert!(line.contains("\"iteration\""), "{evict}: {line}");
+        rustix::process::kill_process(
+            rustix::process::Pid::from_child(&tracer),
+            rustix::process::Signal::KILL,
+        )
+        .unwrap();
+        let _ = tracer.wait();
+        let r = run(&[], &["trace", "--release", &sh.id().to_string()]);
+        let said = String::from_utf8_lossy(&r.stderr);
+        assert!(r.status.success(), "{evict}: release failed: {said}");
+        assert!(
+            said.contains(&format!("released {child}:")),
+            "{evict}: {said}"
+        );
+        let mut rest = String::new();
+        out.read_to_string(&mut rest).unwrap();
+        assert!(sh.wait().unwrap().success(), "{evict}: {rest}");
+        let lines: Vec<&str> = rest.lines().collect();
+        assert_eq!(lines.last(), Some(&"shell-done"), "{evict}: {rest}");
+        let done: Value = serde_json::from_str(lines[lines.len() - 2]).unwrap();
+        assert_eq!(done["event"], "done", "{evict}: {rest}");
+        let pages = ready["pages"].as_u64().unwrap();
+        assert_eq!(done["checksum"], 2 * pages, "{evict}: the child lost pages");
+    }
+}
+
 /// `trace --pid` of a program whose seccomp filter makes the `userfaultfd`
 /// system call fail: the tracer makes the descriptor through
 /// /dev/userfaultfd instead.
