@@ -253,7 +253,7 @@ pub struct AnalyzeArgs {
     /// or traced processes (hex with 0x, or decimal; END exclusive).
     #[arg(long, value_name = "START-END", value_parser = parse_range)]
     pub range: Option<(u64, u64)>,
-    /// Recording: only the references of this process.
+    /// Only the references of this process (recordings and traces).
     #[arg(long, value_name = "PID")]
     pub pid: Option<u32>,
     /// `wss`: intervals per window.

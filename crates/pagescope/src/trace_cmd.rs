@@ -167,14 +167,8 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
         | AnalyzeView::Hugepages
         | AnalyzeView::Numa
         | AnalyzeView::Processes => return crate::record_cmd::analyze(&args),
-        AnalyzeView::Refs | AnalyzeView::Mrc if args.pid.is_some() => {
-            return Err(anyhow::anyhow!(
-                "--pid applies to recordings (`refs` breaks a trace down by thread)"
-            )
-            .context(BadInput))
-        }
         AnalyzeView::Refs => {
-            let mut s = RefStats::new(args.range);
+            let mut s = RefStats::new(args.range, args.pid);
             read(&args.file, &mut s)?;
             views::refs(&s)
         }
@@ -182,7 +176,7 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
             if args.range.is_some() {
                 return Err(anyhow::anyhow!("--range applies to `refs` only").context(BadInput));
             }
-            let mut m = Mrc::new();
+            let mut m = args.pid.map_or_else(Mrc::new, Mrc::of_process);
             read(&args.file, &mut m)?;
             views::mrc(&m)
         }

@@ -451,6 +451,33 @@ fn forked_children_are_traced_exactly() {
         assert_eq!(refs["references"], 3 * 2048, "{what}");
         let distinct = if mode == "shm" { 2048 } else { 2 * 2048 };
         assert_eq!(refs["distinct_pages"], distinct, "{what}");
+        // One process's: the child's reads and writes, the parent's writes.
+        let one = |view: &str, pid: u32| {
+            report_json(&[
+                "analyze",
+                &trace,
+                view,
+                "--range",
+                &range,
+                "--pid",
+                &pid.to_string(),
+                "--format",
+                "json",
+            ])
+        };
+        let c = one("refs", child);
+        assert_eq!(
+            (c["reads"].as_u64(), c["writes"].as_u64()),
+            (Some(2048), Some(2048)),
+            "{what}"
+        );
+        assert_eq!(c["distinct_pages"], 2048, "{what}");
+        let p = one("refs", parent);
+        assert_eq!(
+            (p["reads"].as_u64(), p["writes"].as_u64()),
+            (Some(0), Some(2048)),
+            "{what}"
+        );
     }
 }
 
@@ -460,7 +487,7 @@ fn mrc_of_a_cyclic_scan() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let trace = temp_path(dir.path(), "t.trace");
-    trace_pagetest(
+    let lines = trace_pagetest(
         &trace,
         "1M",
         "auto",
@@ -479,6 +506,13 @@ fn mrc_of_a_cyclic_scan() {
     );
     let mrc = report_json(&["analyze", &trace, "mrc", "--format", "json"]);
     let refs = mrc["references"].as_u64().unwrap() as f64;
+    // pagetest is the only process: --pid selects all of it, or nothing.
+    let of = |pid: &str| {
+        report_json(&["analyze", &trace, "mrc", "--pid", pid, "--format", "json"])["references"]
+            .clone()
+    };
+    assert_eq!(of(&lines[0]["pid"].to_string()), mrc["references"]);
+    assert_eq!(of("1"), 0);
     let distinct = mrc["distinct_pages"].as_u64().unwrap();
     let cold = mrc["cold_misses"].as_u64().unwrap() as f64;
     assert_eq!(mrc["cold_misses"], distinct);

@@ -204,12 +204,21 @@ pub struct Mrc {
     ids: HashMap<PageKey, u32>,
     stream: Vec<u32>,
     stack: StackDistance,
+    pid: Option<u32>,
 }
 
 impl Mrc {
     /// An empty analysis.
     pub fn new() -> Mrc {
         Mrc::default()
+    }
+
+    /// An empty analysis of the references of process `pid` alone.
+    pub fn of_process(pid: u32) -> Mrc {
+        Mrc {
+            pid: Some(pid),
+            ..Mrc::default()
+        }
     }
 
     /// References seen.
@@ -281,7 +290,7 @@ impl TraceVisitor for Mrc {
     }
 
     fn refs(&mut self, refs: &[Ref]) -> Result<()> {
-        for r in refs {
+        for r in refs.iter().filter(|r| self.pid.is_none_or(|p| p == r.pid)) {
             let key = self.maps.key(r);
             let next = self.ids.len() as u32;
             let id = *self.ids.entry(key).or_insert(next);

@@ -114,6 +114,7 @@ pub struct RefStats {
     /// Process events.
     pub events: Vec<ProcessEvent>,
     range: Option<(u64, u64)>,
+    pid: Option<u32>,
     total: Acc,
     threads: BTreeMap<(u32, u32), Acc>,
     per_mapping: BTreeMap<u32, Acc>,
@@ -122,10 +123,11 @@ pub struct RefStats {
 
 impl RefStats {
     /// Counts references whose address is in `[start, end)` if a range is
-    /// given, else all.
-    pub fn new(range: Option<(u64, u64)>) -> RefStats {
+    /// given, and of process `pid` if one is, else all.
+    pub fn new(range: Option<(u64, u64)>, pid: Option<u32>) -> RefStats {
         RefStats {
             range,
+            pid,
             ..RefStats::default()
         }
     }
@@ -185,6 +187,9 @@ impl TraceVisitor for RefStats {
                     continue;
                 }
             }
+            if self.pid.is_some_and(|p| p != r.pid) {
+                continue;
+            }
             let key = self.maps.key(r);
             self.total.add(r, key);
             self.threads.entry((r.pid, r.tid)).or_default().add(r, key);
@@ -222,7 +227,7 @@ mod tests {
             r(0x1000, false, 8, 0),
             r(0x9000, true, 8, 1),
         ];
-        let mut s = RefStats::new(None);
+        let mut s = RefStats::new(None, None);
         s.refs(&refs).unwrap();
         assert_eq!(
             *s.total(),
@@ -234,10 +239,19 @@ mod tests {
             }
         );
         assert_eq!(s.threads().count(), 2);
-        let mut s = RefStats::new(Some((0x1000, 0x3000)));
+        let mut s = RefStats::new(Some((0x1000, 0x3000)), None);
         s.refs(&refs).unwrap();
         assert_eq!(s.total().references, 3);
         assert_eq!(s.total().distinct_pages, 2);
+        // One process: the last reference is another's.
+        let mut other = refs.to_vec();
+        other[3].pid = 9;
+        let mut s = RefStats::new(None, Some(9));
+        s.refs(&other).unwrap();
+        assert_eq!((s.total().references, s.total().writes), (1, 1));
+        let mut s = RefStats::new(None, Some(7));
+        s.refs(&other).unwrap();
+        assert_eq!(s.total().references, 3);
     }
 
     #[test]
@@ -255,7 +269,7 @@ mod tests {
             kind: MappingKind::Shared,
             traced: true,
         };
-        let mut s = RefStats::new(None);
+        let mut s = RefStats::new(None, None);
         s.mapping(&m(0, 1, 0x10000)).unwrap();
         s.mapping(&m(1, 2, 0x50000)).unwrap();
         // The same inode number on another file system: another file.
