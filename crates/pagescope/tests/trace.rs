@@ -729,55 +729,95 @@ fn forked_children_find_their_evicted_pages() {
     }
 }
 
-/// Waits for a process to end, up to `secs`.
-/// Starts `argv`, which prints a line when it is ready and then waits
-/// for a line on stdin; attaches `pagescope trace --pid` to it (evicting
-/// by `evict`, pool `pool`, into `trace`); once the tracer says it is in
-/// place, lets the program go on. Returns the program's whole output.
-fn attached_run(argv: &[&str], evict: &str, pool: &str, trace: &str) -> String {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let mut prog = Command::new(argv[0])
-        .args(&argv[1..])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(prog.stdout.take().unwrap());
-    let mut output = String::new();
-    out.read_line(&mut output).unwrap();
-    assert!(!output.is_empty(), "{argv:?} ended before it was ready");
-    let pid = prog.id().to_string();
-    let mut tracer = Command::new(pagescope_bin())
-        .args([
-            "trace", "--evict", evict, "--pool", pool, "-o", trace, "--pid", &pid,
-        ])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(tracer.stderr.take().unwrap());
-    let mut said = String::new();
-    loop {
-        let mut line = String::new();
-        if err.read_line(&mut line).unwrap() == 0 {
-            let _ = prog.kill();
-            let _ = prog.wait();
-            panic!("the tracer ended before it was in place: {said}");
+/// A program started with pipes on stdin and stdout, and `pagescope
+/// trace --pid` attached to it and in place.
+struct Attached {
+    prog: std::process::Child,
+    out: std::io::BufReader<std::process::ChildStdout>,
+    /// The program's first line (it prints one when ready).
+    first: String,
+    tracer: std::process::Child,
+    err: std::io::BufReader<std::process::ChildStderr>,
+    /// What the tracer said so far.
+    said: String,
+}
+
+impl Attached {
+    /// Starts `argv`, which prints a line when it is ready and then waits
+    /// for a line on stdin, and attaches `pagescope trace --pid` to it
+    /// (evicting by `evict`, pool `pool`, into `trace`); returns once the
+    /// tracer says it is in place (every process attached).
+    fn start(argv: &[&str], evict: &str, pool: &str, trace: &str) -> Attached {
+        use std::io::{BufRead, BufReader};
+        let mut prog = Command::new(argv[0])
+            .args(&argv[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(prog.stdout.take().unwrap());
+        let mut first = String::new();
+        out.read_line(&mut first).unwrap();
+        assert!(!first.is_empty(), "{argv:?} ended before it was ready");
+        let pid = prog.id().to_string();
+        let mut tracer = Command::new(pagescope_bin())
+            .args([
+                "trace", "--evict", evict, "--pool", pool, "-o", trace, "--pid", &pid,
+            ])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(tracer.stderr.take().unwrap());
+        let mut said = String::new();
+        loop {
+            let mut line = String::new();
+            if err.read_line(&mut line).unwrap() == 0 {
+                let _ = prog.kill();
+                let _ = prog.wait();
+                panic!("the tracer ended before it was in place: {said}");
+            }
+            said.push_str(&line);
+            if line.starts_with("tracing process") {
+                break;
+            }
         }
-        said.push_str(&line);
-        if line.starts_with("tracing process") {
-            break;
+        Attached {
+            prog,
+            out,
+            first,
+            tracer,
+            err,
+            said,
         }
     }
-    let mut stdin = prog.stdin.take().unwrap();
-    stdin.write_all(b"go\n").unwrap();
-    drop(stdin);
-    out.read_to_string(&mut output).unwrap();
-    let status = prog.wait().unwrap();
+
+    /// Lets the program go on past its wait.
+    fn go(&mut self) {
+        use std::io::Write;
+        let mut stdin = self.prog.stdin.take().unwrap();
+        stdin.write_all(b"go\n").unwrap();
+    }
+}
+
+/// Runs `argv` under [`Attached`] to its end; returns its whole output.
+fn attached_run(argv: &[&str], evict: &str, pool: &str, trace: &str) -> String {
+    use std::io::Read;
+    let mut a = Attached::start(argv, evict, pool, trace);
+    a.go();
+    let mut output = std::mem::take(&mut a.first);
+    a.out.read_to_string(&mut output).unwrap();
+    let status = a.prog.wait().unwrap();
     assert!(status.success(), "{argv:?} traced from outside: {status:?}");
-    err.read_to_string(&mut said).unwrap();
-    let status = tracer.wait().unwrap();
-    assert!(status.success(), "tracer: {status:?} {said}");
+    a.err.read_to_string(&mut a.said).unwrap();
+    let status = a.tracer.wait().unwrap();
+    assert!(status.success(), "tracer: {status:?} {}", a.said);
     output
+}
+
+/// A shell script that runs pagetest with `args` and, once it is done,
+/// prints `shell-done`: the shell forks pagetest and waits for it.
+fn shell_then_pagetest(args: &str) -> String {
+    format!("{} {args}; echo shell-done", pagetest_bin().display())
 }
 
 /// Attaches `trace --pid` (evicting by `evict`, 2 MiB pool) to a
@@ -851,11 +891,7 @@ fn attach_counts_every_read_exactly() {
 fn attach_traces_the_children_it_had() {
     require_trace!();
     let _serial = serial();
-    let bin = pagetest_bin();
-    let script = format!(
-        "{} --size 8M --op read --iterations 3 --wait-stdin; echo shell-done",
-        bin.display()
-    );
+    let script = shell_then_pagetest("--size 8M --op read --iterations 3 --wait-stdin");
     for evict in methods() {
         let dir = tempfile::tempdir().unwrap();
         let trace = temp_path(dir.path(), "t.trace");
@@ -889,63 +925,30 @@ fn attach_traces_the_children_it_had() {
 /// reads every page.
 #[test]
 fn sigkill_then_release_of_an_attached_shell_and_the_child_it_had() {
-    use std::io::{BufRead, BufReader, Read, Write};
+    use std::io::{BufRead, Read};
     require_trace!();
     let _serial = serial();
-    let bin = pagetest_bin();
-    let script = format!(
-        "{} --size 16M --op read --iterations 2 --sleep 2s --wait-stdin; echo shell-done",
-        bin.display()
-    );
+    let script = shell_then_pagetest("--size 16M --op read --iterations 2 --sleep 2s --wait-stdin");
     for evict in methods() {
         let dir = tempfile::tempdir().unwrap();
         let trace = temp_path(dir.path(), "t.trace");
-        let mut sh = Command::new("sh")
-            .args(["-c", &script])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let _cleanup = KillOnDrop(vec![sh.id()]);
-        let mut out = BufReader::new(sh.stdout.take().unwrap());
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        let ready: Value = serde_json::from_str(&line).unwrap();
+        let mut a = Attached::start(&["sh", "-c", &script], evict, "2M", &trace);
+        let sh = a.prog.id();
+        let _cleanup = KillOnDrop(vec![sh]);
+        let ready: Value = serde_json::from_str(&a.first).unwrap();
         let child = ready["pid"].as_u64().unwrap() as u32;
-        let mut tracer = Command::new(pagescope_bin())
-            .args([
-                "trace", "--evict", evict, "--pool", "2M", "-o", &trace, "--pid",
-            ])
-            .arg(sh.id().to_string())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        // Said once the shell and its child are both attached.
-        let mut err = BufReader::new(tracer.stderr.take().unwrap());
-        loop {
-            let mut l = String::new();
-            assert!(
-                err.read_line(&mut l).unwrap() > 0,
-                "{evict}: the tracer ended"
-            );
-            if l.starts_with("tracing process") {
-                break;
-            }
-        }
-        let mut stdin = sh.stdin.take().unwrap();
-        stdin.write_all(b"go\n").unwrap();
-        drop(stdin);
+        a.go();
         // The first pass, then the kill while the child sleeps.
-        line.clear();
-        out.read_line(&mut line).unwrap();
+        let mut line = String::new();
+        a.out.read_line(&mut line).unwrap();
         assert!(line.contains("\"iteration\""), "{evict}: {line}");
         rustix::process::kill_process(
-            rustix::process::Pid::from_child(&tracer),
+            rustix::process::Pid::from_child(&a.tracer),
             rustix::process::Signal::KILL,
         )
         .unwrap();
-        let _ = tracer.wait();
-        let r = run(&[], &["trace", "--release", &sh.id().to_string()]);
+        let _ = a.tracer.wait();
+        let r = run(&[], &["trace", "--release", &sh.to_string()]);
         let said = String::from_utf8_lossy(&r.stderr);
         assert!(r.status.success(), "{evict}: release failed: {said}");
         assert!(
@@ -953,8 +956,8 @@ fn sigkill_then_release_of_an_attached_shell_and_the_child_it_had() {
             "{evict}: {said}"
         );
         let mut rest = String::new();
-        out.read_to_string(&mut rest).unwrap();
-        assert!(sh.wait().unwrap().success(), "{evict}: {rest}");
+        a.out.read_to_string(&mut rest).unwrap();
+        assert!(a.prog.wait().unwrap().success(), "{evict}: {rest}");
         let lines: Vec<&str> = rest.lines().collect();
         assert_eq!(lines.last(), Some(&"shell-done"), "{evict}: {rest}");
         let done: Value = serde_json::from_str(lines[lines.len() - 2]).unwrap();

@@ -6,7 +6,7 @@
 
 use super::frame::{decode, open_kind, Completeness, Kind, RecordFile};
 use super::frame_type;
-use crate::record::{Interval, ProcessInfo, RecordEnd, RecordHeader};
+use crate::record::{Counts, Interval, ProcessInfo, RecordEnd, RecordHeader};
 use crate::{Error, Result};
 use std::io::{Read, Write};
 use std::path::Path;
@@ -121,12 +121,11 @@ fn check_interval(i: &Interval, h: &RecordHeader) -> std::result::Result<(), Str
     if i.end_ns < i.start_ns {
         return Err(format!("interval {} ends before it starts", i.seq));
     }
+    // Whether `counts` are more than `pages` can hold (never said of a
+    // sample's estimates).
     let scaled = h.backend == crate::record::Backend::Fault;
-    let block_pages = if scaled {
-        u64::MAX
-    } else {
-        h.block_size / h.page_size
-    };
+    let too_many =
+        |c: &Counts, pages: u64| (!scaled && c.referenced() > pages) || c.written > c.referenced();
     for r in &i.phys {
         let c = &r.counts;
         if r.block.checked_mul(h.block_size).is_none() {
@@ -135,7 +134,7 @@ fn check_interval(i: &Interval, h: &RecordHeader) -> std::result::Result<(), Str
                 i.seq, r.block
             ));
         }
-        if c.referenced() > block_pages || c.written > c.referenced() {
+        if too_many(c, h.block_size / h.page_size) {
             return Err(format!(
                 "interval {}: block {} counts {c:?}: more pages than it holds, or more \
                  written than referenced",
@@ -145,11 +144,8 @@ fn check_interval(i: &Interval, h: &RecordHeader) -> std::result::Result<(), Str
     }
     for r in &i.virt {
         let c = &r.counts;
-        let pages = match scaled {
-            true => u64::MAX,
-            false => r.end.saturating_sub(r.start) / h.page_size,
-        };
-        if r.end <= r.start || c.referenced() > pages || c.written > c.referenced() {
+        let pages = r.end.saturating_sub(r.start) / h.page_size;
+        if r.end <= r.start || too_many(c, pages) {
             return Err(format!(
                 "interval {}: range {:#x}-{:#x} counts {c:?}: more pages than it holds, or \
                  more written than referenced",

@@ -17,7 +17,7 @@
 //! (user), or file pages no process maps (page cache); then each process's
 //! pages whose frames were referenced make its rows and page runs.
 
-use super::pages::{per_process, resident, set_frame, tracked, FrameTally, Page, ProcessTally};
+use super::pages::{all_resident, per_process, set_frame, tracked, FrameTally, Page, ProcessTally};
 use super::writes::Writes;
 use super::Probe;
 use crate::kpage::PfnFile;
@@ -102,9 +102,7 @@ impl Idle {
 
     /// Every resident page of `pids`, sorted by frame.
     fn pages(&mut self, pids: &[u32]) -> Result<Vec<Page>> {
-        resident(&self.proc_root, self.page_size, pids, &mut self.buf, |_| {
-            vec![(0, u64::MAX)]
-        })
+        all_resident(&self.proc_root, self.page_size, pids, &mut self.buf)
     }
 
     /// The head frame of the large folio (transparent huge page, large

@@ -90,7 +90,7 @@ pub(super) fn per_process(
     out: &mut Interval,
 ) -> Result<()> {
     let mut tally = ProcessTally::new(page_size, block, false);
-    for p in &resident(proc_root, page_size, pids, buf, |_| vec![(0, u64::MAX)])? {
+    for p in &all_resident(proc_root, page_size, pids, buf)? {
         let bit = seen
             .get((p.pfn / 64) as usize)
             .map(|w| w >> (p.pfn % 64) & 1);
@@ -109,6 +109,16 @@ pub(super) fn set_frame(seen: &mut Vec<u64>, frame: u64) {
         seen.resize(w + 1, 0);
     }
     seen[w] |= 1 << (frame % 64);
+}
+
+/// Every resident page of `pids`, sorted by frame.
+pub(super) fn all_resident(
+    proc_root: &Path,
+    page_size: u64,
+    pids: &[u32],
+    buf: &mut Vec<u8>,
+) -> Result<Vec<Page>> {
+    resident(proc_root, page_size, pids, buf, |_| vec![(0, u64::MAX)])
 }
 
 /// Clears the soft-dirty bits of `pids` (`clear_refs` 4); processes that
