@@ -9,7 +9,8 @@ run's standard output must equal the untraced one: a traced program
 computes what it computes untraced, and the bench stops if one does not.
 With CPU=N in the environment, pagescope traces with `--cpu N`, and the
 untraced and lackey runs run on CPU N too (taskset), so that every
-ratio compares runs on one CPU.
+ratio compares runs on one CPU. TRACE_ARGS adds options to every
+traced run (e.g. TRACE_ARGS=--no-idle-poll).
 
     trace.py BIN WORK RUNS LACKEY_RUNS POOL... -- (NAME COMMAND)...
 """
@@ -64,12 +65,13 @@ def main():
     cpu = os.environ.get("CPU")
     pin = ["taskset", "-c", cpu] if cpu else []
     on_cpu = ["--cpu", cpu] if cpu else []
+    extra = shlex.split(os.environ.get("TRACE_ARGS", ""))
     rows = []
     for name, cmd in workloads:
         argv = shlex.split(cmd)
         traced = {
             pool: [f"{bin_dir}/pagescope", "trace", "-q", "--evict", evict, "--pool", pool,
-                   "-o", f"{work}/{pool}.trace"] + on_cpu + ["--"] + argv
+                   "-o", f"{work}/{pool}.trace"] + on_cpu + extra + ["--"] + argv
             for pool in pools
         }
         plain, argv = argv, pin + argv

@@ -14,10 +14,12 @@
 # Every traced run must print what the untraced run printed.
 # Needs root, valgrind and xz.
 #
-#   bench/trace.sh        RUNS=5 LACKEY_RUNS=1 POOLS="2M 8M" EVICT=auto CPU=
+#   bench/trace.sh        RUNS=5 LACKEY_RUNS=1 POOLS="2M 8M" EVICT=auto CPU= TRACE_ARGS=
 #
 # CPU=N traces with --cpu N (and runs the untraced and lackey runs on
 # CPU N too).
+# TRACE_ARGS adds options to every traced run (--no-idle-poll: idle CPUs
+# may sleep).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-5}

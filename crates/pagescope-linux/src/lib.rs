@@ -10,6 +10,7 @@
 
 #![deny(missing_docs)]
 
+pub mod cpuidle;
 pub mod elf;
 pub mod kpage;
 pub mod node;

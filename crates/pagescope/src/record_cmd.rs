@@ -97,6 +97,8 @@ pub fn record(args: RecordArgs) -> Result<u8> {
             )
         })
     };
+    let _idle_poll = (args.backend == BackendArg::Fault)
+        .then(|| crate::trace_cmd::idle_poll(args.no_idle_poll, args.quiet));
     let outcome = pagescope_linux::record::record(&config, &live);
     progress.finish();
     let outcome = outcome.context("record failed")?;

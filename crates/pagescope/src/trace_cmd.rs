@@ -98,6 +98,7 @@ pub fn trace(args: TraceArgs) -> Result<u8> {
         time_resolution_ns: args.time_resolution.as_nanos() as u32,
         cpu: args.cpu,
     };
+    let _idle_poll = idle_poll(args.no_idle_poll, args.quiet);
     let counts = Arc::new(pagescope_linux::trace::Counts::default());
     let progress = {
         let counts = counts.clone();
@@ -145,6 +146,26 @@ pub fn trace(args: TraceArgs) -> Result<u8> {
         (None, Some(s)) => u8::try_from(s).unwrap_or(1),
         _ => 0,
     })
+}
+
+/// Holds idle CPUs polling while faults are served, unless `off`; where
+/// pagescope may not, says so (unless `quiet`) and goes on without.
+pub(crate) fn idle_poll(off: bool, quiet: bool) -> Option<pagescope_linux::cpuidle::IdlePoll> {
+    if off {
+        return None;
+    }
+    match pagescope_linux::cpuidle::IdlePoll::hold() {
+        Ok(held) => Some(held),
+        Err(e) => {
+            if !quiet {
+                eprintln!(
+                    "note: idle CPUs may sleep, which makes each fault slower ({e}); \
+                     --no-idle-poll silences this"
+                );
+            }
+            None
+        }
+    }
 }
 
 /// Reads a trace into an analysis. A file cut short is read up to its

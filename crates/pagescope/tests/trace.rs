@@ -348,6 +348,30 @@ fn trace_on_one_cpu_counts_every_read_exactly() {
     assert_eq!(said.lines().count(), 1, "{said}");
 }
 
+/// While pagescope serves faults (trace, and record with the fault
+/// backend) the kernel's CPU latency limit is 0, so idle CPUs poll: the
+/// traced program reads the limit in force from the kernel itself.
+#[test]
+fn faults_are_served_with_idle_cpus_polling() {
+    require_trace!();
+    let dir = tempfile::tempdir().unwrap();
+    let out_file = temp_path(dir.path(), "out");
+    let read_limit = ["--", "od", "-An", "-td4", "-N4", "/dev/cpu_dma_latency"];
+    for command in [
+        vec!["trace", "-q", "-o", &out_file],
+        vec!["record", "-q", "--backend", "fault", "-o", &out_file],
+    ] {
+        let args: Vec<&str> = command.iter().chain(&read_limit).copied().collect();
+        let out = run(&[], &args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0", "{args:?}");
+    }
+}
+
 /// Skips a test that traces shared memory on a kernel that can't.
 macro_rules! require_shmem {
     () => {
