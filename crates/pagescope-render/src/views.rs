@@ -1075,6 +1075,13 @@ fn trace_notes(maps: &TraceMaps) -> Vec<String> {
     if let Some(h) = &maps.header {
         n.push(format!("not traced: {}", h.untraced));
     }
+    if let Some(pid) = maps.selected_but_absent() {
+        let known: Vec<String> = maps.pids.iter().map(u32::to_string).collect();
+        n.push(format!(
+            "process {pid} is not in the trace (its processes: {})",
+            known.join(" ")
+        ));
+    }
     match &maps.end {
         None => n.push(
             "the trace was cut short (the tracer was killed): this report covers what was written"

@@ -535,8 +535,22 @@ fn mrc_of_a_cyclic_scan() {
         report_json(&["analyze", &trace, "mrc", "--pid", pid, "--format", "json"])["references"]
             .clone()
     };
-    assert_eq!(of(&lines[0]["pid"].to_string()), mrc["references"]);
+    let pid = lines[0]["pid"].to_string();
+    assert_eq!(of(&pid), mrc["references"]);
     assert_eq!(of("1"), 0);
+    // A process the trace does not name is said to be absent, in both views.
+    for view in ["mrc", "refs"] {
+        let absent = report_json(&["analyze", &trace, view, "--pid", "1", "--format", "json"]);
+        let said = absent["notes"].to_string();
+        assert!(
+            said.contains(&format!(
+                "process 1 is not in the trace (its processes: {pid})"
+            )),
+            "{view}: {said}"
+        );
+        let present = report_json(&["analyze", &trace, view, "--pid", &pid, "--format", "json"]);
+        assert!(!present["notes"].to_string().contains("not in the trace"));
+    }
     let distinct = mrc["distinct_pages"].as_u64().unwrap();
     let cold = mrc["cold_misses"].as_u64().unwrap() as f64;
     assert_eq!(mrc["cold_misses"], distinct);

@@ -14,7 +14,7 @@
 
 use super::refs::{PageKey, TraceMaps};
 use crate::format::TraceVisitor;
-use crate::trace::{Mapping, Ref, TraceEnd, TraceHeader};
+use crate::trace::{Mapping, ProcessEvent, Ref, TraceEnd, TraceHeader};
 use crate::Result;
 use std::collections::{HashMap, VecDeque};
 
@@ -215,10 +215,12 @@ impl Mrc {
 
     /// An empty analysis of the references of process `pid` alone.
     pub fn of_process(pid: u32) -> Mrc {
-        Mrc {
+        let mut m = Mrc {
             pid: Some(pid),
             ..Mrc::default()
-        }
+        };
+        m.maps.selected = Some(pid);
+        m
     }
 
     /// References seen.
@@ -286,6 +288,11 @@ impl TraceVisitor for Mrc {
 
     fn end(&mut self, e: &TraceEnd) -> Result<()> {
         self.maps.end = Some(e.clone());
+        Ok(())
+    }
+
+    fn event(&mut self, e: &ProcessEvent) -> Result<()> {
+        self.maps.event(e);
         Ok(())
     }
 

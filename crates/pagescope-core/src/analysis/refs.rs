@@ -4,7 +4,7 @@
 use crate::format::TraceVisitor;
 use crate::trace::{Mapping, MappingKind, ProcessEvent, Ref, TraceEnd, TraceHeader};
 use crate::Result;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// The identity of a page across processes: a private page belongs to its
 /// process; a shared-memory page to its file (device and inode) and
@@ -54,6 +54,10 @@ pub struct TraceMaps {
     pub mappings: BTreeMap<u32, Mapping>,
     /// The end record, if the trace is complete.
     pub end: Option<TraceEnd>,
+    /// Every process the trace names (in its events and mappings).
+    pub pids: BTreeSet<u32>,
+    /// The one process the analysis selects, if it selects one.
+    pub selected: Option<u32>,
 }
 
 impl TraceMaps {
@@ -64,7 +68,18 @@ impl TraceMaps {
 
     /// Keeps a mapping record.
     pub fn add(&mut self, m: &Mapping) {
+        self.pids.insert(m.pid);
         self.mappings.insert(m.id, m.clone());
+    }
+
+    /// Notes the process of an event.
+    pub fn event(&mut self, e: &ProcessEvent) {
+        self.pids.insert(e.pid);
+    }
+
+    /// The process the analysis selects, if the trace does not name it.
+    pub fn selected_but_absent(&self) -> Option<u32> {
+        self.selected.filter(|p| !self.pids.contains(p))
     }
 
     /// The page's identity ([`page_key`]).
@@ -128,6 +143,10 @@ impl RefStats {
         RefStats {
             range,
             pid,
+            maps: TraceMaps {
+                selected: pid,
+                ..TraceMaps::default()
+            },
             ..RefStats::default()
         }
     }
@@ -176,6 +195,7 @@ impl TraceVisitor for RefStats {
             }
             K::Exit { .. } => {}
         }
+        self.maps.event(e);
         self.events.push(e.clone());
         Ok(())
     }
