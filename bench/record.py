@@ -29,6 +29,7 @@ CONFIGS = [
     ("fault 1s", ["--backend", "fault", "--interval", "1s"]),
     ("fault 1s --sample 0.1", ["--backend", "fault", "--interval", "1s", "--sample", "0.1"]),
     ("fault 1s --sample 0.01", ["--backend", "fault", "--interval", "1s", "--sample", "0.01"]),
+    ("fault 1s --sample 0.001", ["--backend", "fault", "--interval", "1s", "--sample", "0.001"]),
 ]
 # BACKENDS="refs fault" (the default: what this machine has) picks them;
 # CONFIG="refs 1s --system" runs that one alone.

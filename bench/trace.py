@@ -10,7 +10,10 @@ computes what it computes untraced, and the bench stops if one does not.
 With CPU=N in the environment, pagescope traces with `--cpu N`, and the
 untraced and lackey runs run on CPU N too (taskset), so that every
 ratio compares runs on one CPU. TRACE_ARGS adds options to every
-traced run (e.g. TRACE_ARGS=--no-idle-poll).
+traced run (e.g. TRACE_ARGS=--no-idle-poll). FLOOR names the
+uffd_floor program (bench/uffd_floor.c): its time per fault, times a
+workload's references, is the least any userfaultfd tracer could add
+(the "floor" column, for the largest pool).
 
     trace.py BIN WORK RUNS LACKEY_RUNS POOL... -- (NAME COMMAND)...
 """
@@ -21,6 +24,11 @@ import statistics
 import subprocess
 import sys
 import time
+
+
+def floor(row, pool, us):
+    """The slowdown if each reference cost `us`, the floor's fault."""
+    return 1 + row["pools"][pool][1] * us / 1e6 / row["untraced"]
 
 
 def run(argv):
@@ -66,6 +74,11 @@ def main():
     pin = ["taskset", "-c", cpu] if cpu else []
     on_cpu = ["--cpu", cpu] if cpu else []
     extra = shlex.split(os.environ.get("TRACE_ARGS", ""))
+    floor_us = None
+    if os.environ.get("FLOOR"):
+        poll = [] if "--no-idle-poll" in extra else ["idle-poll"]
+        floor_us = statistics.median(
+            float(run(pin + [os.environ["FLOOR"], "16384"] + poll)[1]) for _ in range(5))
     rows = []
     for name, cmd in workloads:
         argv = shlex.split(cmd)
@@ -103,6 +116,8 @@ def main():
 
     head = ["workload", "untraced"] + [f"{p} pool" for p in pools] + ["lackey"]
     head += [f"lackey / {pools[-1]}"] + [f"references ({p})" for p in pools]
+    if floor_us is not None:
+        head += [f"floor ({pools[-1]})"]
     head += [f"bytes/ref ({p})" for p in pools]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
@@ -114,6 +129,8 @@ def main():
         else:
             cells += [fmt_ratio(r["lackey"]), fmt_ratio(r["lackey"] / r["pools"][pools[-1]][0])]
         cells += [str(r["pools"][p][1]) for p in pools]
+        if floor_us is not None:
+            cells += [fmt_ratio(floor(r, pools[-1], floor_us))]
         cells += [f"{r['pools'][p][2]:.2f}" for p in pools]
         print("| " + " | ".join(cells) + " |")
     print()
@@ -124,6 +141,10 @@ def main():
         if faster:
             print(f"; lackey takes {min(faster):.1f} to {max(faster):.0f} times as long", end="")
         print()
+    if floor_us is not None:
+        med = statistics.median(floor(r, pools[-1], floor_us) for r in rows)
+        print(f"userfaultfd floor: {floor_us:.2f} us per fault; "
+              f"median floor slowdown with a {pools[-1]} pool: {med:.2f}x")
 
 
 main()

@@ -11,8 +11,10 @@
 # Prints one table: median slowdown per pool, lackey's slowdown and how
 # many times longer it takes than the largest pool, references and bytes
 # per reference in the trace files; then the median slowdown per pool.
-# Every traced run must print what the untraced run printed.
-# Needs root, valgrind and xz.
+# Every traced run must print what the untraced run printed. The floor
+# column is what the references would cost at bench/uffd_floor.c's time
+# per fault, the least a userfaultfd tracer can take here.
+# Needs root, valgrind, xz and gcc.
 #
 #   bench/trace.sh        RUNS=5 LACKEY_RUNS=1 POOLS="2M 8M" EVICT=auto CPU= TRACE_ARGS=
 #
@@ -26,7 +28,8 @@ RUNS=${RUNS:-5}
 LACKEY_RUNS=${LACKEY_RUNS:-1}
 POOLS=${POOLS:-2M 8M}
 . bench/common.sh
-need valgrind xz
+need valgrind xz gcc
+gcc -O2 -pthread -o "$WORK/uffd_floor" bench/uffd_floor.c
 # The interpreter itself: python3 may be a launcher whose shells would be
 # traced too.
 PY=$(python3 -c 'import sys; print(sys.executable)')
@@ -42,7 +45,7 @@ for b in sorted(blobs):
 print(h.hexdigest(), sum(map(len, blobs)))
 PY
 # shellcheck disable=SC2086
-python3 bench/trace.py "$BIN" "$WORK" "$RUNS" "$LACKEY_RUNS" $POOLS -- \
+FLOOR="$WORK/uffd_floor" python3 bench/trace.py "$BIN" "$WORK" "$RUNS" "$LACKEY_RUNS" $POOLS -- \
     "pagetest 64M write x3" "$BIN/pagetest --size 64M --mode anon --op write --iterations 3 --sleep 0" \
     "sort 200000 lines" "sort -S 64M $WORK/lines" \
     "xz -1 of 1 MB" "xz -T1 -1 -c $WORK/1m" \

@@ -1,0 +1,114 @@
+/*
+ * The floor of any userfaultfd tracer on this machine: the cost of one
+ * missing fault served by another thread of the same process with
+ * UFFDIO_COPY from a ready page, with nothing logged, nothing evicted and
+ * no other process involved. pagescope's cost per reference can come
+ * down to this, never below it.
+ *
+ *   uffd_floor PAGES [idle-poll]
+ *
+ * Touches PAGES fresh pages of a registered mapping, one read each, while
+ * a handler thread spins on the descriptor (non-blocking reads, as
+ * pagescope's fault thread spins after a fault). With "idle-poll" it
+ * holds the CPU latency limit at 0 (/dev/cpu_dma_latency), as pagescope
+ * does while it traces. Run it under taskset to put both threads on one
+ * CPU. Prints the microseconds per fault, and checks every page read as
+ * the handler filled it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PAGE 4096UL
+
+static int uffd;
+static char *fill;
+
+static void die(const char *what)
+{
+	perror(what);
+	exit(1);
+}
+
+static void *serve(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct uffd_msg m;
+		ssize_t n = read(uffd, &m, sizeof m);
+		if (n < 0 && errno == EAGAIN)
+			continue;
+		if (n != sizeof m)
+			return NULL;
+		if (m.event != UFFD_EVENT_PAGEFAULT)
+			continue;
+		struct uffdio_copy c = {
+			.dst = m.arg.pagefault.address & ~(PAGE - 1),
+			.src = (uintptr_t)fill,
+			.len = PAGE,
+		};
+		if (ioctl(uffd, UFFDIO_COPY, &c) && errno != EEXIST)
+			die("UFFDIO_COPY");
+	}
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: uffd_floor PAGES [idle-poll]\n");
+		return 2;
+	}
+	size_t pages = strtoul(argv[1], NULL, 0);
+	if (argc > 2 && strcmp(argv[2], "idle-poll") == 0) {
+		int fd = open("/dev/cpu_dma_latency", O_WRONLY);
+		int32_t zero = 0;
+		if (fd < 0 || write(fd, &zero, sizeof zero) != sizeof zero)
+			die("/dev/cpu_dma_latency");
+		/* Held until exit. */
+	}
+	uffd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (uffd < 0)
+		die("userfaultfd");
+	struct uffdio_api api = { .api = UFFD_API };
+	if (ioctl(uffd, UFFDIO_API, &api))
+		die("UFFDIO_API");
+	char *area = mmap(NULL, pages * PAGE, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (area == MAP_FAILED)
+		die("mmap");
+	fill = aligned_alloc(PAGE, PAGE);
+	memset(fill, 7, PAGE);
+	struct uffdio_register r = {
+		.range = { (uintptr_t)area, pages * PAGE },
+		.mode = UFFDIO_REGISTER_MODE_MISSING,
+	};
+	if (ioctl(uffd, UFFDIO_REGISTER, &r))
+		die("UFFDIO_REGISTER");
+	pthread_t t;
+	if (pthread_create(&t, NULL, serve, NULL))
+		die("pthread_create");
+	struct timespec a, b;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	size_t sum = 0;
+	for (size_t i = 0; i < pages; i++)
+		sum += ((volatile char *)area)[i * PAGE];
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	if (sum != 7 * pages) {
+		fprintf(stderr, "uffd_floor: pages read %zu, want %zu\n", sum, 7 * pages);
+		return 1;
+	}
+	double ns = (b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec);
+	printf("%.3f\n", ns / 1e3 / pages);
+	return 0;
+}
