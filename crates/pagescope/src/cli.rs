@@ -165,7 +165,8 @@ pub struct RecordArgs {
     #[arg(long, value_name = "MIN-MAX", default_value = "1000-2000", value_parser = parse_regions)]
     pub damon_regions: (u32, u32),
     /// The fault backend: move only this random fraction of the resident
-    /// pages out at each boundary, and scale what comes back (0 < F <= 1).
+    /// pages out at each boundary (the same share of every 4 MiB), and
+    /// scale what comes back (0 < F <= 1).
     #[arg(long, value_name = "FRACTION", default_value_t = 1.0, value_parser = parse_fraction)]
     pub sample: f64,
     /// Let the processes run while a two-pass backend (refs) reads and

@@ -11,10 +11,14 @@
 //! out again (`UFFDIO_MOVE` into the store inside the program, no copy),
 //! so that their next touch faults in the next interval. With
 //! `--sample FRACTION` only the pages of a fixed random sample of that
-//! fraction (by a hash of the address) are moved out, and each of them
-//! that comes back counts `1 / FRACTION` pages; pages touched for the
-//! first time are all seen and count one each. The sample holds from the
-//! start: of the pages a program already has when it is attached (or a
+//! fraction (the same share of every 4 MiB: see the tracer's `in_sample`)
+//! are moved out, and each of them
+//! that comes back counts `1 / FRACTION` pages. First touches are sampled
+//! too: a page of the sample counts `1 / FRACTION` when first touched; a
+//! page outside it is filled and not counted, and the other untouched
+//! pages of its 4 MiB outside the sample get the zero page at once, so a
+//! first pass over a large buffer costs about a fault per 4 MiB. The
+//! sample holds from the start: of the pages a program already has when it is attached (or a
 //! mapping is registered), only the sample's are moved out.
 //!
 //! Regular-file mappings (program text, mapped files) can't be trapped

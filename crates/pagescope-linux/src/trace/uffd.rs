@@ -27,12 +27,14 @@ pub const MOVE: libc::c_ulong = iowr(k::_UFFDIO_MOVE, size_of::<k::uffdio_move>(
 const WRITEPROTECT: libc::c_ulong =
     iowr(k::_UFFDIO_WRITEPROTECT, size_of::<k::uffdio_writeprotect>());
 const CONTINUE: libc::c_ulong = iowr(k::_UFFDIO_CONTINUE, size_of::<k::uffdio_continue>());
+const ZEROPAGE: libc::c_ulong = iowr(k::_UFFDIO_ZEROPAGE, size_of::<k::uffdio_zeropage>());
 
 // Mode bits linux-raw-sys does not carry (include/uapi/linux/userfaultfd.h).
 /// `UFFDIO_MOVE_MODE_DONTWAKE`.
 pub const MOVE_MODE_DONTWAKE: u64 = 1;
 const WRITEPROTECT_MODE_WP: u64 = 1;
 const CONTINUE_MODE_DONTWAKE: u64 = 1;
+const ZEROPAGE_MODE_DONTWAKE: u64 = 1;
 /// `UFFDIO_CONTINUE_MODE_WP` (Linux 6.4).
 const CONTINUE_MODE_WP: u64 = 2;
 
@@ -280,6 +282,25 @@ impl Uffd {
             mapped: 0,
         };
         self.ioctl(CONTINUE, &mut c)
+    }
+
+    /// `UFFDIO_ZEROPAGE` without waking anyone: maps the zero page over
+    /// the range's pages, read-only, so that a write copies it as any write
+    /// to the zero page does, with no fault of the descriptor. Returns the
+    /// bytes mapped: fewer than `len` if it stopped at a page that is there
+    /// already, or at another error after some pages.
+    pub fn zeropage(&self, start: u64, len: u64) -> io::Result<u64> {
+        let mut z = k::uffdio_zeropage {
+            range: k::uffdio_range { start, len },
+            mode: ZEROPAGE_MODE_DONTWAKE,
+            zeropage: 0,
+        };
+        match self.ioctl(ZEROPAGE, &mut z) {
+            Ok(()) => Ok(len),
+            Err(_) if z.zeropage > 0 => Ok(z.zeropage as u64),
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(0),
+            Err(e) => Err(e),
+        }
     }
 
     /// `UFFDIO_WRITEPROTECT`: sets (`wp`) or clears write protection; a
