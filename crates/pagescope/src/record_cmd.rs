@@ -74,6 +74,9 @@ pub fn record(args: RecordArgs) -> Result<u8> {
     if args.sample < 1.0 && args.backend != BackendArg::Fault {
         return Err(anyhow!("--sample applies to --backend fault only").context(BadInput));
     }
+    if args.no_idle_poll && args.backend != BackendArg::Fault {
+        return Err(anyhow!("--no-idle-poll applies to --backend fault only").context(BadInput));
+    }
     if args.backend == BackendArg::Damon {
         config
             .damon

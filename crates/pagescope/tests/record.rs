@@ -926,6 +926,75 @@ fn killed_recorder_leaves_readable_file_and_running_program() {
     assert!(String::from_utf8_lossy(&report.stderr).contains("cut short"));
 }
 
+/// The recorder killed while it gives a process its write tracking (a
+/// userfaultfd made by an injected call): the thread it was injecting
+/// into waits, parked at the bootstrap in its vDSO, instead of running on
+/// with the call's registers; `trace --release` gives them back, and the
+/// program goes on and finishes.
+#[test]
+fn recorder_killed_in_an_injection_leaves_the_thread_parked() {
+    let _guard = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = temp_path(dir.path(), "p.rec");
+    let mut pt = Pagetest::start(
+        &[],
+        &[
+            "--size",
+            "16M",
+            "--op",
+            "write",
+            "--iterations",
+            "2",
+            "--sleep",
+            "0",
+            "--delay",
+            "1500ms",
+        ],
+        "ready",
+    );
+    let pid = pt.pid().to_string();
+    let status = Command::new(pagescope_bin())
+        .env("PAGESCOPE_DIE_IN_INJECTION", "write-tracking")
+        .args([
+            "record",
+            "-q",
+            "--backend",
+            "refs",
+            "-o",
+            &out,
+            "--pid",
+            &pid,
+        ])
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    if std::os::unix::process::ExitStatusExt::signal(&status) != Some(9) {
+        // This kernel tracks writes with soft-dirty bits: no injection.
+        eprintln!("skipped: the recorder made no userfaultfd ({status})");
+        return;
+    }
+    // Well past its delay, it has not gone on: parked.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        pagescope_linux::trace::is_parked(pt.pid()),
+        "not parked: {}",
+        std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default()
+    );
+    let r = run(&[], &["trace", "--release", &pid]);
+    let said = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{said}");
+    assert!(
+        said.contains("went on from where pagescope stopped"),
+        "{said}"
+    );
+    for i in 0..2 {
+        let line = pt.next_line();
+        assert_eq!(line["index"], i, "{line}");
+    }
+    assert_eq!(pt.next_line()["event"], "done");
+    assert!(pt.child.wait().unwrap().success());
+}
+
 #[test]
 fn interrupted_recorder_completes_its_file_and_lets_go() {
     let _guard = serial();
@@ -1125,6 +1194,7 @@ fn bad_input_is_refused_with_a_message() {
         &["record", "-o", &out, "--system", "--damon-regions", "10"],
         &["record", "-o", &out, "--system", "--sample", "0"],
         &["record", "-o", &out, "--system", "--sample", "1.5"],
+        &["record", "-o", &out, "--system", "--no-idle-poll"],
         &[
             "record",
             "-o",

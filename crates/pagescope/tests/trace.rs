@@ -1382,7 +1382,8 @@ fn sigkill_then_release_of_a_forking_shell_loses_nothing() {
 /// injecting into waits, parked, instead of running on with the registers
 /// of an injected call; `--release` gives it its registers back, and the
 /// output is what it is untraced. At an exec (the launched shell's image
-/// being set up), at a fork's mover (cloned, not yet attached), and at a
+/// being set up: parked at the bootstrap in its vDSO, during the first
+/// call, and later at the mover's page), at a fork's mover (cloned, not yet attached), and at a
 /// fork (pagetest's child, whose pages away since the fork are registered
 /// with the descriptor the fork made, which pagescope's holder keeps: the
 /// child's checksum of its copy of the buffer shows every page), and in
@@ -1407,7 +1408,7 @@ fn killed_in_an_injection_then_release_loses_nothing() {
         // to be read from the shell's userfaultfd: the release reads it and
         // gives the child the pages away at the fork.
         // At "fork-message", a child of the shell runs with no tracer.
-        for place in ["exec", "mover", "fork-entry", "fork-message"] {
+        for place in ["vdso", "exec", "mover", "fork-entry", "fork-message"] {
             let (out, _) = die_then_release(place, evict, &["sh", "-c", &script], "sh");
             assert_eq!(
                 out,

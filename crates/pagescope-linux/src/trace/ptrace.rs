@@ -399,8 +399,7 @@ pub struct Injector {
     insn: u64,
     held: Vec<Signal>,
     finished: bool,
-    /// The mover's code page holding this injection's parking record,
-    /// and the process whose memory it is in.
+    /// The process and address of this injection's parking record.
     parked: Option<(u32, u64)>,
 }
 
@@ -429,22 +428,40 @@ impl Injector {
     /// registers of an injected call, and `--release` gives it its
     /// registers back.
     pub fn park_in(&mut self, pid: u32, code: u64) -> io::Result<()> {
-        write_record(
+        self.park_at(pid, code, code + PARK_RECORD)
+    }
+
+    /// As [`Injector::park_in`], at the bootstrap that
+    /// [`vdso_bootstrap`] wrote into the vDSO of `pid` (its `syscall`
+    /// instruction at `boot`): for the calls that make the mover's page.
+    pub fn park_in_vdso(&mut self, pid: u32, boot: u64) -> io::Result<()> {
+        self.park_at(pid, boot, boot - BOOT_CODE + BOOT_RECORD)
+    }
+
+    /// Writes the parking record at `record`, then runs the next calls at
+    /// the `syscall` instruction `insn` that a `pause()` loop follows. A
+    /// record written before (the bootstrap's) is cleared once the thread
+    /// is at the new one.
+    fn park_at(&mut self, pid: u32, insn: u64, record: u64) -> io::Result<()> {
+        write_code(
             pid,
-            code,
+            record,
             &Parked::record(self.tid.as_raw() as u32, &self.saved),
         )?;
-        self.parked = Some((pid, code));
-        self.insn = code;
+        let before = self.parked.replace((pid, record));
+        self.insn = insn;
         // From now on, between calls too: the thread would go on at the
         // loop, not where the last call left it.
         let mut r = ptrace::getregs(self.tid)?;
-        r.rip = code + 2;
+        r.rip = insn + 2;
         // Not in a system call to restart (at an interrupt stop of an
         // attach, the kernel would otherwise run the interrupted call once
         // more, at the page, before the loop).
         r.orig_rax = u64::MAX;
         ptrace::setregs(self.tid, r)?;
+        if let Some((pid, old)) = before.filter(|&(_, old)| old != record) {
+            write_code(pid, old, &[0u8; 8])?;
+        }
         Ok(())
     }
 
@@ -500,10 +517,10 @@ impl Injector {
     pub fn finish(mut self) -> io::Result<()> {
         self.finished = true;
         ptrace::setregs(self.tid, self.saved)?;
-        if let Some((pid, code)) = self.parked {
+        if let Some((pid, record)) = self.parked {
             // The thread is back at its own code: the record is void (the
             // release checks where the thread is, too).
-            let _ = write_record(pid, code, &[0u8; 8]);
+            let _ = write_code(pid, record, &[0u8; 8]);
         }
         for sig in std::mem::take(&mut self.held) {
             let _ = signal::kill(self.tid, sig);
@@ -534,9 +551,61 @@ const REGS_WORDS: usize = std::mem::size_of::<libc::user_regs_struct>() / 8;
 /// Bytes of a parking record: magic, thread id, registers.
 const RECORD_BYTES: usize = 16 + REGS_WORDS * 8;
 
-/// Writes `bytes` at the parking record of the code page `code` of `pid`.
-fn write_record(pid: u32, code: u64, bytes: &[u8]) -> io::Result<()> {
-    write_code(pid, code + PARK_RECORD, bytes)
+/// First word of the bootstrap in a vDSO ([`vdso_bootstrap`]).
+const BOOT_MAGIC: u64 = u64::from_le_bytes(*b"pgsBOOT1");
+
+/// Offset of the bootstrap's code: the `syscall` instruction and
+/// `pause()` loop that start [`MOVER_CODE`].
+const BOOT_CODE: u64 = 16;
+
+/// Bytes of the bootstrap's code.
+const BOOT_LOOP: usize = 11;
+
+/// Offset of the bootstrap's parking record.
+const BOOT_RECORD: u64 = 32;
+
+/// Bytes of the bootstrap: magic, code, record.
+const BOOT_BYTES: usize = BOOT_RECORD as usize + RECORD_BYTES;
+
+/// Where a parked thread's instruction pointer is, past the `syscall`
+/// of the `pause()` loop, from the start of the code.
+const PAUSE_PC: u64 = 9;
+
+/// Writes a bootstrap into the unused end of the vDSO of `pid` (the zero
+/// bytes that round its image up to whole pages; the process gets its
+/// own copy of that page): a magic word, the `syscall` instruction and
+/// `pause()` loop that start [`MOVER_CODE`], and room for a parking
+/// record. Returns the address of its `syscall`, or `None` if the vDSO
+/// has no room (the first calls of a set-up then run at a `syscall` of
+/// the vDSO's own code, with no parking).
+///
+/// A set-up's first call maps the mover's page: until then the program
+/// has no page of pagescope's, and a thread let go in the middle of that
+/// call by pagescope's death would run on into the vDSO with the call's
+/// registers. Parked at the bootstrap it waits in `pause()` instead, for
+/// `--release`.
+pub fn vdso_bootstrap(pid: u32) -> io::Result<Option<u64>> {
+    let (start, bytes) = vdso(pid)?;
+    // One written before (a process traced again): used again.
+    let at = (0..bytes.len().saturating_sub(BOOT_BYTES))
+        .step_by(64)
+        .find(|&i| bytes[i..i + 8] == BOOT_MAGIC.to_le_bytes())
+        .or_else(|| {
+            let last = bytes.iter().rposition(|&b| b != 0)?;
+            // Clear of whatever the image ends with, by 64 bytes at least.
+            let at = (last + 1 + 64).next_multiple_of(64);
+            (at + BOOT_BYTES <= bytes.len()).then_some(at)
+        });
+    let Some(at) = at else {
+        return Ok(None);
+    };
+    let boot = start + at as u64;
+    let mut area = BOOT_MAGIC.to_le_bytes().to_vec();
+    area.resize(BOOT_CODE as usize, 0);
+    area.extend_from_slice(&MOVER_CODE[..BOOT_LOOP]);
+    area.resize(BOOT_RECORD as usize + 8, 0);
+    write_code(pid, boot, &area)?;
+    Ok(Some(boot + BOOT_CODE))
 }
 
 /// Writes `bytes` at `addr` in `pid` through `/proc/PID/mem`, which
@@ -551,8 +620,8 @@ pub fn write_code(pid: u32, addr: u64, bytes: &[u8]) -> io::Result<()> {
 }
 
 /// The threads of `pid` blocked in `pause()` in the loop of a page that
-/// holds [`MOVER_CODE`]: each with the page's address and its bytes up to
-/// the end of the parking record.
+/// holds [`MOVER_CODE`], or of a vDSO bootstrap ([`vdso_bootstrap`]):
+/// each with the address of the parking record there and its bytes.
 fn in_pause_loop(pid: u32) -> Vec<(u32, u64, Vec<u8>)> {
     let mut out = Vec::new();
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
@@ -577,14 +646,31 @@ fn in_pause_loop(pid: u32) -> Vec<(u32, u64, Vec<u8>)> {
             continue;
         };
         let code = pc & !4095;
-        if !(code + 2..=code + MOVER_BATCH).contains(&pc) {
-            continue;
-        }
         let mut page = vec![0u8; PARK_RECORD as usize + RECORD_BYTES];
-        if super::remote::read(pid, code, &mut page).is_ok()
+        if (code + 2..=code + MOVER_BATCH).contains(&pc)
+            && super::remote::read(pid, code, &mut page).is_ok()
             && page[..MOVER_CODE.len()] == MOVER_CODE
         {
-            out.push((tid, code, page));
+            out.push((
+                tid,
+                code + PARK_RECORD,
+                page.split_off(PARK_RECORD as usize),
+            ));
+            continue;
+        }
+        let Some(boot) = pc.checked_sub(PAUSE_PC + BOOT_CODE) else {
+            continue;
+        };
+        let mut area = vec![0u8; BOOT_BYTES];
+        if super::remote::read(pid, boot, &mut area).is_ok()
+            && area[..8] == BOOT_MAGIC.to_le_bytes()
+            && area[BOOT_CODE as usize..][..BOOT_LOOP] == MOVER_CODE[..BOOT_LOOP]
+        {
+            out.push((
+                tid,
+                boot + BOOT_RECORD,
+                area.split_off(BOOT_RECORD as usize),
+            ));
         }
     }
     out
@@ -603,22 +689,22 @@ pub fn stray_mover(pid: u32) -> bool {
     threads == 1 && in_pause_loop(pid).len() == 1 && Parked::find(pid).is_empty()
 }
 
-/// A thread left in the `pause()` loop of a mover's code page by an
-/// injection that pagescope did not live to finish, and the registers
-/// to give it back.
+/// A thread left in the `pause()` loop of a mover's code page (or of
+/// the bootstrap in the vDSO) by an injection that pagescope did not live
+/// to finish, and the registers to give it back.
 ///
 /// Before an injection changes a thread's registers, the tracer writes
 /// them into the code page (at [`PARK_RECORD`]: magic, thread id,
-/// `user_regs_struct`), and clears the record once the thread has them
-/// back. A thread whose record is still there *and* that sits in the
-/// page's `pause()` loop (the program's own code never runs there) is
-/// parked.
+/// `user_regs_struct`; in the bootstrap, after its code), and clears the
+/// record once the thread has them back. A thread whose record is still
+/// there *and* that sits in the loop (the program's own code never runs
+/// there) is parked.
 #[derive(Debug, Clone, Copy)]
 pub struct Parked {
     /// The thread.
     pub tid: u32,
-    /// Its code page.
-    pub code: u64,
+    /// Its parking record's address.
+    pub record: u64,
     regs: libc::user_regs_struct,
 }
 
@@ -640,8 +726,7 @@ impl Parked {
     /// holding [`MOVER_CODE`] and a record naming it.
     pub fn find(pid: u32) -> Vec<Parked> {
         let mut out = Vec::new();
-        for (tid, code, page) in in_pause_loop(pid) {
-            let rec = &page[PARK_RECORD as usize..];
+        for (tid, record, rec) in in_pause_loop(pid) {
             let word = |i: usize| u64::from_le_bytes(rec[i * 8..i * 8 + 8].try_into().unwrap());
             if word(0) != PARK_MAGIC || word(1) != u64::from(tid) {
                 continue;
@@ -652,7 +737,7 @@ impl Parked {
             }
             // SAFETY: user_regs_struct is plain u64 words.
             let regs: libc::user_regs_struct = unsafe { std::mem::transmute(words) };
-            out.push(Parked { tid, code, regs });
+            out.push(Parked { tid, record, regs });
         }
         out
     }
@@ -683,7 +768,7 @@ impl Parked {
             ptrace::setregs(t, self.regs)?;
             Ok(())
         })();
-        let _ = write_record(pid, self.code, &[0u8; 8]);
+        let _ = write_code(pid, self.record, &[0u8; 8]);
         let _ = ptrace::detach(t, None);
         r
     }
@@ -783,6 +868,16 @@ fn kcmp(a: u32, b: u32, kind: libc::c_long, x: libc::c_long, y: libc::c_long) ->
 /// Finds a `syscall` instruction (bytes 0f 05) in the vDSO of `pid`, for
 /// injection where the thread's own can't be used.
 pub fn vdso_syscall(pid: u32) -> io::Result<u64> {
+    let (start, bytes) = vdso(pid)?;
+    bytes
+        .windows(2)
+        .position(|w| w == [0x0f, 0x05])
+        .map(|i| start + i as u64)
+        .ok_or_else(|| io::Error::other("no syscall instruction in the vDSO"))
+}
+
+/// The vDSO of `pid`: its address and bytes.
+fn vdso(pid: u32) -> io::Result<(u64, Vec<u8>)> {
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
     let (start, end) = maps
         .lines()
@@ -797,11 +892,7 @@ pub fn vdso_syscall(pid: u32) -> io::Result<u64> {
         .ok_or_else(|| io::Error::other("the process has no vDSO (booted with vdso=0?)"))?;
     let mut bytes = vec![0u8; (end - start) as usize];
     super::remote::read(pid, start, &mut bytes)?;
-    bytes
-        .windows(2)
-        .position(|w| w == [0x0f, 0x05])
-        .map(|i| start + i as u64)
-        .ok_or_else(|| io::Error::other("no syscall instruction in the vDSO"))
+    Ok((start, bytes))
 }
 
 /// The code of the mover's page: a `syscall` instruction for injection,

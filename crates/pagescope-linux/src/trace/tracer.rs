@@ -1442,10 +1442,14 @@ fn page_up(v: u64) -> u64 {
 }
 
 /// Fault injection for the tests of `--release`: with
-/// `PAGESCOPE_DIE_IN_INJECTION=WHERE` in its environment (`exec`: setting
-/// up an exec'd image; `fork`: a forked child; `mover`: a forked child,
-/// once its mover is cloned and before it is attached), pagescope kills
-/// itself there, in the middle of an injection, once. (`fork-entry`: at
+/// `PAGESCOPE_DIE_IN_INJECTION=WHERE` in its environment (`vdso`: setting
+/// up an exec'd image, parked at the vDSO's bootstrap; `exec`: the same,
+/// later, parked at the mover's page; `fork`: a forked child; `mover`: a
+/// forked child, once its mover is cloned and before it is attached;
+/// `move`: moving a forked child's registrations to its own descriptor;
+/// `write-tracking`: making the userfaultfd of a recorded process's write
+/// tracking), pagescope kills itself there, in the middle of an
+/// injection, once. (`fork-entry`: at
 /// the entry stop of a `fork`, no injection: the fork then waits on its
 /// message, unread. `fork-message`: just after reading a fork's message,
 /// whose descriptor only pagescope, and its holder, then hold.)
@@ -1494,8 +1498,13 @@ impl Ptracer {
         // First the mover's page of code, whose `syscall` instruction the
         // other calls run at: a thread there goes on into a `pause()`
         // loop, not into the program, should pagescope die meanwhile (see
-        // `Injector::park_in`).
+        // `Injector::park_in`). Its own mmap runs at the same loop, written
+        // into the vDSO's unused end.
         // (Mapped read and execute; written through /proc/PID/mem.)
+        if let Some(boot) = pt::vdso_bootstrap(tgid).map_err(|e| sys("writing into the vDSO", e))? {
+            inj.park_in_vdso(tgid, boot)
+                .map_err(|e| sys("writing the parking record", e))?;
+        }
         let code = run(
             &mut inj,
             nr::MMAP,
@@ -1509,6 +1518,7 @@ impl Ptracer {
             ));
         }
         let code = code as u64;
+        die_here_for_tests("vdso");
         pt::write_code(tgid, code, &pt::MOVER_CODE)
             .map_err(|e| sys("writing the mover's code", e))?;
         inj.park_in(tgid, code)
@@ -2805,7 +2815,14 @@ pub fn userfaultfd_of(pid: u32) -> Result<Option<OwnedFd>> {
             })?;
         let insn = pt::vdso_syscall(pid).map_err(|e| sys("finding a syscall instruction", e))?;
         let mut inj = Injector::at_interrupt(t, insn).map_err(|e| sys("ptrace GETREGS", e))?;
+        // Killed meanwhile, pagescope leaves the thread parked, not running
+        // on with the calls' registers (`trace --release` lets it go).
+        if let Some(boot) = pt::vdso_bootstrap(pid).map_err(|e| sys("writing into the vDSO", e))? {
+            inj.park_in_vdso(pid, boot)
+                .map_err(|e| sys("writing the parking record", e))?;
+        }
         let fd = make_userfaultfd(&mut inj, t)?;
+        die_here_for_tests("write-tracking");
         let ours = take_fd(pid, fd as i32);
         inj.syscall(nr::CLOSE, [fd as u64, 0, 0, 0, 0, 0])
             .map_err(|e| sys("system call injection", e))?;
