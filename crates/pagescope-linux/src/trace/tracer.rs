@@ -2019,6 +2019,11 @@ impl Ptracer {
         dead.sort_unstable();
         let mut inj =
             Injector::new(Pid::from_raw(tid as i32), None).map_err(|e| sys("ptrace GETREGS", e))?;
+        // Parked meanwhile, as every injection (there is no code page).
+        if let Some(boot) = pt::vdso_bootstrap(tid).map_err(|e| sys("writing into the vDSO", e))? {
+            inj.park_in_vdso(tid, boot)
+                .map_err(|e| sys("writing the parking record", e))?;
+        }
         let mut i = 0;
         while i < dead.len() {
             let mut j = i + 1;
