@@ -857,10 +857,14 @@ fn fill_outside_sample(st: &mut State, key: u32, page: u64) -> Result<bool> {
     let span = SAMPLE_GROUP * PAGE;
     let lo = (page / span * span).max(start);
     let hi = (page / span * span + span).min(range.end);
+    // The rest is an economy: the thread runs already, and if its process
+    // is gone meanwhile, there is nothing to fill.
     let path = format!("/proc/{}/pagemap", space.mm.mem_pid());
-    let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
+    let Ok(file) = File::open(&path) else {
+        return Ok(true);
+    };
     let mut holes: Vec<(u64, u64)> = Vec::new();
-    PagemapReader::new(file, path.into(), PAGE).for_each(lo, hi, |addr, e| {
+    let read = PagemapReader::new(file, path.into(), PAGE).for_each(lo, hi, |addr, e| {
         if e.is_present() || in_sample(addr, st.fraction) || space.mm.evicted.contains_key(&addr) {
             return;
         }
@@ -868,7 +872,10 @@ fn fill_outside_sample(st: &mut State, key: u32, page: u64) -> Result<bool> {
             Some(h) if h.1 == addr => h.1 += PAGE,
             _ => holes.push((addr, addr + PAGE)),
         }
-    })?;
+    });
+    if read.is_err() {
+        return Ok(true);
+    }
     for (mut at, end) in holes {
         while at < end {
             match uffd.zeropage(at, end - at) {
@@ -2019,8 +2026,9 @@ impl Ptracer {
         dead.sort_unstable();
         let mut inj =
             Injector::new(Pid::from_raw(tid as i32), None).map_err(|e| sys("ptrace GETREGS", e))?;
-        // Parked meanwhile, as every injection (there is no code page).
-        if let Some(boot) = pt::vdso_bootstrap(tid).map_err(|e| sys("writing into the vDSO", e))? {
+        // Parked meanwhile, as every injection (there is no code page);
+        // without a vDSO, at the thread's own `syscall` as before.
+        if let Ok(Some(boot)) = pt::vdso_bootstrap(tid) {
             inj.park_in_vdso(tid, boot)
                 .map_err(|e| sys("writing the parking record", e))?;
         }
