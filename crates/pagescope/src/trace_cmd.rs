@@ -67,6 +67,15 @@ pub fn trace(args: TraceArgs) -> Result<u8> {
                 );
             }
         }
+        // Movers left behind programs that exited hold copies of their
+        // descriptors (a pipe's write end keeps its reader waiting).
+        let orphans = pagescope_linux::trace::end_orphaned_movers();
+        if !orphans.is_empty() && !args.quiet {
+            eprintln!(
+                "ended {} mover(s) left by a killed pagescope behind a program that exited",
+                orphans.len()
+            );
+        }
         // Closing what they held wakes whatever still waits on it.
         let ended = held.end();
         if ended > 0 && !args.quiet {

@@ -16,7 +16,10 @@ mod uffd;
 
 pub use holder::left as left_holders;
 pub use ptrace::with_stop_signals_blocked;
-pub use release::{end_stray_mover, is_parked, release, release_order, still_traced, unpark, Held};
+pub use release::{
+    end_orphaned_movers, end_stray_mover, is_parked, release, release_order, still_traced, unpark,
+    Held,
+};
 pub(crate) use tracer::userfaultfd_of;
 pub use tracer::{
     evict_method, shmem_supported, trace, Counts, Sampled, Sampler, Target, TraceConfig,

@@ -44,6 +44,47 @@ pub fn end_stray_mover(pid: u32) -> bool {
         })
 }
 
+/// Ends every mover on the machine that a killed pagescope left behind a
+/// program that has since exited; returns their pids. Such a mover was
+/// cloned but not yet attached when pagescope died (so the kernel did not
+/// kill it with pagescope), and when its program exited it became the
+/// child of init (or of a subreaper), out of reach of a release's walk of
+/// the program's descendants; it still holds the copy of the program's
+/// descriptors it was made with, and a pipe's write end among them keeps
+/// the reader waiting for ever. It is told by what it is (a mover that
+/// pagescope never attached: [`end_stray_mover`]), traced by nobody, and
+/// sharing no address space with its parent (the program that made it is
+/// gone), so it serves no one.
+pub fn end_orphaned_movers() -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut ended = Vec::new();
+    let mut buf = Vec::new();
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(p) = crate::procfs::ProcDir::open(std::path::Path::new("/proc"), pid) else {
+            continue;
+        };
+        let Ok(stat) = p.stat(&mut buf) else {
+            continue;
+        };
+        let untraced = std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
+            s.lines()
+                .any(|l| l.split_whitespace().eq(["TracerPid:", "0"]))
+        });
+        // Init may refuse kcmp (even to root), and shares no one's memory.
+        let orphaned =
+            stat.ppid == 1 || matches!(super::ptrace::same_vm(pid, stat.ppid), Ok(false));
+        if untraced && orphaned && end_stray_mover(pid) {
+            ended.push(pid);
+        }
+    }
+    ended
+}
+
 /// Whether a dying pagescope left a thread of `pid` parked in the middle
 /// of an injection (see [`Parked`]).
 pub fn is_parked(pid: u32) -> bool {

@@ -1454,15 +1454,27 @@ fn page_up(v: u64) -> u64 {
 /// later, parked at the mover's page; `fork`: a forked child; `mover`: a
 /// forked child, once its mover is cloned and before it is attached;
 /// `move`: moving a forked child's registrations to its own descriptor;
+/// `exec-done`: an exec's set-up done, its mover not yet attached;
 /// `write-tracking`: making the userfaultfd of a recorded process's write
 /// tracking), pagescope kills itself there, in the middle of an
-/// injection, once. (`fork-entry`: at
+/// injection, once; `WHERE:N` the Nth time it gets there. (`fork-entry`: at
 /// the entry stop of a `fork`, no injection: the fork then waits on its
 /// message, unread. `fork-message`: just after reading a fork's message,
 /// whose descriptor only pagescope, and its holder, then hold.)
 fn die_here_for_tests(place: &str) {
     static DONE: AtomicBool = AtomicBool::new(false);
-    if std::env::var_os("PAGESCOPE_DIE_IN_INJECTION").is_some_and(|w| w == place)
+    static SEEN: AtomicU64 = AtomicU64::new(0);
+    let Some(want) = std::env::var_os("PAGESCOPE_DIE_IN_INJECTION") else {
+        return;
+    };
+    let want = want.to_string_lossy();
+    // `WHERE:N`: the Nth time there (the first by default).
+    let (at, nth) = match want.split_once(':') {
+        Some((at, n)) => (at, n.parse().unwrap_or(1)),
+        None => (&*want, 1),
+    };
+    if at == place
+        && SEEN.fetch_add(1, Ordering::SeqCst) + 1 == nth
         && !DONE.swap(true, Ordering::SeqCst)
     {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::this(), Signal::SIGKILL);
@@ -1597,6 +1609,7 @@ impl Ptracer {
         )?;
         let mover = run(&mut inj, nr::CLONE, [pt::MOVER_CLONE_FLAGS, 0, 0, 0, 0, 0])?;
         inj.finish().map_err(|e| sys("ptrace SETREGS", e))?;
+        die_here_for_tests("exec-done");
         if mover <= 0 {
             return Err(sys(
                 "clone of the mover",
