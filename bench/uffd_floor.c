@@ -5,20 +5,22 @@
  * no other process involved. pagescope's cost per reference can come
  * down to this, never below it.
  *
- *   uffd_floor PAGES [idle-poll]
+ *   uffd_floor PAGES [idle-poll] [sleep]
  *
  * Touches PAGES fresh pages of a registered mapping, one read each, while
  * a handler thread spins on the descriptor (non-blocking reads, as
- * pagescope's fault thread spins after a fault). With "idle-poll" it
- * holds the CPU latency limit at 0 (/dev/cpu_dma_latency), as pagescope
- * does while it traces. Run it under taskset to put both threads on one
- * CPU. Prints the microseconds per fault, and checks every page read as
- * the handler filled it.
+ * pagescope's fault thread spins after a fault), or with "sleep" waits
+ * for each fault in poll() (as pagescope does on one CPU). With
+ * "idle-poll" it holds the CPU latency limit at 0 (/dev/cpu_dma_latency),
+ * as pagescope does while it traces. Run it under taskset to put both
+ * threads on one CPU. Prints the microseconds per fault, and checks every
+ * page read as the handler filled it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,6 +36,7 @@
 
 static int uffd;
 static char *fill;
+static int sleeps;
 
 static void die(const char *what)
 {
@@ -46,6 +49,10 @@ static void *serve(void *arg)
 	(void)arg;
 	for (;;) {
 		struct uffd_msg m;
+		if (sleeps) {
+			struct pollfd p = { .fd = uffd, .events = POLLIN };
+			poll(&p, 1, -1);
+		}
 		ssize_t n = read(uffd, &m, sizeof m);
 		if (n < 0 && errno == EAGAIN)
 			continue;
@@ -66,11 +73,22 @@ static void *serve(void *arg)
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: uffd_floor PAGES [idle-poll]\n");
+		fprintf(stderr, "usage: uffd_floor PAGES [idle-poll] [sleep]\n");
 		return 2;
 	}
 	size_t pages = strtoul(argv[1], NULL, 0);
-	if (argc > 2 && strcmp(argv[2], "idle-poll") == 0) {
+	int idle_poll = 0;
+	for (int i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "idle-poll") == 0) {
+			idle_poll = 1;
+		} else if (strcmp(argv[i], "sleep") == 0) {
+			sleeps = 1;
+		} else {
+			fprintf(stderr, "uffd_floor: unknown option %s\n", argv[i]);
+			return 2;
+		}
+	}
+	if (idle_poll) {
 		int fd = open("/dev/cpu_dma_latency", O_WRONLY);
 		int32_t zero = 0;
 		if (fd < 0 || write(fd, &zero, sizeof zero) != sizeof zero)

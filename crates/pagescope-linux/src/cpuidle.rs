@@ -69,31 +69,11 @@ pub struct IdleState {
 /// empty list where the kernel has no cpuidle (`CONFIG_CPU_IDLE`).
 pub fn idle_states(sys: &Path) -> Vec<IdleState> {
     let mut out = Vec::new();
-    let Ok(cpus) = std::fs::read_dir(sys.join("devices/system/cpu")) else {
-        return out;
-    };
-    for cpu in cpus.flatten() {
-        let name = cpu.file_name();
-        let Some(n) = name
-            .to_str()
-            .and_then(|s| s.strip_prefix("cpu"))
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(states) = std::fs::read_dir(cpu.path().join("cpuidle")) else {
-            continue;
-        };
-        for state in states.flatten() {
-            let Some(index) = state
-                .file_name()
-                .to_str()
-                .and_then(|s| s.strip_prefix("state"))
-                .and_then(|s| s.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            let read = |f: &str| std::fs::read_to_string(state.path().join(f));
+    let cpus = crate::numbered(&sys.join("devices/system/cpu"), "cpu").unwrap_or_default();
+    for (cpu, dir) in cpus {
+        let states = crate::numbered(&dir.join("cpuidle"), "state").unwrap_or_default();
+        for (index, state) in states {
+            let read = |f: &str| std::fs::read_to_string(state.join(f));
             let (Ok(name), Ok(usage)) = (read("name"), read("usage")) else {
                 continue;
             };
@@ -101,8 +81,8 @@ pub fn idle_states(sys: &Path) -> Vec<IdleState> {
                 continue;
             };
             out.push(IdleState {
-                cpu: n,
-                index,
+                cpu: cpu as u32,
+                index: index as u32,
                 name: name.trim().to_string(),
                 usage,
             });

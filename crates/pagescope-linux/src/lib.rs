@@ -43,6 +43,21 @@ impl Default for Root {
     }
 }
 
+/// The entries of the sysfs directory `dir` named `prefix` and a number
+/// (`node0`, `cpu3`, `state1`, `memory42`): each number with its path.
+pub(crate) fn numbered(
+    dir: &std::path::Path,
+    prefix: &str,
+) -> std::io::Result<Vec<(u64, PathBuf)>> {
+    Ok(std::fs::read_dir(dir)?
+        .flatten()
+        .filter_map(|e| {
+            let n = e.file_name().to_str()?.strip_prefix(prefix)?.parse().ok()?;
+            Some((n, e.path()))
+        })
+        .collect())
+}
+
 /// Maps a rustix errno on `path` to pagescope's error type.
 pub(crate) fn errno(path: impl Into<PathBuf>, e: rustix::io::Errno) -> pagescope_core::Error {
     pagescope_core::Error::io(path, std::io::Error::from(e))

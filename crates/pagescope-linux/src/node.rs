@@ -20,29 +20,14 @@ pub fn block_size(sys_root: &Path) -> Result<u64> {
 /// PFN ranges per node, adjacent blocks merged, sorted by PFN.
 pub fn node_ranges(sys_root: &Path, block_size: u64, page_size: u64) -> Result<Vec<NodeRange>> {
     let nodes_dir = sys_root.join("devices/system/node");
-    let rd = std::fs::read_dir(&nodes_dir).map_err(|e| Error::io(&nodes_dir, e))?;
+    let nodes = crate::numbered(&nodes_dir, "node").map_err(|e| Error::io(&nodes_dir, e))?;
     let mut blocks: Vec<(u64, u16)> = Vec::new();
-    for entry in rd.filter_map(|e| e.ok()) {
-        let name = entry.file_name();
-        let Some(node) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("node"))
-            .and_then(|n| n.parse::<u16>().ok())
-        else {
+    for (node, node_dir) in nodes {
+        let Ok(node) = u16::try_from(node) else {
             continue;
         };
-        let node_dir = entry.path();
-        let inner = std::fs::read_dir(&node_dir).map_err(|e| Error::io(&node_dir, e))?;
-        for m in inner.filter_map(|e| e.ok()) {
-            let mname = m.file_name();
-            if let Some(block) = mname
-                .to_str()
-                .and_then(|n| n.strip_prefix("memory"))
-                .and_then(|n| n.parse::<u64>().ok())
-            {
-                blocks.push((block, node));
-            }
-        }
+        let memory = crate::numbered(&node_dir, "memory").map_err(|e| Error::io(&node_dir, e))?;
+        blocks.extend(memory.into_iter().map(|(block, _)| (block, node)));
     }
     Ok(merge(blocks, block_size / page_size.max(1)))
 }

@@ -475,10 +475,8 @@ fn sampled_fault_recording_keeps_the_program_exact() {
     }
     let dir = tempfile::tempdir().unwrap();
     let out = temp_path(dir.path(), "r.rec");
-    let pagetest = pagetest_bin();
-    let o = run(
-        &[],
-        &[
+    let recorded = |command: &[&str]| {
+        let mut args = vec![
             "record",
             "-q",
             "--backend",
@@ -490,46 +488,32 @@ fn sampled_fault_recording_keeps_the_program_exact() {
             "-o",
             &out,
             "--",
-            pagetest.to_str().unwrap(),
-            "--size",
-            "256M",
-            "--mode",
-            "malloc",
-            "--op",
-            "read",
-            "--iterations",
-            "2",
-            "--sleep",
-            "0",
-        ],
-    );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        ];
+        args.extend_from_slice(command);
+        let o = run(&[], &args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        o.stdout
+    };
+    let pagetest = pagetest_bin();
+    let stdout = recorded(&[
+        pagetest.to_str().unwrap(),
+        "--size",
+        "256M",
+        "--mode",
+        "malloc",
+        "--op",
+        "read",
+        "--iterations",
+        "2",
+        "--sleep",
+        "0",
+    ]);
     let done: Value =
-        serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().last().unwrap()).unwrap();
+        serde_json::from_str(String::from_utf8_lossy(&stdout).lines().last().unwrap()).unwrap();
     assert_eq!(done["checksum"], 2 * 65536, "{done}");
     let script = "seq 1 400000 | sort -r | md5sum";
     let plain = Command::new("sh").args(["-c", script]).output().unwrap();
-    let o = run(
-        &[],
-        &[
-            "record",
-            "-q",
-            "--backend",
-            "fault",
-            "--sample",
-            "0.01",
-            "--interval",
-            "100ms",
-            "-o",
-            &out,
-            "--",
-            "sh",
-            "-c",
-            script,
-        ],
-    );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(o.stdout, plain.stdout);
+    assert_eq!(recorded(&["sh", "-c", script]), plain.stdout);
 }
 
 /// The pages of `[start, end)` present in `pid` (pagemap).

@@ -980,15 +980,8 @@ fn sigkill_then_release_of_an_attached_shell_and_the_child_it_had() {
         let mut line = String::new();
         a.out.read_line(&mut line).unwrap();
         assert!(line.contains("\"iteration\""), "{evict}: {line}");
-        rustix::process::kill_process(
-            rustix::process::Pid::from_child(&a.tracer),
-            rustix::process::Signal::KILL,
-        )
-        .unwrap();
-        let _ = a.tracer.wait();
-        let r = run(&[], &["trace", "--release", &sh.to_string()]);
-        let said = String::from_utf8_lossy(&r.stderr);
-        assert!(r.status.success(), "{evict}: release failed: {said}");
+        kill_tracer(&mut a.tracer);
+        let said = release(sh, evict);
         assert!(
             said.contains(&format!("released {child}:")),
             "{evict}: {said}"
@@ -1213,19 +1206,9 @@ fn sigkill_then_release(evict: &str, size: &str) {
     // Kill the tracer while most of the buffer is evicted, once it has
     // flushed the first pass's references (it does every 200 ms).
     std::thread::sleep(Duration::from_millis(500));
-    rustix::process::kill_process(
-        rustix::process::Pid::from_child(&pt.child),
-        rustix::process::Signal::KILL,
-    )
-    .unwrap();
-    let _ = pt.child.wait();
+    kill_tracer(&mut pt.child);
     std::thread::sleep(Duration::from_millis(200));
-    let out = run(&[], &["trace", "--release", &target.to_string()]);
-    assert!(
-        out.status.success(),
-        "release failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    release(target, evict);
     // The second pass reads every page back: the sum is exact only if no
     // page was lost (a lost page reads as zero).
     let mut done = pt.next_line();
@@ -1243,10 +1226,7 @@ fn sigkill_then_release(evict: &str, size: &str) {
     assert!(matches!(done, Completeness::CutShort { .. }));
     assert!(!all.refs.is_empty());
     // Nothing to release twice.
-    let _ = rustix::process::kill_process(
-        rustix::process::Pid::from_raw(target as i32).unwrap(),
-        rustix::process::Signal::KILL,
-    );
+    kill_pid(target);
 }
 
 /// A forked child whose pages are evicted when the tracer is killed
@@ -1284,16 +1264,9 @@ fn sigkill_then_release_of_a_forked_child_loses_nothing() {
         // The child said it started, so it is past its first stop: every
         // page it had resident has left. It reads them after the kill.
         std::thread::sleep(Duration::from_millis(500));
-        rustix::process::kill_process(
-            rustix::process::Pid::from_child(&pt.child),
-            rustix::process::Signal::KILL,
-        )
-        .unwrap();
-        let _ = pt.child.wait();
+        kill_tracer(&mut pt.child);
         // Releasing the parent releases its child too.
-        let out = run(&[], &["trace", "--release", &parent.to_string()]);
-        let said = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{evict}: release failed: {said}");
+        let said = release(parent, evict);
         assert!(
             said.contains(&format!("released {child}:")),
             "{evict}: {said}"
@@ -1351,23 +1324,13 @@ fn sigkill_then_release_of_a_forking_shell_loses_nothing() {
         let shell = pagescope_linux::procfs::descendants(Path::new("/proc"), tracer.id())[1];
         let _cleanup = KillOnDrop(vec![shell]);
         std::thread::sleep(Duration::from_millis(500));
-        rustix::process::kill_process(
-            rustix::process::Pid::from_child(&tracer),
-            rustix::process::Signal::KILL,
-        )
-        .unwrap();
-        let _ = tracer.wait();
+        kill_tracer(&mut tracer);
         out.extend(rx.try_iter());
         assert!(
             out.len() < 40,
             "{evict}: the shell finished before the kill"
         );
-        let r = run(&[], &["trace", "--release", &shell.to_string()]);
-        assert!(
-            r.status.success(),
-            "{evict}: release failed: {}",
-            String::from_utf8_lossy(&r.stderr)
-        );
+        release(shell, evict);
         while let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) {
             out.push(line);
         }
@@ -1423,10 +1386,7 @@ fn release_ends_the_mover_of_a_program_that_exited() {
             for p in pagescope_linux::procfs::list_pids(Path::new("/proc")).unwrap_or_default() {
                 let comm = std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
                 if comm.trim_end() == "sort" && start_time(p).is_some_and(|t| t >= self.0) {
-                    let _ = rustix::process::kill_process(
-                        rustix::process::Pid::from_raw(p as i32).unwrap(),
-                        rustix::process::Signal::KILL,
-                    );
+                    kill_pid(p);
                 }
             }
         }
@@ -1434,9 +1394,7 @@ fn release_ends_the_mover_of_a_program_that_exited() {
     let _sorts = KillSorts(since);
     // sort runs on untraced and exits, its mover left behind.
     std::thread::sleep(Duration::from_millis(500));
-    let r = run(&[], &["trace", "--release", &shell.to_string()]);
-    let said = String::from_utf8_lossy(&r.stderr);
-    assert!(r.status.success(), "release failed: {said}");
+    let said = release(shell, "");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut out = Vec::new();
@@ -1586,9 +1544,7 @@ fn die_then_release(place: &str, evict: &str, argv: &[&str], comm: &str) -> (Str
         !wait_gone(root, 0),
         "{what}: the program went on unreleased"
     );
-    let r = run(&[], &["trace", "--release", &root.to_string()]);
-    let said = String::from_utf8_lossy(&r.stderr);
-    assert!(r.status.success(), "{what}: release failed: {said}");
+    let said = release(root, &what);
     if !place.starts_with("fork-") {
         assert!(
             said.contains("went on from where pagescope stopped"),
@@ -1604,7 +1560,7 @@ fn die_then_release(place: &str, evict: &str, argv: &[&str], comm: &str) -> (Str
     assert!(wait_gone(root, 30), "{what}: the program did not finish");
     let mut out = String::new();
     std::io::Read::read_to_string(&mut stdout, &mut out).unwrap();
-    (out, said.into_owned())
+    (out, said)
 }
 
 /// When process `pid` started (clock ticks after boot).
@@ -1644,6 +1600,32 @@ fn orphan_named(comm: &str, since: u64) -> Option<u32> {
         })
 }
 
+/// SIGKILLs pagescope and reaps it.
+fn kill_tracer(tracer: &mut std::process::Child) {
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(tracer),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    let _ = tracer.wait();
+}
+
+/// SIGKILLs `pid`, if it is still there.
+fn kill_pid(pid: u32) {
+    if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+        let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+    }
+}
+
+/// `pagescope trace --release PID`, which must succeed (`what` names the
+/// case in the message); returns what it said.
+fn release(pid: u32, what: &str) -> String {
+    let r = run(&[], &["trace", "--release", &pid.to_string()]);
+    let said = String::from_utf8_lossy(&r.stderr).into_owned();
+    assert!(r.status.success(), "{what}: release failed: {said}");
+    said
+}
+
 /// Kills the processes (which a failed assertion would leave blocked).
 struct KillOnDrop(Vec<u32>);
 
@@ -1654,10 +1636,7 @@ impl Drop for KillOnDrop {
         for &root in &self.0 {
             let tree = pagescope_linux::procfs::descendants(Path::new("/proc"), root);
             for pid in tree.into_iter().rev() {
-                let _ = rustix::process::kill_process(
-                    rustix::process::Pid::from_raw(pid as i32).unwrap(),
-                    rustix::process::Signal::KILL,
-                );
+                kill_pid(pid);
             }
         }
     }
@@ -1787,10 +1766,7 @@ fn attach_to_a_traced_process_names_its_tracer() {
     let pid = line.trim().to_string();
     let out = run(&[], &["trace", "-q", "-o", "/dev/null", "--pid", &pid]);
     let err = String::from_utf8_lossy(&out.stderr).to_string();
-    let _ = rustix::process::kill_process(
-        rustix::process::Pid::from_raw(pid.parse().unwrap()).unwrap(),
-        rustix::process::Signal::KILL,
-    );
+    kill_pid(pid.parse().unwrap());
     let _ = first.wait();
     assert!(!out.status.success());
     assert!(

@@ -679,16 +679,22 @@ fn zone_free_pages() -> u64 {
         .sum()
 }
 
-fn meminfo_kb(key: &str) -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .unwrap()
+/// Frames held by slabs, as `/proc/slabinfo` counts them: each cache's
+/// slabs times its pages per slab. (meminfo's `Slab` is larger: it also
+/// counts large `kmalloc` allocations, which come from the page allocator
+/// and are not slab frames.)
+fn slabinfo_pages() -> u64 {
+    std::fs::read_to_string("/proc/slabinfo")
+        .expect("/proc/slabinfo (CONFIG_SLUB_DEBUG)")
         .lines()
-        .find_map(|l| {
-            l.strip_prefix(key)?
-                .strip_prefix(':')
-                .map(|v| v.trim().trim_end_matches(" kB").parse().unwrap())
+        .skip(2)
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // name active objs size objperslab pagesperslab : tunables l b s
+            // : slabdata active_slabs num_slabs sharedavail
+            f[5].parse::<u64>().unwrap() * f[14].parse::<u64>().unwrap()
         })
-        .unwrap_or(0)
+        .sum()
 }
 
 #[test]
@@ -699,7 +705,7 @@ fn physmap_agrees_with_the_kernels_counters() {
     let pt = Pagetest::start(&[], &["--size", "64M", "--hold"], "done");
     let snap = temp_path(dir.path(), "phys.snap");
     let free_before = zone_free_pages();
-    let slab_before = meminfo_kb("SReclaimable") + meminfo_kb("SUnreclaim");
+    let slab_before = slabinfo_pages();
     run_ok(&[
         "snapshot",
         "-q",
@@ -710,9 +716,8 @@ fn physmap_agrees_with_the_kernels_counters() {
         &snap,
     ]);
     let free_after = zone_free_pages();
-    let slab_after = meminfo_kb("SReclaimable") + meminfo_kb("SUnreclaim");
+    let slab_after = slabinfo_pages();
     let v = report_json(&["report", "physmap", "-i", &snap, "-f", "json"]);
-    let kb = v["page_size"].as_u64().unwrap() / 1024;
     let f = |k: &str| v[k].as_f64().unwrap();
     // Every frame of every System RAM range, each in one class.
     let ram: u64 = std::fs::read_to_string("/proc/iomem")
@@ -752,11 +757,11 @@ fn physmap_agrees_with_the_kernels_counters() {
         "free: pagescope {}, zoneinfo {free}",
         f("free_pages")
     );
-    // Slab frames, as meminfo counts them.
-    let slab = (slab_before + slab_after) as f64 / 2.0 / kb as f64;
+    // Slab frames, as slabinfo counts them.
+    let slab = (slab_before + slab_after) as f64 / 2.0;
     assert!(
         (f("slab_pages") - slab).abs() <= slab * 0.05,
-        "slab: pagescope {}, meminfo {slab}",
+        "slab: pagescope {}, slabinfo {slab}",
         f("slab_pages")
     );
     // pagetest's 16384 anonymous frames are among the anonymous ones.

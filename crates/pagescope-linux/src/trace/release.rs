@@ -56,33 +56,21 @@ pub fn end_stray_mover(pid: u32) -> bool {
 /// sharing no address space with its parent (the program that made it is
 /// gone), so it serves no one.
 pub fn end_orphaned_movers() -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut ended = Vec::new();
+    let proc = std::path::Path::new("/proc");
     let mut buf = Vec::new();
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
+    let orphaned = |pid: u32, buf: &mut Vec<u8>| {
+        let Ok(stat) = crate::procfs::ProcDir::open(proc, pid).and_then(|p| p.stat(buf)) else {
+            return false;
         };
-        let Ok(p) = crate::procfs::ProcDir::open(std::path::Path::new("/proc"), pid) else {
-            continue;
-        };
-        let Ok(stat) = p.stat(&mut buf) else {
-            continue;
-        };
-        let untraced = std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
-            s.lines()
-                .any(|l| l.split_whitespace().eq(["TracerPid:", "0"]))
-        });
+        let untraced = super::ptrace::tracer_of(nix::unistd::Pid::from_raw(pid as i32)) == Some(0);
         // Init may refuse kcmp (even to root), and shares no one's memory.
-        let orphaned =
-            stat.ppid == 1 || matches!(super::ptrace::same_vm(pid, stat.ppid), Ok(false));
-        if untraced && orphaned && end_stray_mover(pid) {
-            ended.push(pid);
-        }
-    }
-    ended
+        untraced && (stat.ppid == 1 || matches!(super::ptrace::same_vm(pid, stat.ppid), Ok(false)))
+    };
+    crate::procfs::list_pids(proc)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|&pid| orphaned(pid, &mut buf) && end_stray_mover(pid))
+        .collect()
 }
 
 /// Whether a dying pagescope left a thread of `pid` parked in the middle
