@@ -13,7 +13,9 @@ ratio compares runs on one CPU. TRACE_ARGS adds options to every
 traced run (e.g. TRACE_ARGS=--no-idle-poll). FLOOR names the
 uffd_floor program (bench/uffd_floor.c): its time per fault, times a
 workload's references, is the least any userfaultfd tracer could add
-(the "floor" column, for the largest pool).
+(the "floor" column, for the largest pool); its time with `calls`, the
+calls pagescope adds to a fault on an evicted page (read of the slot,
+index entry cleared before the wake), gives the "floor + calls" column.
 
     trace.py BIN WORK RUNS LACKEY_RUNS POOL... -- (NAME COMMAND)...
 """
@@ -80,8 +82,11 @@ def main():
         # not to, and on one CPU a handler that sleeps rather than spins.
         mode = [] if "--no-idle-poll" in extra else ["idle-poll"]
         mode += ["sleep"] if cpu else []
-        floor_us = statistics.median(
-            float(run(pin + [os.environ["FLOOR"], "16384"] + mode)[1]) for _ in range(5))
+        def per_fault(more):
+            argv = pin + [os.environ["FLOOR"], "16384"] + mode + more
+            return statistics.median(float(run(argv)[1]) for _ in range(5))
+        floor_us = per_fault([])
+        calls_us = per_fault(["calls"])
     rows = []
     for name, cmd in workloads:
         argv = shlex.split(cmd)
@@ -120,7 +125,7 @@ def main():
     head = ["workload", "untraced"] + [f"{p} pool" for p in pools] + ["lackey"]
     head += [f"lackey / {pools[-1]}"] + [f"references ({p})" for p in pools]
     if floor_us is not None:
-        head += [f"floor ({pools[-1]})"]
+        head += [f"floor ({pools[-1]})", f"floor + calls ({pools[-1]})"]
     head += [f"bytes/ref ({p})" for p in pools]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
@@ -133,7 +138,7 @@ def main():
             cells += [fmt_ratio(r["lackey"]), fmt_ratio(r["lackey"] / r["pools"][pools[-1]][0])]
         cells += [str(r["pools"][p][1]) for p in pools]
         if floor_us is not None:
-            cells += [fmt_ratio(floor(r, pools[-1], floor_us))]
+            cells += [fmt_ratio(floor(r, pools[-1], us)) for us in (floor_us, calls_us)]
         cells += [f"{r['pools'][p][2]:.2f}" for p in pools]
         print("| " + " | ".join(cells) + " |")
     print()
@@ -145,9 +150,10 @@ def main():
             print(f"; lackey takes {min(faster):.1f} to {max(faster):.0f} times as long", end="")
         print()
     if floor_us is not None:
-        med = statistics.median(floor(r, pools[-1], floor_us) for r in rows)
-        print(f"userfaultfd floor: {floor_us:.2f} us per fault; "
-              f"median floor slowdown with a {pools[-1]} pool: {med:.2f}x")
+        for what, us in (("userfaultfd floor", floor_us), ("floor + calls", calls_us)):
+            med = statistics.median(floor(r, pools[-1], us) for r in rows)
+            print(f"{what}: {us:.2f} us per fault; "
+                  f"median slowdown at that cost with a {pools[-1]} pool: {med:.2f}x")
 
 
 main()

@@ -13,7 +13,8 @@
 # per reference in the trace files; then the median slowdown per pool.
 # Every traced run must print what the untraced run printed. The floor
 # column is what the references would cost at bench/uffd_floor.c's time
-# per fault, the least a userfaultfd tracer can take here.
+# per fault, the least a userfaultfd tracer can take here; "floor + calls"
+# adds the calls pagescope makes for a fault on an evicted page.
 # Needs root, valgrind, xz and gcc.
 #
 #   bench/trace.sh        RUNS=5 LACKEY_RUNS=1 POOLS="2M 8M" EVICT=auto CPU= TRACE_ARGS=

@@ -5,7 +5,7 @@
  * no other process involved. pagescope's cost per reference can come
  * down to this, never below it.
  *
- *   uffd_floor PAGES [idle-poll] [sleep]
+ *   uffd_floor PAGES [idle-poll] [sleep] [calls]
  *
  * Touches PAGES fresh pages of a registered mapping, one read each, while
  * a handler thread spins on the descriptor (non-blocking reads, as
@@ -13,8 +13,12 @@
  * for each fault in poll() (as pagescope does on one CPU). With
  * "idle-poll" it holds the CPU latency limit at 0 (/dev/cpu_dma_latency),
  * as pagescope does while it traces. Run it under taskset to put both
- * threads on one CPU. Prints the microseconds per fault, and checks every
- * page read as the handler filled it.
+ * threads on one CPU. With "calls" the handler also makes the calls that
+ * pagescope's fault thread adds to a fault on an evicted page: it reads
+ * the page from a "store" page (process_vm_readv), copies it in without
+ * waking, clears an 8-byte "index" entry (process_vm_writev), and then
+ * wakes the thread (UFFDIO_WAKE). Prints the microseconds per fault, and
+ * checks every page read as the handler filled it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -29,6 +33,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,6 +42,9 @@
 static int uffd;
 static char *fill;
 static int sleeps;
+static int calls;
+static char *store;
+static uint64_t index_entry = 1;
 
 static void die(const char *what)
 {
@@ -65,15 +73,34 @@ static void *serve(void *arg)
 			.src = (uintptr_t)fill,
 			.len = PAGE,
 		};
+		if (calls) {
+			static char page[PAGE] __attribute__((aligned(PAGE)));
+			struct iovec local = { page, PAGE };
+			struct iovec remote = { store, PAGE };
+			if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != PAGE)
+				die("process_vm_readv");
+			c.src = (uintptr_t)page;
+			c.mode = UFFDIO_COPY_MODE_DONTWAKE;
+		}
 		if (ioctl(uffd, UFFDIO_COPY, &c) && errno != EEXIST)
 			die("UFFDIO_COPY");
+		if (calls) {
+			uint64_t zero = 0;
+			struct iovec local = { &zero, sizeof zero };
+			struct iovec remote = { &index_entry, sizeof index_entry };
+			if (process_vm_writev(getpid(), &local, 1, &remote, 1, 0) != sizeof zero)
+				die("process_vm_writev");
+			struct uffdio_range w = { c.dst, PAGE };
+			if (ioctl(uffd, UFFDIO_WAKE, &w))
+				die("UFFDIO_WAKE");
+		}
 	}
 }
 
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: uffd_floor PAGES [idle-poll] [sleep]\n");
+		fprintf(stderr, "usage: uffd_floor PAGES [idle-poll] [sleep] [calls]\n");
 		return 2;
 	}
 	size_t pages = strtoul(argv[1], NULL, 0);
@@ -83,6 +110,8 @@ int main(int argc, char **argv)
 			idle_poll = 1;
 		} else if (strcmp(argv[i], "sleep") == 0) {
 			sleeps = 1;
+		} else if (strcmp(argv[i], "calls") == 0) {
+			calls = 1;
 		} else {
 			fprintf(stderr, "uffd_floor: unknown option %s\n", argv[i]);
 			return 2;
@@ -107,6 +136,8 @@ int main(int argc, char **argv)
 		die("mmap");
 	fill = aligned_alloc(PAGE, PAGE);
 	memset(fill, 7, PAGE);
+	store = aligned_alloc(PAGE, PAGE);
+	memset(store, 7, PAGE);
 	struct uffdio_register r = {
 		.range = { (uintptr_t)area, pages * PAGE },
 		.mode = UFFDIO_REGISTER_MODE_MISSING,
