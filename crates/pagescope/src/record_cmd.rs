@@ -39,7 +39,7 @@ fn target(args: &RecordArgs) -> Result<Target> {
     }
     for pid in &args.pids {
         if !Path::new(&format!("/proc/{pid}")).exists() {
-            return Err(anyhow!("no process {pid}").context(BadInput));
+            return Err(anyhow!("no process {pid}"));
         }
     }
     let mut pids = args.pids.clone();

@@ -17,6 +17,9 @@ use std::sync::Arc;
 /// Runs `trace`; returns the exit code: a launched program's own.
 pub fn trace(args: TraceArgs) -> Result<u8> {
     if let Some(root) = args.release {
+        if !Path::new(&format!("/proc/{root}")).exists() {
+            anyhow::bail!("cannot release process {root}: no such process");
+        }
         // The traced processes it forked were traced too: release them all.
         let order = pagescope_linux::trace::release_order(root);
         // Descriptors of children forked just before pagescope died, kept

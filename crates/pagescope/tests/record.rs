@@ -1169,7 +1169,6 @@ fn bad_input_is_refused_with_a_message() {
     let out = temp_path(dir.path(), "b.rec");
     let cases: &[&[&str]] = &[
         &["record", "-o", &out],
-        &["record", "-o", &out, "--pid", "999999999"],
         &["record", "-o", &out, "--block", "3000", "--system"],
         &["record", "-o", &out, "--interval", "0", "--system"],
         &["record", "-o", &out, "--cgroup", "/nonexistent/cg"],
@@ -1198,6 +1197,10 @@ fn bad_input_is_refused_with_a_message() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
         assert!(!err.trim().is_empty());
     }
+    // No such process: the job fails (1), as snapshot's and trace's do.
+    let o = run(&[], &["record", "-o", &out, "--pid", "999999999"]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no process 999999999"));
     // A trace is not a recording.
     let trace = temp_path(dir.path(), "t.trace");
     std::fs::write(&trace, b"").unwrap();

@@ -1713,8 +1713,15 @@ fn bad_input_is_one_line_and_a_nonzero_exit() {
         &[],
         &["trace", "-q", "-o", "/dev/null", "--pid", "999999999"],
     );
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no such process"));
+    let out = run(&[], &["trace", "--release", "999999999"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("cannot release process 999999999: no such process"),
+        "{out:?}"
+    );
     for (option, value, says) in [
         ("--pool", "32K", "at least 16 pages"),
         ("--time-resolution", "0ns", "from 1ns to 1ms"),
