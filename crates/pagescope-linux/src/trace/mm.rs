@@ -149,7 +149,8 @@ pub struct Mm {
     /// Messages read from the userfaultfd while the mover waited, for the
     /// fault thread to handle next, in order.
     pub stash: Vec<Msg>,
-    /// `/proc/PID/mem`, opened at the first copy out.
+    /// The mover's `/proc/PID/mem`, opened at first use (see
+    /// [`Mm::space_mem`]).
     pub mem: Option<File>,
 }
 
@@ -379,11 +380,17 @@ impl Mm {
         Ok(moved)
     }
 
-    fn write_indexes(&self, slot: u64, bytes: &[u8]) -> io::Result<()> {
-        remote::write(self.mem_pid(), self.store.index + slot * 8, bytes)
+    fn write_indexes(&mut self, slot: u64, bytes: &[u8]) -> io::Result<()> {
+        let addr = self.store.index + slot * 8;
+        if let Some(mem) = self.space_mem() {
+            if mem.write_all_at(bytes, addr).is_ok() {
+                return Ok(());
+            }
+        }
+        remote::write(self.mem_pid(), addr, bytes)
     }
 
-    fn write_index(&self, slot: u64, value: u64) -> io::Result<()> {
+    fn write_index(&mut self, slot: u64, value: u64) -> io::Result<()> {
         self.write_indexes(slot, &value.to_ne_bytes())
     }
 
@@ -510,13 +517,28 @@ impl Mm {
     /// Reads the program's memory through `/proc/PID/mem`, which (unlike
     /// `process_vm_readv`) reads pages the program can't (`PROT_NONE`).
     fn read_mem(&mut self, addr: u64, buf: &mut [u8]) -> io::Result<()> {
-        if self.mem.is_none() {
-            self.mem = Some(File::open(format!("/proc/{}/mem", self.mem_pid()))?);
+        match self.space_mem() {
+            Some(mem) => mem.read_exact_at(buf, addr),
+            None => Err(io::Error::from_raw_os_error(libc::ESRCH)),
         }
-        self.mem
-            .as_ref()
-            .expect("opened above")
-            .read_exact_at(buf, addr)
+    }
+
+    /// `/proc/PID/mem` of the mover, opened once it is attached and kept:
+    /// it names this address space for as long as the file is open, and
+    /// a read or write through it costs no lookup of the process and no
+    /// access check (`process_vm_readv` and `process_vm_writev` pay both
+    /// on every call, which on a machine with a security module's hook
+    /// there costs more than the copy). `None` without a mover, or if it
+    /// can't be opened; callers then use [`remote`], whose errors say why.
+    fn space_mem(&mut self) -> Option<&File> {
+        if self.mem.is_none() && self.has_mover() {
+            self.mem = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(format!("/proc/{}/mem", self.mem_pid()))
+                .ok();
+        }
+        self.mem.as_ref()
     }
 
     /// Runs `madvise(MADV_DONTNEED)` of the registered `[start,
@@ -605,7 +627,20 @@ impl Mm {
             return Ok(None);
         };
         // `Nothing`: already back (another fault filled it) or unmapped.
-        let how = copy_back(&self.uffd, self.mem_pid(), self.store.addr(slot), page, wp)?;
+        let slot_addr = self.store.addr(slot);
+        let mut buf = [0u8; PAGE as usize];
+        let read = match self.space_mem() {
+            Some(mem) => mem.read_exact_at(&mut buf, slot_addr).is_ok(),
+            None => false,
+        };
+        let how = if read {
+            match copy_in(&self.uffd, page, &buf, wp, true)? {
+                Fill::Filled => Restored::Copied,
+                Fill::Exists | Fill::Gone => Restored::Nothing,
+            }
+        } else {
+            copy_back(&self.uffd, self.mem_pid(), slot_addr, page, wp)?
+        };
         self.evicted.remove(&page);
         self.write_index(slot, 0)?;
         self.dead.push(slot);
