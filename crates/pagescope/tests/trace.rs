@@ -350,7 +350,8 @@ fn trace_on_one_cpu_counts_every_read_exactly() {
 
 /// While pagescope serves faults (trace, and record with the fault
 /// backend) the kernel's CPU latency limit is 0, so idle CPUs poll: the
-/// traced program reads the limit in force from the kernel itself.
+/// traced program reads the limit in force from the kernel itself, and
+/// finds the device open in pagescope, unless `--no-idle-poll`.
 #[test]
 fn faults_are_served_with_idle_cpus_polling() {
     require_trace!();
@@ -369,6 +370,47 @@ fn faults_are_served_with_idle_cpus_polling() {
             String::from_utf8_lossy(&out.stderr)
         );
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0", "{args:?}");
+    }
+    // Whether this pagescope holds the limit, whatever others hold: the
+    // traced shell lists the descriptors of its parent, pagescope.
+    let parent_fds = [
+        "--",
+        "sh",
+        "-c",
+        "for f in /proc/$PPID/fd/*; do readlink $f; done; cat /proc/$PPID/comm",
+    ];
+    for (off, command) in [
+        (&[][..], vec!["trace", "-q", "-o", &out_file]),
+        (
+            &["--no-idle-poll"][..],
+            vec!["trace", "-q", "-o", &out_file],
+        ),
+        (
+            &[][..],
+            vec!["record", "-q", "--backend", "fault", "-o", &out_file],
+        ),
+        (
+            &["--no-idle-poll"][..],
+            vec!["record", "-q", "--backend", "fault", "-o", &out_file],
+        ),
+    ] {
+        let args: Vec<&str> = command
+            .iter()
+            .chain(off)
+            .chain(&parent_fds)
+            .copied()
+            .collect();
+        let out = run(&[], &args);
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && said.contains("pagescope"),
+            "{args:?}: {said}"
+        );
+        assert_eq!(
+            said.lines().any(|l| l == "/dev/cpu_dma_latency"),
+            off.is_empty(),
+            "{args:?}: {said}"
+        );
     }
 }
 
