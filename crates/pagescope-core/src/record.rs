@@ -109,6 +109,22 @@ pub struct RecordHeader {
     /// PFN ranges of each NUMA node (from sysfs memory blocks), to place
     /// physical rows on nodes.
     pub nodes: Vec<crate::model::NodeRange>,
+    /// The fraction of pages the backend watched, each page seen counting
+    /// `1 / sample` (1.0: every page counts once; below 1, the `fault`
+    /// backend's `--sample`, whose counts are estimates). Stored in a
+    /// [`Sampling`] frame of its own after the header, so that readers
+    /// older than it still read the header; `None` in recordings made
+    /// before it was written.
+    #[serde(skip)]
+    pub sample: Option<f64>,
+}
+
+/// The record header's sampling, in a frame of its own (see
+/// [`RecordHeader::sample`]).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sampling {
+    /// The fraction of pages watched, in (0, 1].
+    pub fraction: f64,
 }
 
 /// Page counts of one row.

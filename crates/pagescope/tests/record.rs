@@ -122,6 +122,12 @@ fn verify_with(backend: &str, op: &str, options: &[&str]) {
     assert_eq!(done, Completeness::Complete);
     assert_eq!(rec.end.as_ref().unwrap().reason, "exited");
     let h = rec.header();
+    // Every page counts once, but with --sample.
+    let sample = options
+        .iter()
+        .position(|&o| o == "--sample")
+        .map_or(1.0, |i| options[i + 1].parse().unwrap());
+    assert_eq!(h.sample, Some(sample));
     let start = pt.ready["start"].as_u64().unwrap();
     let end = pt.ready["end"].as_u64().unwrap();
     let pages = pt.pages();
@@ -596,6 +602,8 @@ fn attach_and_verify(sample: Option<f64>) {
     let (r, done) = read(&out);
     assert_eq!(done, Completeness::Complete);
     assert_eq!(r.end.as_ref().unwrap().reason, "exited");
+    // The header says what the counts stand for.
+    assert_eq!(r.header().sample, Some(sample.unwrap_or(1.0)));
     // What the sample stands for: its pages (those that left) scaled.
     let estimate = (pages - present) as f64 / sample.unwrap_or(1.0);
     let found = spikes(&temporal(&out, Some((start, end))), 0);

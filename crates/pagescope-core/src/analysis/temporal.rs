@@ -529,6 +529,17 @@ impl Recording {
                 h.backend.name()
             ));
         }
+        if let Some(f) = h.sample.filter(|&f| f < 1.0) {
+            // 0.1 x 100 is 10.000000000000002 in binary: six places, trimmed.
+            let percent = format!("{:.6}", f * 100.0);
+            let percent = percent.trim_end_matches('0').trim_end_matches('.');
+            notes.push(format!(
+                "counts are estimates: the {} backend watched a fixed random {percent}% of \
+                 the pages, each one seen counting {:.1} pages",
+                h.backend.name(),
+                1.0 / f
+            ));
+        }
         if self.end.is_none() {
             notes.push(format!(
                 "the recording was cut short (the recorder was killed): {} complete intervals",
@@ -583,6 +594,7 @@ mod tests {
                 kernel: String::new(),
                 notes: vec![],
                 nodes: vec![],
+                sample: Some(1.0),
             }),
             ..Recording::default()
         };

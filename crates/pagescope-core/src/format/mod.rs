@@ -74,6 +74,10 @@ pub mod frame_type {
     pub const INTERVAL: u16 = 22;
     /// [`crate::record::ProcessInfo`].
     pub const PROCESS_INFO: u16 = 23;
+    /// [`crate::record::Sampling`]: right after the record header, the
+    /// fraction of pages the counts stand for (older recordings have
+    /// none, and older readers skip it).
+    pub const RECORD_SAMPLING: u16 = 26;
     /// The last frame of a complete file: [`crate::model::Trailer`] in a
     /// snapshot, [`crate::trace::TraceEnd`] in a trace,
     /// [`crate::record::RecordEnd`] in a recording.

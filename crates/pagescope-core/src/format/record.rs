@@ -6,7 +6,7 @@
 
 use super::frame::{decode, open_kind, Completeness, Kind, RecordFile};
 use super::frame_type;
-use crate::record::{Counts, Interval, ProcessInfo, RecordEnd, RecordHeader};
+use crate::record::{Counts, Interval, ProcessInfo, RecordEnd, RecordHeader, Sampling};
 use crate::{Error, Result};
 use std::io::{Read, Write};
 use std::path::Path;
@@ -22,6 +22,9 @@ impl<W: Write> RecordWriter<W> {
     pub fn new(out: W, path: &Path, header: &RecordHeader) -> Result<RecordWriter<W>> {
         let mut file = RecordFile::new(out, path, Kind::Record)?;
         file.put(frame_type::RECORD_HEADER, header)?;
+        if let Some(fraction) = header.sample {
+            file.put(frame_type::RECORD_SAMPLING, &Sampling { fraction })?;
+        }
         Ok(RecordWriter { file })
     }
 
@@ -71,14 +74,25 @@ pub fn read_record<R: Read>(
 ) -> Result<Completeness> {
     let mut reader = open_kind(input, path, Kind::Record, "a recording")?;
     let mut header: Option<RecordHeader> = None;
+    // The header goes to the visitor once its sampling frame, if any, is
+    // read: at the first frame of another type, or at the end.
+    let mut announced = false;
     loop {
-        let frame = match reader.next_or_end(header.is_some())? {
+        let frame = reader.next_or_end(header.is_some())?;
+        let other = frame
+            .as_ref()
+            .map_or(true, |f| f.frame_type != frame_type::RECORD_SAMPLING);
+        if let (Some(h), false, true) = (&header, announced, other) {
+            visitor.header(h)?;
+            announced = true;
+        }
+        let frame = match frame {
             Ok(f) => f,
             Err(cut) => return Ok(cut),
         };
         let at = frame.offset;
         let bad = |why: String| Error::corrupt(path, format!("frame at byte {at}: {why}"));
-        match (frame.frame_type, &header) {
+        match (frame.frame_type, &mut header) {
             (frame_type::RECORD_HEADER, None) => {
                 let h: RecordHeader = decode(path, at, "record header", &frame.payload)?;
                 if h.page_size == 0 || !h.page_size.is_power_of_two() {
@@ -87,8 +101,17 @@ pub fn read_record<R: Read>(
                 if h.block_size < h.page_size || !h.block_size.is_power_of_two() {
                     return Err(bad(format!("block size {} is impossible", h.block_size)));
                 }
-                visitor.header(&h)?;
                 header = Some(h);
+            }
+            (frame_type::RECORD_SAMPLING, Some(h)) if !announced && h.sample.is_none() => {
+                let Sampling { fraction } = decode(path, at, "sampling", &frame.payload)?;
+                if !(fraction > 0.0 && fraction <= 1.0) {
+                    return Err(bad(format!("sampled fraction {fraction} is impossible")));
+                }
+                h.sample = Some(fraction);
+            }
+            (frame_type::RECORD_SAMPLING, Some(_)) => {
+                return Err(bad("sampling frame not right after the header".into()));
             }
             (_, None) => {
                 return Err(Error::corrupt(path, "does not start with a record header"));
@@ -116,14 +139,15 @@ pub fn read_record<R: Read>(
 /// Refuses counts that can't be: more pages in a row than it holds, more
 /// written than referenced pages, an interval that ends before it starts.
 /// The `fault` backend's counts may be a sample's estimates, scaled, which
-/// can exceed a row's pages.
+/// can exceed a row's pages: so may those of a recording that does not
+/// say it watched every page (made before the sampling frame).
 fn check_interval(i: &Interval, h: &RecordHeader) -> std::result::Result<(), String> {
     if i.end_ns < i.start_ns {
         return Err(format!("interval {} ends before it starts", i.seq));
     }
     // Whether `counts` are more than `pages` can hold (never said of a
     // sample's estimates).
-    let scaled = h.backend == crate::record::Backend::Fault;
+    let scaled = h.backend == crate::record::Backend::Fault && h.sample != Some(1.0);
     let too_many =
         |c: &Counts, pages: u64| (!scaled && c.referenced() > pages) || c.written > c.referenced();
     for r in &i.phys {
@@ -177,6 +201,7 @@ mod tests {
             kernel: "6.18".into(),
             notes: vec![],
             nodes: vec![],
+            sample: None,
         }
     }
 
@@ -207,7 +232,11 @@ mod tests {
     type Collect = crate::analysis::temporal::Recording;
 
     fn write(n: u64) -> (Vec<u8>, Vec<Interval>) {
-        let mut w = RecordWriter::new(Vec::new(), Path::new("r"), &header()).unwrap();
+        write_with(n, &header())
+    }
+
+    fn write_with(n: u64, header: &RecordHeader) -> (Vec<u8>, Vec<Interval>) {
+        let mut w = RecordWriter::new(Vec::new(), Path::new("r"), header).unwrap();
         let all: Vec<Interval> = (0..n).map(interval).collect();
         for i in &all {
             w.interval(i).unwrap();
@@ -241,16 +270,75 @@ mod tests {
         }
     }
 
+    /// The sampled fraction travels in its own frame after the header;
+    /// a recording without one (made before it) reads as `None`, and a
+    /// reader that does not know the frame skips it.
+    #[test]
+    fn the_sample_comes_back_with_the_header() {
+        let mut h = header();
+        h.backend = Backend::Fault;
+        h.sample = Some(0.25);
+        let (bytes, all) = write_with(3, &h);
+        let mut c = Collect::default();
+        read_record(&bytes[..], Path::new("r"), &mut c).unwrap();
+        assert_eq!(c.header().sample, Some(0.25));
+        assert_eq!(c.intervals, all);
+        assert!(c
+            .notes()
+            .iter()
+            .any(|n| n.contains("random 25% of the pages")));
+        for (fraction, says) in [(0.1, "random 10% "), (0.001, "random 0.1% ")] {
+            h.sample = Some(fraction);
+            let (bytes, _) = write_with(1, &h);
+            let mut c = Collect::default();
+            read_record(&bytes[..], Path::new("r"), &mut c).unwrap();
+            assert!(
+                c.notes().iter().any(|n| n.contains(says)),
+                "{:?}",
+                c.notes()
+            );
+        }
+        h.sample = Some(0.25);
+        // Cut right after the sampling frame: the header still arrives,
+        // with its sample.
+        let end = 16 + 16 + postcard::to_stdvec(&h).unwrap().len() + 16;
+        let end = end
+            + postcard::to_stdvec(&Sampling { fraction: 0.25 })
+                .unwrap()
+                .len();
+        let mut c = Collect::default();
+        let done = read_record(&bytes[..end], Path::new("r"), &mut c).unwrap();
+        assert!(matches!(done, Completeness::CutShort { .. }), "{done:?}");
+        assert_eq!(c.header().sample, Some(0.25));
+        // No sampling frame: unknown.
+        let (bytes, _) = write(1);
+        let mut c = Collect::default();
+        read_record(&bytes[..], Path::new("r"), &mut c).unwrap();
+        assert_eq!(c.header().sample, None);
+        // An impossible fraction is refused.
+        h.sample = Some(0.0);
+        let (bytes, _) = write_with(1, &h);
+        let e = read_record(&bytes[..], Path::new("r"), &mut Collect::default()).unwrap_err();
+        assert!(e.to_string().contains("sampled fraction 0"), "{e}");
+    }
+
     #[test]
     fn impossible_counts_are_refused() {
         let mut i = interval(1);
         i.phys[0].counts.user = (64 << 20) / 4096 + 1;
         assert!(check_interval(&i, &header()).is_err());
-        // A sample's estimate may exceed the block; never more written
-        // than referenced.
+        // A sample's estimate may exceed the block (so may the counts of
+        // a fault recording that does not say it watched every page);
+        // never more written than referenced.
         let mut sampled = header();
         sampled.backend = Backend::Fault;
-        assert!(check_interval(&i, &sampled).is_ok());
+        for sample in [None, Some(0.25)] {
+            sampled.sample = sample;
+            assert!(check_interval(&i, &sampled).is_ok());
+        }
+        sampled.sample = Some(1.0);
+        assert!(check_interval(&i, &sampled).is_err());
+        sampled.sample = Some(0.25);
         i.phys[0].counts.written = i.phys[0].counts.referenced() + 1;
         assert!(check_interval(&i, &sampled).is_err());
         let mut i = interval(1);

@@ -550,11 +550,17 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         notes.push(procfs::denied_note(&pids, DENIED_MISSING));
     }
     let start = Instant::now();
+    let backend = rec.probe.backend();
     let header = RecordHeader {
+        sample: Some(if backend == Backend::Fault {
+            config.sample
+        } else {
+            1.0
+        }),
         page_size,
         interval_ns: config.interval.as_nanos() as u64,
         block_size: config.block,
-        backend: rec.probe.backend(),
+        backend,
         why,
         granularity: rec.probe.granularity(),
         writes: rec.probe.writes(),
