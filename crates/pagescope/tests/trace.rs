@@ -379,38 +379,29 @@ fn faults_are_served_with_idle_cpus_polling() {
         "-c",
         "for f in /proc/$PPID/fd/*; do readlink $f; done; cat /proc/$PPID/comm",
     ];
-    for (off, command) in [
-        (&[][..], vec!["trace", "-q", "-o", &out_file]),
-        (
-            &["--no-idle-poll"][..],
-            vec!["trace", "-q", "-o", &out_file],
-        ),
-        (
-            &[][..],
-            vec!["record", "-q", "--backend", "fault", "-o", &out_file],
-        ),
-        (
-            &["--no-idle-poll"][..],
-            vec!["record", "-q", "--backend", "fault", "-o", &out_file],
-        ),
+    for command in [
+        vec!["trace", "-q", "-o", &out_file],
+        vec!["record", "-q", "--backend", "fault", "-o", &out_file],
     ] {
-        let args: Vec<&str> = command
-            .iter()
-            .chain(off)
-            .chain(&parent_fds)
-            .copied()
-            .collect();
-        let out = run(&[], &args);
-        let said = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && said.contains("pagescope"),
-            "{args:?}: {said}"
-        );
-        assert_eq!(
-            said.lines().any(|l| l == "/dev/cpu_dma_latency"),
-            off.is_empty(),
-            "{args:?}: {said}"
-        );
+        for off in [&[][..], &["--no-idle-poll"]] {
+            let args: Vec<&str> = command
+                .iter()
+                .chain(off)
+                .chain(&parent_fds)
+                .copied()
+                .collect();
+            let out = run(&[], &args);
+            let said = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && said.contains("pagescope"),
+                "{args:?}: {said}"
+            );
+            assert_eq!(
+                said.lines().any(|l| l == "/dev/cpu_dma_latency"),
+                off.is_empty(),
+                "{args:?}: {said}"
+            );
+        }
     }
 }
 
@@ -1402,21 +1393,10 @@ fn release_ends_the_mover_of_a_program_that_exited() {
     let script = format!("x=$(sort {data}); echo \"$x\" | md5sum");
     let untraced = Command::new("sh").args(["-c", &script]).output().unwrap();
     let trace = temp_path(dir.path(), "t.trace");
-    let mut tracer = Command::new(pagescope_bin())
-        .env("PAGESCOPE_DIE_IN_INJECTION", "exec-done:2")
-        .args([
-            "trace", "-q", "--pool", "64K", "-o", &trace, "--", "sh", "-c", &script,
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let since = start_time(tracer.id()).unwrap();
-    let mut stdout = tracer.stdout.take().unwrap();
-    let status = tracer.wait().unwrap();
-    assert_eq!(
-        std::os::unix::process::ExitStatusExt::signal(&status),
-        Some(9),
-        "pagescope did not die where told"
+    let (since, mut stdout) = trace_until_it_dies(
+        "exec-done:2",
+        &["--pool", "64K", "-o", &trace, "--", "sh", "-c", &script],
+        "exec-done",
     );
     let shell = orphan_named("sh", since).expect("the traced shell");
     let _cleanup = KillOnDrop(vec![shell]);
@@ -1558,23 +1538,9 @@ fn die_then_release(place: &str, evict: &str, argv: &[&str], comm: &str) -> (Str
     let what = format!("{place}, {evict}");
     let dir = tempfile::tempdir().unwrap();
     let trace = temp_path(dir.path(), "t.trace");
-    let mut tracer = Command::new(pagescope_bin())
-        .env("PAGESCOPE_DIE_IN_INJECTION", place)
-        .args([
-            "trace", "-q", "--evict", evict, "--pool", "64K", "-o", &trace, "--",
-        ])
-        .args(argv)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let since = start_time(tracer.id()).unwrap();
-    let mut stdout = tracer.stdout.take().unwrap();
-    let status = tracer.wait().unwrap();
-    assert_eq!(
-        std::os::unix::process::ExitStatusExt::signal(&status),
-        Some(9),
-        "{what}: pagescope did not die where told"
-    );
+    let args = ["--evict", evict, "--pool", "64K", "-o", &trace, "--"];
+    let args: Vec<&str> = args.iter().chain(argv).copied().collect();
+    let (since, mut stdout) = trace_until_it_dies(place, &args, &what);
     let root = orphan_named(comm, since).expect("the traced program");
     let _cleanup = KillOnDrop(pagescope_linux::procfs::descendants(
         Path::new("/proc"),
@@ -1603,6 +1569,29 @@ fn die_then_release(place: &str, evict: &str, argv: &[&str], comm: &str) -> (Str
     let mut out = String::new();
     std::io::Read::read_to_string(&mut stdout, &mut out).unwrap();
     (out, said)
+}
+
+/// Runs `pagescope trace -q ARGS` told to kill itself at `place`
+/// (`PAGESCOPE_DIE_IN_INJECTION`), and checks that it died so (`what`
+/// names the case). Returns when it started (for [`orphan_named`]) and the
+/// traced program's output, which goes on after the kill.
+fn trace_until_it_dies(place: &str, args: &[&str], what: &str) -> (u64, std::process::ChildStdout) {
+    let mut tracer = Command::new(pagescope_bin())
+        .env("PAGESCOPE_DIE_IN_INJECTION", place)
+        .args(["trace", "-q"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let since = start_time(tracer.id()).unwrap();
+    let stdout = tracer.stdout.take().unwrap();
+    let status = tracer.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9),
+        "{what}: pagescope did not die where told"
+    );
+    (since, stdout)
 }
 
 /// When process `pid` started (clock ticks after boot).

@@ -634,10 +634,7 @@ impl Mm {
             None => false,
         };
         let how = if read {
-            match copy_in(&self.uffd, page, &buf, wp, true)? {
-                Fill::Filled => Restored::Copied,
-                Fill::Exists | Fill::Gone => Restored::Nothing,
-            }
+            restore(&self.uffd, page, &buf, wp)?
         } else {
             copy_back(&self.uffd, self.mem_pid(), slot_addr, page, wp)?
         };
@@ -822,7 +819,14 @@ pub fn copy_back(
 ) -> io::Result<Restored> {
     let mut buf = [0u8; PAGE as usize];
     remote::read(pid, slot_addr, &mut buf)?;
-    Ok(match copy_in(uffd, page, &buf, wp, true)? {
+    restore(uffd, page, &buf, wp)
+}
+
+/// Copies `data`, an evicted page's contents, back to `page` (no wake),
+/// write-protected if `wp`; `Restored::Nothing` if the page was there
+/// already or is no longer mapped.
+fn restore(uffd: &Uffd, page: u64, data: &[u8], wp: bool) -> io::Result<Restored> {
+    Ok(match copy_in(uffd, page, data, wp, true)? {
         Fill::Filled => Restored::Copied,
         Fill::Exists | Fill::Gone => Restored::Nothing,
     })
