@@ -20,6 +20,7 @@ use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// The built `pagescope` binary.
 pub fn pagescope_bin() -> PathBuf {
@@ -91,6 +92,22 @@ pub struct Pagetest {
     reader: Option<BufReader<std::process::ChildStdout>>,
 }
 
+/// Waits until process `pid` sleeps in `nanosleep` (pagetest's hold).
+fn wait_asleep(pid: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default();
+        if wchan.contains("nanosleep") {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "pagetest {pid} did not go to sleep in 10 s (wchan {wchan:?})"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 impl Pagetest {
     /// Starts pagetest with `args` (optionally under a wrapper) and waits
     /// for its `done` line (or `ready` if `until` says so).
@@ -125,6 +142,16 @@ impl Pagetest {
         }
         let ready = lines[0].clone();
         assert_eq!(ready["event"], "ready");
+        if until == "done" && args.contains(&"--hold") {
+            // Between its `done` line and its first sleep, pagetest may
+            // still fault in the code that sleeps: wait until it (and any
+            // forked child) sleeps, so that its memory holds still.
+            let forked = lines.iter().filter(|l| l["event"] == "forked");
+            let children = forked.flat_map(|l| l["pids"].as_array().unwrap().clone());
+            for pid in children.chain([ready["pid"].clone()]) {
+                wait_asleep(pid.as_u64().unwrap());
+            }
+        }
         Pagetest {
             child,
             ready,
