@@ -1416,7 +1416,11 @@ fn release_ends_the_mover_of_a_program_that_exited() {
     let _sorts = KillSorts(since);
     // sort runs on untraced and exits, its mover left behind.
     std::thread::sleep(Duration::from_millis(500));
-    let said = release(shell, "");
+    let said = release(shell, "exec-done:2");
+    assert!(
+        said.contains("mover(s) left by a killed pagescope behind a program that exited"),
+        "the release ended no mover: {said}"
+    );
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut out = Vec::new();

@@ -690,7 +690,8 @@ fn slabinfo_pages() -> u64 {
         .skip(2)
         .map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            // name active objs size objperslab pagesperslab : tunables l b s
+            // name active_objs num_objs objsize objperslab pagesperslab
+            // : tunables limit batchcount sharedfactor
             // : slabdata active_slabs num_slabs sharedavail
             f[5].parse::<u64>().unwrap() * f[14].parse::<u64>().unwrap()
         })

@@ -390,6 +390,17 @@ impl Mm {
         remote::write(self.mem_pid(), addr, bytes)
     }
 
+    /// Reads the address space's memory at `addr` (a store slot) through
+    /// [`Mm::space_mem`], or [`remote`] where that fails.
+    fn read_space(&mut self, addr: u64, buf: &mut [u8]) -> io::Result<()> {
+        if let Some(mem) = self.space_mem() {
+            if mem.read_exact_at(buf, addr).is_ok() {
+                return Ok(());
+            }
+        }
+        remote::read(self.mem_pid(), addr, buf)
+    }
+
     fn write_index(&mut self, slot: u64, value: u64) -> io::Result<()> {
         self.write_indexes(slot, &value.to_ne_bytes())
     }
@@ -626,18 +637,10 @@ impl Mm {
         let Some(&slot) = self.evicted.get(&page) else {
             return Ok(None);
         };
-        // `Nothing`: already back (another fault filled it) or unmapped.
-        let slot_addr = self.store.addr(slot);
         let mut buf = [0u8; PAGE as usize];
-        let read = match self.space_mem() {
-            Some(mem) => mem.read_exact_at(&mut buf, slot_addr).is_ok(),
-            None => false,
-        };
-        let how = if read {
-            restore(&self.uffd, page, &buf, wp)?
-        } else {
-            copy_back(&self.uffd, self.mem_pid(), slot_addr, page, wp)?
-        };
+        self.read_space(self.store.addr(slot), &mut buf)?;
+        // `Nothing`: already back (another fault filled it) or unmapped.
+        let how = restore(&self.uffd, page, &buf, wp)?;
         self.evicted.remove(&page);
         self.write_index(slot, 0)?;
         self.dead.push(slot);
