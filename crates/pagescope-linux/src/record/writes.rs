@@ -25,9 +25,10 @@
 //! first boundary where one of its threads can run the injected call (the
 //! freezer holds it at an interrupt stop, or nothing traces it), and its
 //! writes count from the interval after. A process that execs leaves its
-//! userfaultfd with the old image: the scan finds that image gone, and the
-//! new one is given a userfaultfd of its own as a new process would be
-//! (the writes of the interval of the exec are not counted).
+//! userfaultfd with the old image: the scan finds that image gone (its
+//! pagemap reads empty), and the new one is given a userfaultfd of its
+//! own at once, as a new process would be (the writes of the interval of
+//! the exec are not counted).
 #![allow(unsafe_code)]
 
 use super::pages::clear_soft_dirty;
@@ -153,10 +154,20 @@ impl Writes {
             let mut ranges = Vec::new();
             match scanner.scan(&self.proc_root, &mut ranges) {
                 Err(_) if self.gone(pid) => continue,
-                // It exec'd: the new image gets a scanner at the next
-                // boundary.
+                // It exec'd: the new image is given a scanner now, while
+                // the freezer holds it, so that only the writes of the
+                // interval of the exec are lost; where it can't be (not
+                // at a stop), at the next boundary.
                 Ok(false) => {
                     self.scanners.remove(&pid);
+                    match Scanner::attach(&self.proc_root, pid) {
+                        Ok(Some(s)) => {
+                            self.scanners.insert(pid, Some(s));
+                        }
+                        Ok(None) => {}
+                        Err(_) if self.gone(pid) => {}
+                        Err(e) => return Err(e),
+                    }
                     continue;
                 }
                 r => r?,
@@ -270,10 +281,29 @@ impl Scanner {
         Ok(Some(s))
     }
 
+    /// Whether the address space that the userfaultfd and the pagemap
+    /// were opened on still has users. After an exec it has none: a read
+    /// of the old pagemap then returns nothing (the kernel's pagemap read
+    /// ends at once when it can't take the address space), whereas a live
+    /// one always gives the 8 bytes of a page's entry. This is asked
+    /// first because the calls on a dead address space do not say so
+    /// alike: `UFFDIO_REGISTER` fails with ENOMEM, which it also gives for
+    /// a range it can't protect, and `PAGEMAP_SCAN` with ESRCH.
+    fn alive(&self) -> bool {
+        let mut entry = [0u8; 8];
+        !matches!(
+            std::os::unix::fs::FileExt::read_at(&self.pagemap, &mut entry, 0),
+            Ok(0)
+        )
+    }
+
     /// Registers the mappings not seen before: private anonymous ones
     /// and shared memory (the kernel refuses regular files). `false`: the
     /// address space of the userfaultfd is gone (see [`Scanner::scan`]).
     fn register(&mut self, proc_root: &Path) -> Result<bool> {
+        if !self.alive() {
+            return Ok(false);
+        }
         let path = proc_root.join(self.pid.to_string()).join("maps");
         let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
         let lines = parse::maps::parse(&text).map_err(|e| Error::corrupt(&path, e.to_string()))?;
@@ -295,6 +325,9 @@ impl Scanner {
             {
                 Ok(()) => {}
                 Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(false),
+                Err(e) if e.raw_os_error() == Some(libc::ENOMEM) && !self.alive() => {
+                    return Ok(false)
+                }
                 // Not protectable (a regular file, a special mapping), or
                 // held by another userfaultfd (a tracer's), or gone.
                 Err(e)
