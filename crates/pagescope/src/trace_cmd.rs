@@ -25,7 +25,7 @@ pub fn trace(args: TraceArgs) -> Result<u8> {
         // Descriptors of children forked just before pagescope died, kept
         // by its holder.
         let mut held = pagescope_linux::trace::Held::gather(&order);
-        for pid in order {
+        for &pid in &order {
             if pid != root && pagescope_linux::trace::end_stray_mover(pid) {
                 continue;
             }
@@ -83,6 +83,15 @@ pub fn trace(args: TraceArgs) -> Result<u8> {
         let ended = held.end();
         if ended > 0 && !args.quiet {
             eprintln!("ended {ended} holder(s) left by a killed pagescope");
+        }
+        // Every page is back and nothing waits: what pagescope put into
+        // each process (descriptors, store, index, code, dead movers) goes.
+        for &pid in &order {
+            let removed = pagescope_linux::trace::remove_leftovers(pid)
+                .with_context(|| format!("cannot release process {pid}"))?;
+            if removed && !args.quiet {
+                eprintln!("released {pid}: pagescope's descriptors and mappings removed");
+            }
         }
         return Ok(0);
     }

@@ -67,6 +67,8 @@ const BATCH_ARGS: u64 = (BATCH_MAX * BATCH_ENTRY) as u64;
 pub const STORE_NAME: &str = "pagescope-store";
 /// VMA name of the index.
 pub const INDEX_NAME: &str = "pagescope-index";
+/// VMA name of the mover's code page.
+pub const MOVER_NAME: &str = "pagescope-mover";
 
 /// Where the store and index are in the target.
 #[derive(Clone, Debug)]

@@ -7,6 +7,7 @@
 //! is evicted. See docs/design.md for the data flow and the limits.
 
 mod holder;
+mod leftover;
 mod mm;
 mod ptrace;
 mod release;
@@ -17,8 +18,8 @@ mod uffd;
 pub use holder::left as left_holders;
 pub use ptrace::with_stop_signals_blocked;
 pub use release::{
-    end_orphaned_movers, end_stray_mover, is_parked, release, release_order, still_traced, unpark,
-    Held,
+    end_orphaned_movers, end_stray_mover, is_parked, release, release_order, remove_leftovers,
+    still_traced, unpark, Held,
 };
 pub(crate) use tracer::userfaultfd_of;
 pub use tracer::{

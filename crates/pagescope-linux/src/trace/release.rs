@@ -6,8 +6,9 @@
 //! descriptor table), the store of evicted pages, and the index that names
 //! the page in each slot (see [`super::mm`]).
 
-use super::mm::{self, INDEX_BYTES, INDEX_NAME, PAGE, STORE_BYTES, STORE_NAME};
-use super::ptrace::Parked;
+use super::leftover::Leftover;
+use super::mm::{self, INDEX_BYTES, INDEX_NAME, MOVER_NAME, PAGE, STORE_BYTES, STORE_NAME};
+use super::ptrace::{Injector, Parked};
 use super::tracer::{poll, take_fd, unregister_all};
 use super::uffd::{self, Msg, Uffd};
 use pagescope_core::{parse, Error, Result};
@@ -15,8 +16,8 @@ use pagescope_core::{parse, Error, Result};
 /// What a release did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Released {
-    /// Pages copied back. (Their copies in the store stay allocated until
-    /// the process exits: freeing them needs a task inside the process.)
+    /// Pages copied back. (Their copies in the store go with the store,
+    /// which [`remove_leftovers`] unmaps through a thread of the process.)
     pub copied: u64,
 }
 
@@ -167,6 +168,131 @@ fn store_of(pid: u32) -> Result<Option<(u64, u64)>> {
             .map(|l| l.start)
     };
     Ok(find(STORE_NAME, STORE_BYTES).zip(find(INDEX_NAME, INDEX_BYTES)))
+}
+
+/// Takes out of `pid`, once it is released, what pagescope put into it
+/// (see [`Leftover`]): the movers that died with the tracer (zombie
+/// children with no exit signal), its userfaultfd descriptors, the store,
+/// the index and the mover's code page, all found in /proc. Every
+/// userfaultfd the process holds is taken for pagescope's, as the release
+/// took it (a range the program had registered itself would have kept
+/// pagescope from tracing it). Calls injected into one of its threads,
+/// stopped for that moment, remove them. Returns whether anything was
+/// left; a process that exited meanwhile had nothing.
+pub fn remove_leftovers(pid: u32) -> Result<bool> {
+    let maps_path = format!("/proc/{pid}/maps");
+    let text = match std::fs::read_to_string(&maps_path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(Error::io(&maps_path, e)),
+    };
+    let lines = parse::maps::parse(&text).map_err(|e| Error::corrupt(&maps_path, e.to_string()))?;
+    let mut left = Leftover {
+        tgid: pid,
+        movers: dead_movers(pid),
+        fds: userfaultfds(pid).unwrap_or_default(),
+        ..Leftover::default()
+    };
+    if let Some((store, index)) = store_of(pid)? {
+        let guard_at = |start: u64| {
+            lines
+                .iter()
+                .any(|l| l.start == start && l.end == start + PAGE && l.perms == "---p")
+        };
+        left.guarded = guard_at(store - PAGE) && guard_at(store + STORE_BYTES);
+        left.store = Some(store);
+        left.index = Some(index);
+    }
+    // By name, or (kernels without CONFIG_ANON_VMA_NAME) by what it holds.
+    let code_name = format!("[anon:{MOVER_NAME}]");
+    let holds_code = |start: u64| {
+        let mut code = [0u8; super::ptrace::MOVER_CODE.len()];
+        super::remote::read(pid, start, &mut code).is_ok() && code == super::ptrace::MOVER_CODE
+    };
+    left.code = lines
+        .iter()
+        .find(|l| {
+            l.end - l.start == PAGE
+                && (l.path == code_name
+                    || l.path.is_empty() && l.perms == "r-xp" && holds_code(l.start))
+        })
+        .map(|l| l.start);
+    if left.is_empty() {
+        return Ok(false);
+    }
+    let seized =
+        super::ptrace::seize_process(pid, nix::sys::ptrace::Options::PTRACE_O_TRACESYSGOOD)
+            .map_err(|e| {
+                Error::io(
+                    format!("/proc/{pid}/task (attaching to remove pagescope's areas)"),
+                    e,
+                )
+            })?;
+    let r = (|| -> std::io::Result<()> {
+        let Some(&(t, _)) = seized
+            .iter()
+            .find(|(_, how)| *how == super::ptrace::Seized::Interrupted)
+        else {
+            return Err(std::io::Error::other(
+                "no thread stopped where it can run a system call",
+            ));
+        };
+        let insn = match left.code {
+            Some(code) => code,
+            None => super::ptrace::vdso_syscall(pid)?,
+        };
+        let mut inj = Injector::at_interrupt(t, insn)?;
+        match left.code {
+            Some(code) => inj.park_in(pid, code)?,
+            None => {
+                if let Some(boot) = super::ptrace::vdso_bootstrap(pid)? {
+                    inj.park_in_vdso(pid, boot)?;
+                }
+            }
+        }
+        left.remove(&mut inj);
+        inj.finish()
+    })();
+    for (t, how) in seized {
+        let sig = match how {
+            super::ptrace::Seized::Signal(sig) => Some(sig),
+            _ => None,
+        };
+        let _ = nix::sys::ptrace::detach(t, sig);
+    }
+    r.map_err(|e| Error::io(format!("/proc/{pid} (removing pagescope's areas)"), e))?;
+    Ok(true)
+}
+
+/// The movers of `pid` that died with their tracer: zombie children (of
+/// any of its threads) whose clone had no exit signal, which no wait of
+/// the program's own can reap. A child the program forked has one.
+fn dead_movers(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for t in tasks.flatten() {
+        let children = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+        for c in children
+            .split_whitespace()
+            .filter_map(|c| c.parse::<u32>().ok())
+        {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{c}/stat")) else {
+                continue;
+            };
+            // After the command's closing parenthesis: state is field 3,
+            // exit_signal field 38 (proc(5)).
+            let Some((_, rest)) = stat.rsplit_once(')') else {
+                continue;
+            };
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            if fields.first() == Some(&"Z") && fields.get(35) == Some(&"0") {
+                out.push(c);
+            }
+        }
+    }
+    out
 }
 
 /// The descriptor numbers of the userfaultfds `pid` holds.

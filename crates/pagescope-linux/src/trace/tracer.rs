@@ -11,9 +11,10 @@
 //! the program running normally.
 
 use super::holder::Holder;
+use super::leftover::Leftover;
 use super::mm::{
-    self, Mm, MoverRef, Restored, Store, INDEX_BYTES, INDEX_NAME, PAGE, SCRATCH_BYTES, STORE_BYTES,
-    STORE_NAME,
+    self, Mm, MoverRef, Restored, Store, INDEX_BYTES, INDEX_NAME, MOVER_NAME, PAGE, SCRATCH_BYTES,
+    STORE_BYTES, STORE_NAME,
 };
 use super::ptrace::{self as pt, nr, Injector, Mover};
 use super::uffd::{self, Msg, Uffd};
@@ -224,9 +225,9 @@ struct State {
     retired: Vec<Space>,
     /// Movers killed but not yet reaped (see [`Mover::kill_nowait`]).
     dying: Vec<Pid>,
-    /// Movers ended by the release, for the ptrace thread to reap in their
-    /// programs: (program pid, mover pid, mover code address).
-    reap: Vec<(u32, u32, u64)>,
+    /// What the release left in each program (its mover ended), for the
+    /// ptrace thread to remove.
+    reap: Vec<Leftover>,
     failure: Option<String>,
     zero: Box<[u8; PAGE as usize]>,
     /// How pages leave the program.
@@ -1031,7 +1032,9 @@ fn on_event(st: &mut State, key: u32, msg: Msg) -> Result<()> {
 /// the program runs on untraced; then frees the store and ends the mover.
 /// Returns the mover it ended, as (the program's pid, the mover's pid,
 /// its code address): a zombie child of the program until reaped.
-fn release_space(space: &mut Space) -> Result<Option<(u32, u32, u64)>> {
+/// Puts every page of `space` back, unregisters it and ends its mover;
+/// returns what stays in the program for the ptrace thread to remove.
+fn release_space(space: &mut Space) -> Result<Option<Leftover>> {
     let mm = &mut space.mm;
     let pages: Vec<u64> = mm.evicted.keys().copied().collect();
     for page in pages {
@@ -1041,7 +1044,22 @@ fn release_space(space: &mut Space) -> Result<Option<(u32, u32, u64)>> {
     // Through the mover's pid: the program's names another address space
     // once it has exec'd, and none once it has exited.
     let unregistered = unregister_all(&mm.uffd, mm.mem_pid())?;
-    let ended = mm.mover.as_ref().map(|m| (mm.pid, m.pid, m.insn));
+    // What stays in the program (see [`Leftover`]); its descriptor only
+    // if the number still names the trace's (the program may have closed
+    // it, and reused the number).
+    let ended = mm.mover.as_ref().map(|m| Leftover {
+        tgid: mm.pid,
+        movers: vec![m.pid],
+        code: Some(m.insn),
+        fds: pt::same_file(mm.pid, m.fd, std::process::id(), mm.uffd.raw())
+            .is_ok_and(|same| same)
+            .then_some(m.fd)
+            .into_iter()
+            .collect(),
+        store: Some(mm.store.base),
+        guarded: true,
+        index: Some(mm.store.index),
+    });
     if let Some(m) = mm.mover.as_mut().and_then(|m| m.mover.take()) {
         if unregistered {
             // Unregistered now, so this raises no event (one would wait
@@ -1552,90 +1570,114 @@ impl Ptracer {
         inj.park_in(tgid, code)
             .map_err(|e| sys("writing the parking record", e))?;
         die_here_for_tests("exec");
-        let fd = make_userfaultfd(&mut inj, t)?;
+        // What the set-up has made so far, taken out again if a later
+        // call fails (an attach that fails leaves the program as it was).
+        let mut made = Leftover {
+            tgid,
+            code: Some(code),
+            ..Leftover::default()
+        };
         let guard = PAGE;
-        let total = STORE_BYTES + 2 * guard;
-        let base = run(
-            &mut inj,
-            nr::MMAP,
-            [
-                0,
-                total,
-                0,
-                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                u64::MAX,
-                0,
-            ],
-        )?;
-        let index = run(
-            &mut inj,
-            nr::MMAP,
-            [
-                0,
-                INDEX_BYTES,
-                3,
-                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                u64::MAX,
-                0,
-            ],
-        )?;
-        if base < 0 || index < 0 {
-            let _ = inj.finish();
-            return Err(sys(
-                "mmap of the store in the target",
-                std::io::Error::from_raw_os_error(-(base.min(index)) as i32),
-            ));
-        }
-        let store = base as u64 + guard;
-        let r = run(&mut inj, nr::MPROTECT, [store, STORE_BYTES, 3, 0, 0, 0])?;
-        if r < 0 {
-            let _ = inj.finish();
-            return Err(sys(
-                "mprotect of the store",
-                std::io::Error::from_raw_os_error(-r as i32),
-            ));
-        }
-        // Names make the areas visible in maps and findable by --release;
-        // kernels without CONFIG_ANON_VMA_NAME refuse, and --release then
-        // finds them by size.
-        for (addr, len, name) in [
-            (store, STORE_BYTES, STORE_NAME),
-            (index as u64, INDEX_BYTES, INDEX_NAME),
-        ] {
-            let at = Self::write_name(t, sp, name)?;
-            run(
+        let set_up = (|| -> Result<(Uffd, i64, u64, u64, i64, i64)> {
+            let fd = make_userfaultfd(&mut inj, t)?;
+            made.fds.push(fd as i32);
+            let total = STORE_BYTES + 2 * guard;
+            let base = run(
                 &mut inj,
-                nr::PRCTL,
-                [PR_SET_VMA, PR_SET_VMA_ANON_NAME, addr, len, at, 0],
+                nr::MMAP,
+                [
+                    0,
+                    total,
+                    0,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                    u64::MAX,
+                    0,
+                ],
             )?;
-        }
-        let brk = run(&mut inj, nr::BRK, [0; 6])?;
-        let at = Self::write_name(t, sp, "pagescope-mover")?;
-        run(
-            &mut inj,
-            nr::PRCTL,
-            [PR_SET_VMA, PR_SET_VMA_ANON_NAME, code, PAGE, at, 0],
-        )?;
-        let mover = run(&mut inj, nr::CLONE, [pt::MOVER_CLONE_FLAGS, 0, 0, 0, 0, 0])?;
+            if base < 0 {
+                return Err(sys(
+                    "mmap of the store in the target",
+                    std::io::Error::from_raw_os_error(-base as i32),
+                ));
+            }
+            let store = base as u64 + guard;
+            made.store = Some(store);
+            made.guarded = true;
+            let index = run(
+                &mut inj,
+                nr::MMAP,
+                [
+                    0,
+                    INDEX_BYTES,
+                    3,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                    u64::MAX,
+                    0,
+                ],
+            )?;
+            if index < 0 {
+                return Err(sys(
+                    "mmap of the store's index in the target",
+                    std::io::Error::from_raw_os_error(-index as i32),
+                ));
+            }
+            made.index = Some(index as u64);
+            let r = run(&mut inj, nr::MPROTECT, [store, STORE_BYTES, 3, 0, 0, 0])?;
+            if r < 0 {
+                return Err(sys(
+                    "mprotect of the store",
+                    std::io::Error::from_raw_os_error(-r as i32),
+                ));
+            }
+            // Names make the areas visible in maps and findable by
+            // --release; kernels without CONFIG_ANON_VMA_NAME refuse, and
+            // --release then finds them by size (and the code page by
+            // what it holds).
+            for (addr, len, name) in [
+                (store, STORE_BYTES, STORE_NAME),
+                (index as u64, INDEX_BYTES, INDEX_NAME),
+                (code, PAGE, MOVER_NAME),
+            ] {
+                let at = Self::write_name(t, sp, name)?;
+                run(
+                    &mut inj,
+                    nr::PRCTL,
+                    [PR_SET_VMA, PR_SET_VMA_ANON_NAME, addr, len, at, 0],
+                )?;
+            }
+            let brk = run(&mut inj, nr::BRK, [0; 6])?;
+            let mover = run(&mut inj, nr::CLONE, [pt::MOVER_CLONE_FLAGS, 0, 0, 0, 0, 0])?;
+            if mover <= 0 {
+                return Err(sys(
+                    "clone of the mover",
+                    std::io::Error::from_raw_os_error(-mover as i32),
+                ));
+            }
+            made.movers.push(mover as u32);
+            let u = self.uffd_with_features(take_fd(tgid, fd as i32)?)?;
+            if self.shared.lock().method == EvictMethod::Move {
+                // UFFDIO_MOVE's destination must be registered too.
+                u.register(store, STORE_BYTES, uffd::MODE_MISSING_WP)
+                    .map_err(|e| sys("UFFDIO_REGISTER (store)", e))?;
+            }
+            Ok((u, fd, store, index as u64, brk, mover))
+        })();
+        let (u, fd, store, index, brk, mover) = match set_up {
+            Ok(made) => made,
+            Err(e) => {
+                // The mover waits in its loop; killed, it is reaped below.
+                for &m in &made.movers {
+                    let _ = nix::sys::signal::kill(Pid::from_raw(m as i32), Signal::SIGKILL);
+                }
+                made.remove(&mut inj);
+                let _ = inj.finish();
+                return Err(e);
+            }
+        };
         inj.finish().map_err(|e| sys("ptrace SETREGS", e))?;
         die_here_for_tests("exec-done");
-        if mover <= 0 {
-            return Err(sys(
-                "clone of the mover",
-                std::io::Error::from_raw_os_error(-mover as i32),
-            ));
-        }
-
-        let u = self.uffd_with_features(take_fd(tgid, fd as i32)?)?;
-        let (method, shmem) = {
-            let st = self.shared.lock();
-            (st.method, st.shmem)
-        };
-        if method == EvictMethod::Move {
-            // UFFDIO_MOVE's destination must be registered too.
-            u.register(store, STORE_BYTES, uffd::MODE_MISSING_WP)
-                .map_err(|e| sys("UFFDIO_REGISTER (store)", e))?;
-        }
+        let shmem = self.shared.lock().shmem;
+        let method = self.shared.lock().method;
         let u = Arc::new(u);
         let mut space = Space {
             mm: Mm::new(
@@ -1643,7 +1685,7 @@ impl Ptracer {
                 u.clone(),
                 Store {
                     base: store,
-                    index: index as u64,
+                    index,
                     next: 1,
                     recorded: 0,
                     free: Vec::new(),
@@ -1653,7 +1695,7 @@ impl Ptracer {
                     pid: mover as u32,
                     insn: code,
                     fd: fd as i32,
-                    scratch: index as u64 + INDEX_BYTES - SCRATCH_BYTES,
+                    scratch: index + INDEX_BYTES - SCRATCH_BYTES,
                     failed: false,
                 }),
                 method,
@@ -1670,7 +1712,7 @@ impl Ptracer {
         let mut to_empty = Vec::new();
         for line in &lines {
             if line.start >= store - guard && line.end <= store + STORE_BYTES + guard
-                || line.start == index as u64
+                || line.start == index
                 || line.start == code
             {
                 continue;
@@ -2548,13 +2590,17 @@ impl Ptracer {
         Ok(())
     }
 
-    /// Reaps the mover `mover` that the release ended. Its clone has no
-    /// exit signal, so none of the program's own waits sees it, and it
-    /// would stay a zombie child of the program until the program exits.
-    /// A thread of `tgid` is stopped and runs `wait4(mover, __WALL)` (the
-    /// `syscall` at `insn`), and is left stopped for the detach. Best
-    /// effort: `false` if no thread could be stopped within 2 s.
-    fn reap_mover(&mut self, tgid: u32, mover: u32, insn: u64) -> bool {
+    /// Removes what the release left in a program (see [`Leftover`]). The
+    /// mover's clone has no exit signal, so none of the program's own
+    /// waits sees it, and it would stay a zombie child of the program
+    /// until the program exits. A thread of the program is stopped and
+    /// runs `wait4(mover, __WALL)` (the `syscall` of the mover's code),
+    /// then the calls of [`Leftover::remove`], and is left stopped for the
+    /// detach. `false` if the mover was not reaped (no thread could be
+    /// stopped within 2 s); the rest is best effort too.
+    fn clean_up(&mut self, left: &Leftover) -> bool {
+        let Some(insn) = left.code else { return false };
+        let tgid = left.tgid;
         let tid = if self.threads.contains_key(&tgid) {
             tgid
         } else {
@@ -2614,9 +2660,9 @@ impl Ptracer {
                 let _ = inj.finish();
                 return false;
             }
-            let r = inj.syscall(nr::WAIT4, [mover as u64, 0, libc::__WALL as u64, 0, 0, 0]);
+            let reaped = left.remove(&mut inj);
             let _ = inj.finish();
-            return matches!(r, Ok(r) if r == mover as i64);
+            return reaped.len() == left.movers.len();
         }
     }
 
@@ -2631,8 +2677,8 @@ impl Ptracer {
             let _ = ptrace::detach(Pid::from_raw(tid as i32), None);
         }
         let ended = std::mem::take(&mut self.shared.lock().reap);
-        for (tgid, mover, insn) in ended {
-            self.reap_mover(tgid, mover, insn);
+        for left in ended {
+            self.clean_up(&left);
         }
         // A thread already in a stop (the one whose stop was being
         // handled when an error came) detaches at once; the others are

@@ -1,0 +1,265 @@
+//! pagescope lets go of a running program and leaves it as it found it:
+//! after each of many attach and detach cycles (Ctrl-C of `trace --pid`,
+//! the end of `record --backend fault --pid --duration`, SIGKILL of the
+//! tracer then `trace --release`, an attach that fails half-way), the
+//! program has the descriptors, mappings and address-space size it had
+//! before, no child left, and each attach catches as many references as
+//! the first.
+
+#[macro_use]
+mod util;
+
+use serde_json::Value;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use util::*;
+
+/// Attach and detach cycles per test.
+const CYCLES: usize = 20;
+
+/// Why this machine can't trace a running process, asked of the kernel:
+/// x86_64, root (ptrace of any process) and a userfaultfd.
+fn attach_unsupported() -> Option<String> {
+    if !cfg!(target_arch = "x86_64") {
+        return Some("pagescope trace supports x86_64 only".into());
+    }
+    if !rustix::process::geteuid().is_root() {
+        return Some("attaching to another process needs root".into());
+    }
+    // The sysctl exists exactly when the kernel has CONFIG_USERFAULTFD.
+    if !std::path::Path::new("/proc/sys/vm/unprivileged_userfaultfd").exists() {
+        return Some("this kernel has no userfaultfd (CONFIG_USERFAULTFD)".into());
+    }
+    None
+}
+
+macro_rules! require_attach {
+    () => {
+        if let Some(why) = attach_unsupported() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+}
+
+/// What a process holds that pagescope could leave behind: descriptors,
+/// lines of /proc/PID/maps, VmSize (kB), and children (movers are).
+#[derive(Debug, PartialEq, Eq)]
+struct Footprint {
+    fds: usize,
+    maps: usize,
+    vm_size_kb: u64,
+    children: String,
+}
+
+fn footprint(pid: u32) -> Footprint {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count();
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .unwrap()
+        .lines()
+        .count();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let vm_size_kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    let mut children = String::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        children += &std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+    }
+    Footprint {
+        fds,
+        maps,
+        vm_size_kb,
+        children,
+    }
+}
+
+/// A pagetest that writes its 32 MiB buffer every 200 ms for as long as
+/// the test runs (killed when dropped), started under `wrapper`.
+struct Target {
+    pt: Pagetest,
+}
+
+impl Target {
+    fn start(wrapper: &[&str]) -> Target {
+        let args = [
+            "--size",
+            "32M",
+            "--mode",
+            "anon",
+            "--op",
+            "write",
+            "--iterations",
+            "100000",
+            "--sleep",
+            "200ms",
+        ];
+        // After its first pass its memory holds still (the buffer is
+        // written in place).
+        let pt = Pagetest::start(wrapper, &args, "iteration");
+        Target { pt }
+    }
+
+    fn pid(&self) -> u32 {
+        self.pt.pid()
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        let _ = self.pt.child.kill();
+        let _ = self.pt.child.wait();
+    }
+}
+
+fn spawn(args: &[&str]) -> Child {
+    Command::new(pagescope_bin())
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("pagescope starts")
+}
+
+fn signal(child: &Child, sig: rustix::process::Signal) {
+    rustix::process::kill_process(rustix::process::Pid::from_child(child), sig).unwrap();
+}
+
+fn finish(child: Child, what: &str) {
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{what}: {:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The distinct pages a trace saw referenced: each cycle lasts long
+/// enough for one pass over the buffer at least, and the number of
+/// passes a cycle catches varies with the timing, so its references do.
+fn trace_pages(path: &str) -> u64 {
+    let v: Value =
+        serde_json::from_slice(&run_ok(&["analyze", path, "refs", "--format", "json"]).stdout)
+            .unwrap();
+    v["distinct_pages"].as_u64().unwrap()
+}
+
+/// The pages a recording of one interval saw referenced.
+fn recorded_pages(path: &str) -> u64 {
+    let v: Value =
+        serde_json::from_slice(&run_ok(&["analyze", path, "temporal", "--format", "json"]).stdout)
+            .unwrap();
+    v["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["user_pages"].as_u64().unwrap_or(0))
+        .sum()
+}
+
+/// Runs `cycle` (one attach and detach, returning what it caught)
+/// [`CYCLES`] times on one target; after each, the target's footprint is
+/// what it was, and the last cycle catches at least 90% of the first.
+fn cycles(what: &str, mut cycle: impl FnMut(u32, &str) -> u64) {
+    let target = Target::start(&[]);
+    let pid = target.pid();
+    let dir = tempfile::tempdir().unwrap();
+    let before = footprint(pid);
+    let mut caught = Vec::new();
+    for i in 0..CYCLES {
+        let out = temp_path(dir.path(), &format!("{i}.out"));
+        caught.push(cycle(pid, &out));
+        assert_eq!(footprint(pid), before, "{what}: after cycle {}", i + 1);
+        std::fs::remove_file(&out).unwrap();
+    }
+    let (first, last) = (caught[0], caught[CYCLES - 1]);
+    assert!(first > 0, "{what}: the first cycle caught nothing");
+    assert!(
+        last as f64 >= 0.9 * first as f64,
+        "{what}: caught {caught:?}"
+    );
+}
+
+#[test]
+fn trace_ctrl_c_leaves_the_program_as_it_was() {
+    require_attach!();
+    let _serial = serial();
+    cycles("trace --pid, then SIGINT", |pid, out| {
+        let tracer = spawn(&["trace", "-q", "--pid", &pid.to_string(), "-o", out]);
+        std::thread::sleep(Duration::from_secs(1));
+        signal(&tracer, rustix::process::Signal::INT);
+        finish(tracer, "trace");
+        trace_pages(out)
+    });
+}
+
+#[test]
+fn record_fault_duration_leaves_the_program_as_it_was() {
+    require_attach!();
+    let _serial = serial();
+    cycles("record --backend fault --pid --duration 1s", |pid, out| {
+        let recorder = spawn(&[
+            "record",
+            "-q",
+            "--backend",
+            "fault",
+            "--pid",
+            &pid.to_string(),
+            "--interval",
+            "1s",
+            "--duration",
+            "1s",
+            "-o",
+            out,
+        ]);
+        finish(recorder, "record");
+        recorded_pages(out)
+    });
+}
+
+#[test]
+fn sigkill_and_release_leave_the_program_as_it_was() {
+    require_attach!();
+    let _serial = serial();
+    cycles("trace --pid, SIGKILL, trace --release", |pid, out| {
+        let mut tracer = spawn(&["trace", "-q", "--pid", &pid.to_string(), "-o", out]);
+        std::thread::sleep(Duration::from_secs(1));
+        signal(&tracer, rustix::process::Signal::KILL);
+        let _ = tracer.wait();
+        let r = run(&[], &["trace", "-q", "--release", &pid.to_string()]);
+        assert!(
+            r.status.success(),
+            "release: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        trace_pages(out)
+    });
+}
+
+#[test]
+fn an_attach_that_fails_leaves_the_program_as_it_was() {
+    require_attach!();
+    let _serial = serial();
+    // 2 GB of address space: the program runs, the store's reservation
+    // (256 GiB) is refused half-way through the set-up.
+    let target = Target::start(&["sh", "-c", "ulimit -v 2000000 && exec \"$0\" \"$@\""]);
+    let pid = target.pid();
+    let dir = tempfile::tempdir().unwrap();
+    let out = temp_path(dir.path(), "t.trace");
+    let before = footprint(pid);
+    for i in 0..3 {
+        let r = run(&[], &["trace", "-q", "--pid", &pid.to_string(), "-o", &out]);
+        let said = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "attempt {}: {said}", i + 1);
+        assert!(said.contains("mmap of the store"), "{said}");
+        assert_eq!(footprint(pid), before, "after attempt {}", i + 1);
+    }
+}
