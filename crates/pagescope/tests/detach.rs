@@ -4,7 +4,8 @@
 //! tracer then `trace --release`, an attach that fails half-way), the
 //! program has the descriptors, mappings and address-space size it had
 //! before, no child left, and each attach catches as many references as
-//! the first.
+//! the first. And one observer at a time: a second pagescope that would
+//! corrupt the first's figures is refused, naming the first.
 
 #[macro_use]
 mod util;
@@ -262,4 +263,97 @@ fn an_attach_that_fails_leaves_the_program_as_it_was() {
         assert!(said.contains("mmap of the store"), "{said}");
         assert_eq!(footprint(pid), before, "after attempt {}", i + 1);
     }
+}
+
+/// A trace or a second recorder of a process that a recorder observes is
+/// refused (exit 1) with the recorder's pid; the recorder's figures are
+/// whole (a second `refs` recorder would clear its accessed bits).
+#[test]
+fn a_second_observer_is_refused_naming_the_first() {
+    require_attach!();
+    let _serial = serial();
+    let target = Target::start(&[]);
+    let pid = target.pid().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let first = temp_path(dir.path(), "first.rec");
+    let recorder = spawn(&[
+        "record",
+        "-q",
+        "--backend",
+        "refs",
+        "--no-freeze",
+        "--pid",
+        &pid,
+        "--duration",
+        "3s",
+        "-o",
+        &first,
+    ]);
+    // The recorder holds its lock once its file has a header.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::fs::metadata(&first).map_or(true, |m| m.len() == 0) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the recorder did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let holder = format!("pid {}", recorder.id());
+    let second = temp_path(dir.path(), "second.out");
+    for args in [
+        &["trace", "-q", "--pid", &pid, "-o", &second][..],
+        &[
+            "record",
+            "-q",
+            "--backend",
+            "refs",
+            "--no-freeze",
+            "--pid",
+            &pid,
+            "--duration",
+            "1s",
+            "-o",
+            &second,
+        ][..],
+        &[
+            "record",
+            "-q",
+            "--backend",
+            "fault",
+            "--pid",
+            &pid,
+            "--duration",
+            "1s",
+            "-o",
+            &second,
+        ][..],
+    ] {
+        let r = run(&[], args);
+        let said = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{args:?}: {said}");
+        assert!(
+            said.contains("already observed by pagescope") && said.contains(&holder),
+            "{args:?}: {said}"
+        );
+        assert_eq!(said.lines().count(), 1, "{said}");
+    }
+    finish(recorder, "the first recorder");
+    // Once the first has let go, the process can be observed again.
+    let r = run(
+        &[],
+        &[
+            "record",
+            "-q",
+            "--backend",
+            "refs",
+            "--no-freeze",
+            "--pid",
+            &pid,
+            "--duration",
+            "1s",
+            "-o",
+            &second,
+        ],
+    );
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
 }

@@ -439,6 +439,16 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
     let page_size = crate::system::page_size();
     block_signals().map_err(|e| Error::io("sigprocmask", e))?;
     let (probe, why) = choose(config, &root, page_size)?;
+    // Two observers of one process corrupt each other's figures (two
+    // refs recorders clear each other's accessed bits).
+    let mut _observing = Vec::new();
+    if let Target::Pids(pids) = &config.target {
+        for &pid in pids {
+            _observing.extend(crate::observer::ObserverLock::acquire(
+                &root.proc, pid, "record",
+            )?);
+        }
+    }
     let scope = match &config.target {
         Target::Pids(p) => Scope::Processes(p.clone()),
         Target::Cgroup(d) => Scope::Cgroup(d.display().to_string()),

@@ -34,7 +34,7 @@ use pagescope_core::{Error, Result};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -2969,6 +2969,14 @@ pub fn trace(
 ) -> Result<TraceOutcome> {
     let command = config.target.command()?;
     evict_method(Some(config.evict))?;
+    // Another pagescope observing the process would corrupt this trace
+    // (and this trace its figures).
+    let _observing = match config.target {
+        Target::Attach(pid) => {
+            crate::observer::ObserverLock::acquire(Path::new("/proc"), pid, "trace")?
+        }
+        Target::Launch(_) => None,
+    };
     let file = File::create(&config.output).map_err(|e| Error::io(&config.output, e))?;
     let start_unix_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
