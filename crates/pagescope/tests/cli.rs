@@ -263,8 +263,7 @@ fn missing_pid_is_an_error() {
 fn without_cap_sys_admin_snapshot_says_what_is_missing() {
     let _serial = serial();
     if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("skipped: setpriv (util-linux) is not installed");
-        return;
+        skip!("setpriv", "setpriv (util-linux) is not installed");
     }
     let drop_caps = ["setpriv", "--inh-caps=-all", "--bounding-set=-all"];
     let dir = tempfile::tempdir().unwrap();

@@ -20,25 +20,26 @@ const CYCLES: usize = 20;
 
 /// Why this machine can't trace a running process, asked of the kernel:
 /// x86_64, root (ptrace of any process) and a userfaultfd.
-fn attach_unsupported() -> Option<String> {
+fn attach_unsupported() -> Option<(&'static str, String)> {
     if !cfg!(target_arch = "x86_64") {
-        return Some("pagescope trace supports x86_64 only".into());
+        return Some(("x86_64", "pagescope trace supports x86_64 only".into()));
     }
     if !rustix::process::geteuid().is_root() {
-        return Some("attaching to another process needs root".into());
+        return Some(("root", "attaching to another process needs root".into()));
     }
-    // The sysctl exists exactly when the kernel has CONFIG_USERFAULTFD.
-    if !std::path::Path::new("/proc/sys/vm/unprivileged_userfaultfd").exists() {
-        return Some("this kernel has no userfaultfd (CONFIG_USERFAULTFD)".into());
+    if uffd_features().is_none() {
+        return Some((
+            "userfaultfd",
+            "this kernel has no userfaultfd (CONFIG_USERFAULTFD)".into(),
+        ));
     }
     None
 }
 
 macro_rules! require_attach {
     () => {
-        if let Some(why) = attach_unsupported() {
-            eprintln!("skipped: {why}");
-            return;
+        if let Some((feature, why)) = attach_unsupported() {
+            skip!(feature, why);
         }
     };
 }

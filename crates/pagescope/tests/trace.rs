@@ -16,9 +16,8 @@ use util::*;
 /// Skips (with the reason) where the kernel can't trace.
 macro_rules! require_trace {
     () => {
-        if let Some(why) = trace_unsupported() {
-            eprintln!("skipped: {why}");
-            return;
+        if let Some((feature, why)) = trace_unsupported() {
+            skip!(feature, why);
         }
     };
 }
@@ -28,41 +27,44 @@ macro_rules! require_move {
     () => {
         require_trace!();
         if !has_move() {
-            eprintln!("skipped: this kernel has no UFFDIO_MOVE (Linux 6.8); the copy method is tested instead");
-            return;
+            skip!(
+                "uffd-move",
+                "this kernel has no UFFDIO_MOVE (Linux 6.8); the copy method is tested instead"
+            );
         }
     };
 }
 
+/// Whether this kernel moves pages (`UFFDIO_MOVE`), asked of the kernel.
 fn has_move() -> bool {
-    Command::new(pagescope_bin())
-        .args([
-            "trace",
-            "-q",
-            "--evict",
-            "move",
-            "-o",
-            "/dev/null",
-            "--",
-            "true",
-        ])
-        .status()
-        .expect("pagescope runs")
-        .success()
+    uffd_features().is_some_and(|f| f & UFFD_FEATURE_MOVE != 0)
 }
 
-fn trace_unsupported() -> Option<String> {
+/// Why this machine can't trace, asked of the kernel (x86_64, root, and a
+/// userfaultfd with write protection, Linux 5.7), with the feature a
+/// run may require.
+fn trace_unsupported() -> Option<(&'static str, String)> {
     if !cfg!(target_arch = "x86_64") {
-        return Some("pagescope trace supports x86_64 only".into());
+        return Some(("x86_64", "pagescope trace supports x86_64 only".into()));
     }
     if !rustix::process::geteuid().is_root() {
-        return Some("tracing another process needs root (ptrace and userfaultfd)".into());
+        return Some((
+            "root",
+            "tracing another process needs root (ptrace and userfaultfd)".into(),
+        ));
     }
-    // What the kernel lacks, as pagescope finds it before tracing. Where
-    // it lacks nothing, a trace that fails is a failure, not a skip.
-    pagescope_linux::trace::evict_method(None)
-        .err()
-        .map(|e| format!("this kernel can't trace: {e}"))
+    const UFFD_FEATURE_PAGEFAULT_FLAG_WP: u64 = 1;
+    match uffd_features() {
+        None => Some((
+            "userfaultfd",
+            "this kernel has no userfaultfd (CONFIG_USERFAULTFD)".into(),
+        )),
+        Some(f) if f & UFFD_FEATURE_PAGEFAULT_FLAG_WP == 0 => Some((
+            "userfaultfd",
+            "this kernel's userfaultfd has no write protection (Linux 5.7)".into(),
+        )),
+        Some(_) => None,
+    }
 }
 
 #[derive(Default)]
@@ -409,12 +411,12 @@ fn faults_are_served_with_idle_cpus_polling() {
 macro_rules! require_shmem {
     () => {
         require_trace!();
-        if !pagescope_linux::trace::shmem_supported() {
-            eprintln!(
-                "skipped: this kernel can't trace shared memory: it needs userfaultfd \
+        if !uffd_features().is_some_and(|f| f & UFFD_FEATURES_SHMEM == UFFD_FEATURES_SHMEM) {
+            skip!(
+                "uffd-shmem",
+                "this kernel can't trace shared memory: it needs userfaultfd \
                  minor faults and write protection on shmem (Linux 5.19)"
             );
-            return;
         }
     };
 }
@@ -1038,8 +1040,10 @@ fn sigkill_then_release_of_an_attached_shell_and_the_child_it_had() {
 fn attach_through_dev_userfaultfd_when_the_system_call_is_refused() {
     require_trace!();
     if !Path::new("/dev/userfaultfd").exists() {
-        eprintln!("skipped: no /dev/userfaultfd (Linux 6.1 or later with CONFIG_USERFAULTFD)");
-        return;
+        skip!(
+            "dev-userfaultfd",
+            "no /dev/userfaultfd (Linux 6.1 or later with CONFIG_USERFAULTFD)"
+        );
     }
     let _serial = serial();
     attach_reads_exactly("4M", "auto", &["--deny-userfaultfd"]);

@@ -258,8 +258,7 @@ fn rollup(pid: u64) -> Option<HashMap<String, u64>> {
 fn every_process_agrees_with_smaps_rollup_and_smem() {
     require_pfns!();
     if Command::new("smem").arg("--help").output().is_err() {
-        eprintln!("skipped: smem is not installed (apt-get install smem)");
-        return;
+        skip!("smem", "smem is not installed (apt-get install smem)");
     }
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();

@@ -4,14 +4,23 @@
 
 #![allow(dead_code, unused_macros)]
 
+/// Ends the calling test as skipped for want of `feature` (see
+/// [`skip`]).
+macro_rules! skip {
+    ($feature:expr, $why:expr) => {{
+        skip($feature, &$why);
+        return;
+    }};
+}
+
 /// Skips (with the reason) unless page frame numbers are visible.
 macro_rules! require_pfns {
     () => {
         if !pfns_visible() {
-            eprintln!(
-                "skipped: needs CAP_SYS_ADMIN to see page frame numbers (run the tests as root)"
+            skip!(
+                "root",
+                "needs CAP_SYS_ADMIN to see page frame numbers (run the tests as root)"
             );
-            return;
         }
     };
 }
@@ -233,3 +242,70 @@ pub fn pfns_visible() -> bool {
 pub fn temp_path(dir: &Path, name: &str) -> String {
     dir.join(name).to_str().unwrap().to_string()
 }
+
+/// A test that can't run here for want of `feature`: says `why` on
+/// stderr and appends it to the file `$PAGESCOPE_SKIP_LOG` names, if any,
+/// so that a run can end with its skips counted (cargo test hides a
+/// passing test's stderr). Where the run requires `feature`
+/// (`$PAGESCOPE_TESTS_REQUIRE`, comma-separated: what CI's machine has),
+/// the skip is a failure instead.
+pub fn skip(feature: &str, why: &str) {
+    let required = std::env::var("PAGESCOPE_TESTS_REQUIRE").unwrap_or_default();
+    if required.split(',').any(|f| f.trim() == feature) {
+        panic!("this run requires `{feature}` (PAGESCOPE_TESTS_REQUIRE), but: {why}");
+    }
+    eprintln!("skipped: {why}");
+    if let Ok(log) = std::env::var("PAGESCOPE_SKIP_LOG") {
+        use std::io::Write;
+        let test = std::thread::current()
+            .name()
+            .unwrap_or("a test")
+            .to_string();
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(log)
+        {
+            let _ = writeln!(f, "{test} [{feature}]: {why}");
+        }
+    }
+}
+
+/// The userfaultfd features this kernel offers, asked of the kernel
+/// (`UFFDIO_API` with none requested returns them all); `None` without
+/// userfaultfd (or the right to make one).
+#[allow(unsafe_code)]
+pub fn uffd_features() -> Option<u64> {
+    #[repr(C)]
+    struct UffdioApi {
+        api: u64,
+        features: u64,
+        ioctls: u64,
+    }
+    // _IOWR(0xAA, 0x3F, struct uffdio_api)
+    const UFFDIO_API: libc::c_ulong = 0xc018_aa3f;
+    // SAFETY: userfaultfd(2) takes flags and returns a new descriptor.
+    let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    let mut api = UffdioApi {
+        api: 0xaa,
+        features: 0,
+        ioctls: 0,
+    };
+    // SAFETY: UFFDIO_API reads and writes one uffdio_api, which lives
+    // across the call; the descriptor is closed right after.
+    let r = unsafe { libc::ioctl(fd as i32, UFFDIO_API, &mut api) };
+    // SAFETY: `fd` is ours and not used after this.
+    unsafe { libc::close(fd as i32) };
+    (r == 0).then_some(api.features)
+}
+
+/// `UFFD_FEATURE_MOVE` (Linux 6.8): pages move without a copy.
+pub const UFFD_FEATURE_MOVE: u64 = 1 << 16;
+/// `UFFD_FEATURE_MINOR_SHMEM | UFFD_FEATURE_WP_HUGETLBFS_SHMEM` (Linux
+/// 5.19): shared memory can be traced.
+pub const UFFD_FEATURES_SHMEM: u64 = (1 << 10) | (1 << 12);
+/// `UFFD_FEATURE_WP_ASYNC` (Linux 6.7): written pages by `PAGEMAP_SCAN`.
+pub const UFFD_FEATURE_WP_ASYNC: u64 = 1 << 15;
