@@ -4,8 +4,10 @@
 //! tracer then `trace --release`, an attach that fails half-way), the
 //! program has the descriptors, mappings and address-space size it had
 //! before, no child left, and each attach catches as many references as
-//! the first. And one observer at a time: a second pagescope that would
-//! corrupt the first's figures is refused, naming the first.
+//! the first. While traced, the program's view of itself stays readable
+//! to other processes (`/proc/PID/cmdline`, `environ`). And one observer
+//! at a time: a second pagescope that would corrupt the first's figures
+//! is refused, naming the first.
 
 #[macro_use]
 mod util;
@@ -357,4 +359,80 @@ fn a_second_observer_is_refused_naming_the_first() {
         ],
     );
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+}
+
+/// The arguments and environment of `pid` as the kernel serves them to
+/// another process (what `ps` and `pgrep -f` read).
+fn cmdline_and_environ(pid: u32) -> (String, String) {
+    let read = |f: &str| {
+        String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/{f}")).unwrap())
+            .replace('\0', " ")
+    };
+    (read("cmdline"), read("environ"))
+}
+
+#[test]
+fn while_traced_cmdline_and_environ_read_whole() {
+    require_attach!();
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    // Attached: as before the attach, for a second of tracing.
+    let target = Target::start(&[]);
+    let pid = target.pid();
+    let untraced = cmdline_and_environ(pid);
+    assert!(untraced.0.contains("--size 32M") && !untraced.1.is_empty());
+    let out = temp_path(dir.path(), "a.trace");
+    let tracer = spawn(&["trace", "-q", "--pid", &pid.to_string(), "-o", &out]);
+    std::thread::sleep(Duration::from_millis(300));
+    for _ in 0..5 {
+        let (cmdline, environ) = cmdline_and_environ(pid);
+        assert_eq!(cmdline, untraced.0, "attached: cmdline");
+        assert!(
+            environ == untraced.1,
+            "attached: environ reads {} bytes",
+            environ.len()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    signal(&tracer, rustix::process::Signal::INT);
+    finish(tracer, "trace");
+    // Launched: what it was started with.
+    let out = temp_path(dir.path(), "l.trace");
+    let bin = pagetest_bin();
+    let mut tracer = Command::new(pagescope_bin())
+        .args(["trace", "-q", "-o", &out, "--"])
+        .arg(&bin)
+        .args(["--size", "16M", "--iterations", "10", "--sleep", "200ms"])
+        .env("PAGESCOPE_TEST_MARK", "kept")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let children =
+        std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", tracer.id())).unwrap();
+    let traced = children
+        .split_whitespace()
+        .map(|c| c.parse::<u32>().unwrap())
+        .find(|&c| {
+            std::fs::read_to_string(format!("/proc/{c}/comm"))
+                .unwrap()
+                .trim()
+                == "pagetest"
+        })
+        .expect("the traced pagetest");
+    for _ in 0..5 {
+        let (cmdline, environ) = cmdline_and_environ(traced);
+        assert_eq!(
+            cmdline.trim_end(),
+            format!("{} --size 16M --iterations 10 --sleep 200ms", bin.display()),
+            "launched"
+        );
+        assert!(
+            environ.contains("PAGESCOPE_TEST_MARK=kept"),
+            "launched: environ reads {} bytes",
+            environ.len()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(tracer.wait().unwrap().success());
 }

@@ -154,6 +154,9 @@ pub struct Mm {
     /// The mover's `/proc/PID/mem`, opened at first use (see
     /// [`Mm::space_mem`]).
     pub mem: Option<File>,
+    /// The pages that hold the program's arguments and environment,
+    /// found at its first set-up (see [`Mm::kept`]).
+    pub kept: Option<(u64, u64)>,
 }
 
 fn errno(e: &io::Error) -> Errno {
@@ -179,7 +182,40 @@ impl Mm {
             method,
             stash: Vec::new(),
             mem: None,
+            kept: None,
         }
+    }
+
+    /// The pages (start, end) that hold the program's arguments and
+    /// environment, which pagescope never evicts. The kernel reads them
+    /// for another process (`/proc/PID/cmdline` and `environ`, so `ps`,
+    /// `pgrep -f`, `top`) and can't wait on a userfaultfd for a reader of
+    /// another address space: were they away, those readers would see
+    /// them empty for as long as the trace lasts. Kept resident, they
+    /// never fault, so the program's own touches of them are not logged.
+    /// From fields 48 to 51 of its stat (`arg_start` .. `env_end`);
+    /// empty if they can't be read.
+    pub fn kept(&mut self) -> (u64, u64) {
+        *self.kept.get_or_insert_with(|| {
+            let stat =
+                std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).unwrap_or_default();
+            let fields: Vec<u64> = stat
+                .rsplit_once(')')
+                .map(|(_, rest)| {
+                    rest.split_whitespace()
+                        .skip(45)
+                        .take(4)
+                        .filter_map(|f| f.parse().ok())
+                        .collect()
+                })
+                .unwrap_or_default();
+            match fields[..] {
+                [arg_start, _, _, env_end] if arg_start > 0 && env_end > arg_start => {
+                    (arg_start & !(PAGE - 1), (env_end + PAGE - 1) & !(PAGE - 1))
+                }
+                _ => (0, 0),
+            }
+        })
     }
 
     /// Whether the space's mover is attached.

@@ -2743,8 +2743,9 @@ fn empty_range(mm: &mut Mm, start: u64, end: u64, shared: bool, fraction: f64) -
     let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
     let mut reader = PagemapReader::new(file, path.into(), PAGE);
     let mut present = Vec::new();
+    let kept = mm.kept();
     reader.for_each(start, end, |addr, e| {
-        if e.is_present() && in_sample(addr, fraction) {
+        if e.is_present() && in_sample(addr, fraction) && !(kept.0..kept.1).contains(&addr) {
             present.push(addr);
         }
     })?;
@@ -2991,15 +2992,19 @@ pub fn trace(
         start_unix_ns,
         start_monotonic_ns: start_mono,
         kernel: crate::system::kernel_release(),
-        untraced: if shmem_supported() {
-            "regular-file and hugetlbfs mappings (program text, mapped files) can't be \
-             trapped with userfaultfd; their residency at exit is recorded instead"
-        } else {
-            "regular-file mappings (program text, mapped files) can't be trapped with \
-             userfaultfd, nor shared memory on this kernel (it needs Linux 5.19); their \
-             residency at exit is recorded instead"
-        }
-        .into(),
+        untraced: format!(
+            "{}; the pages holding the program's arguments and environment stay resident \
+             (so that /proc/PID/cmdline and environ, ps and pgrep read them while it is \
+             traced), and touches of them are not logged",
+            if shmem_supported() {
+                "regular-file and hugetlbfs mappings (program text, mapped files) can't be \
+                 trapped with userfaultfd; their residency at exit is recorded instead"
+            } else {
+                "regular-file mappings (program text, mapped files) can't be trapped with \
+                 userfaultfd, nor shared memory on this kernel (it needs Linux 5.19); their \
+                 residency at exit is recorded instead"
+            }
+        ),
     };
     let writer = TraceWriter::new(file, &config.output, &header, config.time_resolution_ns)?;
     run(
