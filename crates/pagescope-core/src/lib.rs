@@ -20,6 +20,7 @@ pub mod pagemap;
 pub mod parse;
 pub mod physclass;
 pub mod record;
+pub mod sample;
 pub mod trace;
 pub mod units;
 

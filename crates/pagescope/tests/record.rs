@@ -178,6 +178,46 @@ fn verify_with(backend: &str, op: &str, options: &[&str]) {
             .sum();
         assert_eq!(sum, row["user_pages"].as_u64().unwrap(), "interval {seq}");
     }
+    if h.granularity != pagescope_core::record::Granularity::Vma
+        && h.granularity != pagescope_core::record::Granularity::Region
+    {
+        // The views that count pages themselves agree with temporal's
+        // counts (scaled the same way for a sample) on the buffer's
+        // intervals: the working set over the buffer, and the pages of
+        // the 2 MiB regions, most of them referenced in every page.
+        let wss = analyze(&out, "wss", "intervals", Some((start, end)));
+        let huge = analyze(&out, "hugepages", "intervals", None);
+        let whole = temporal(&out, None);
+        let buffer_regions = pages / 512;
+        for (i, row) in rows.iter().enumerate() {
+            let user = row["user_pages"].as_u64().unwrap();
+            if user < pages / 2 {
+                continue;
+            }
+            let w = wss[i]["wss_pages"].as_u64().unwrap();
+            assert_close(
+                &format!("{backend}: wss of interval {i}"),
+                w as f64,
+                user as f64,
+                2.0,
+            );
+            let all = whole[i]["user_pages"].as_u64().unwrap();
+            let hp = huge[i]["referenced_pages"].as_u64().unwrap();
+            assert_close(
+                &format!("{backend}: hugepages of interval {i}"),
+                hp as f64,
+                all as f64,
+                2.0,
+            );
+            if user > pages * 98 / 100 {
+                let full = huge[i]["full_regions"].as_u64().unwrap();
+                assert!(
+                    full + 2 >= buffer_regions,
+                    "{backend}: interval {i} has {full} full regions of the buffer's {buffer_regions}"
+                );
+            }
+        }
+    }
     if h.granularity == pagescope_core::record::Granularity::Vma {
         // Pages can't be placed on nodes or in 2 MiB regions, nor
         // counted over windows.

@@ -417,8 +417,53 @@ impl Recording {
         Ok((out, unplaced))
     }
 
+    /// The fraction of pages a sampled recording watched; `None` for one
+    /// that watched every page.
+    fn fraction(&self) -> Option<f64> {
+        self.header().sample.filter(|&f| f < 1.0)
+    }
+
+    /// An interval's `(pages referenced in the region, regions)`, scaled
+    /// to the whole where the recording watched a sample: from its pages,
+    /// each region's referenced share of the sample pages it holds
+    /// ([`crate::sample`]), times its size, and full where every sample
+    /// page of it was referenced; without pages, the sampled counts over
+    /// the fraction.
+    fn huge_of(&self, i: &Interval, per_region: u64) -> Vec<(u64, u64)> {
+        let Some(f) = self.fraction() else {
+            return i.huge.iter().map(|&(p, r)| (p as u64, r as u64)).collect();
+        };
+        if i.pages.is_empty() {
+            return i
+                .huge
+                .iter()
+                .map(|&(p, r)| (((p as f64 / f).round() as u64).min(per_region), r as u64))
+                .collect();
+        }
+        let mut seen: BTreeMap<(u32, u64), u64> = BTreeMap::new();
+        for p in &i.pages {
+            for (start, len) in p.absolute() {
+                for page in start..start.saturating_add(len) {
+                    *seen.entry((p.pid, page / per_region)).or_default() += 1;
+                }
+            }
+        }
+        let mut per: BTreeMap<u64, u64> = BTreeMap::new();
+        for ((_, region), n) in seen {
+            let watched = crate::sample::sampled_in(region * per_region, per_region, f);
+            let pages = if n >= watched {
+                per_region
+            } else {
+                (n as f64 * per_region as f64 / watched as f64).round() as u64
+            };
+            *per.entry(pages).or_default() += 1;
+        }
+        per.into_iter().collect()
+    }
+
     /// 2 MiB regions per interval, and over the run the histogram of
-    /// pages referenced per region (`(pages, regions)`).
+    /// pages referenced per region (`(pages, regions)`); estimates scaled
+    /// to the whole for a sampled recording.
     pub fn hugepages(&self) -> Result<(Vec<HugeRow>, Histogram)> {
         self.needs_pages("hugepages")?;
         let per_region = (2 << 20) / self.header().page_size;
@@ -433,8 +478,7 @@ impl Recording {
                     full: 0,
                     pages: 0,
                 };
-                for &(pages, regions) in &i.huge {
-                    let (pages, regions) = (pages as u64, regions as u64);
+                for (pages, regions) in self.huge_of(i, per_region) {
                     row.regions += regions;
                     row.pages += pages * regions;
                     if pages >= per_region {
@@ -501,13 +545,19 @@ impl Recording {
             }
             total + cur.map_or(0, |(_, s, e)| e - s)
         };
+        // A sampled recording's pages stand for 1/fraction pages each, as
+        // its counts do.
+        let scale = |pages: u64| match self.fraction() {
+            Some(f) => (pages as f64 / f).round() as u64,
+            None => pages,
+        };
         let w = window.max(1);
         Ok((0..self.intervals.len())
             .map(|t| WssRow {
                 seq: self.intervals[t].seq,
                 start_ns: self.intervals[t].start_ns,
-                pages: distinct(&self.intervals[t..=t]),
-                window_pages: distinct(&self.intervals[(t + 1).saturating_sub(w)..=t]),
+                pages: scale(distinct(&self.intervals[t..=t])),
+                window_pages: scale(distinct(&self.intervals[(t + 1).saturating_sub(w)..=t])),
             })
             .collect())
     }
