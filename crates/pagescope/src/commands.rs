@@ -392,6 +392,9 @@ fn report(args: ReportArgs) -> Result<()> {
                 Detail::Full
             };
             let cut = feed(&args, detail, &mut a)?;
+            if matches!(view, View::Processes | View::Vmas) {
+                check_pids_present(&args, &a)?;
+            }
             let report = match view {
                 View::Processes => views::processes(&a, args.virtual_view),
                 View::Vmas => views::vmas(&a, &args.pids),
@@ -406,27 +409,17 @@ fn report(args: ReportArgs) -> Result<()> {
     if let Some(c) = cut {
         report.notes.insert(0, c);
     }
-    if !args.pids.is_empty() && matches!(args.view, View::Processes | View::Vmas) {
-        check_pids_present(&args, &report)?;
-    }
     emit(&report, args.format)
 }
 
 /// With `--pid` on a file, a pid that the snapshot does not hold is an
 /// error, as it is on the live system.
-fn check_pids_present(args: &ReportArgs, report: &Report) -> Result<()> {
+fn check_pids_present(args: &ReportArgs, usage: &Usage) -> Result<()> {
     let Some(input) = &args.input else {
         return Ok(());
     };
-    let Some(table) = report.tables.first() else {
-        return Ok(());
-    };
     for pid in &args.pids {
-        let found = table
-            .rows
-            .iter()
-            .any(|r| r.first() == Some(&pagescope_render::Value::Int(*pid as u64)));
-        if !found {
+        if !usage.processes.iter().any(|p| p.pid == *pid) {
             anyhow::bail!("pid {pid} is not in {}", Path::new(input).display());
         }
     }

@@ -233,3 +233,35 @@ pub fn pfns_visible() -> bool {
 pub fn temp_path(dir: &Path, name: &str) -> String {
     dir.join(name).to_str().unwrap().to_string()
 }
+
+/// The wrapper that runs a command as `nobody` (uid and gid 65534, no
+/// supplementary groups, no capabilities), or `None` (and why) when this
+/// test run can't: that needs root and setpriv (util-linux).
+pub fn as_nobody() -> Option<[&'static str; 5]> {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: running as nobody needs root (run the tests as root)");
+        return None;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipped: setpriv (util-linux) is not installed");
+        return None;
+    }
+    Some([
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--inh-caps=-all",
+    ])
+}
+
+/// Runs pagescope under `wrapper` and insists on success.
+pub fn run_ok_as(wrapper: &[&str], args: &[&str]) -> Output {
+    let out = run(wrapper, args);
+    assert!(
+        out.status.success(),
+        "pagescope {args:?} under {wrapper:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
