@@ -61,6 +61,19 @@ fn diff(args: DiffArgs) -> Result<()> {
         usage.push(u);
         totals.push(t);
     }
+    // A pid that neither snapshot holds is an error, as it is for report.
+    for pid in &args.pids {
+        if !usage
+            .iter()
+            .any(|u| u.processes.iter().any(|p| p.pid == *pid))
+        {
+            anyhow::bail!(
+                "pid {pid} is in neither {} nor {}",
+                args.old.display(),
+                args.new.display()
+            );
+        }
+    }
     let mut report = views::diff(&usage[0], &usage[1], &totals[0], &totals[1]);
     for (i, n) in cut_notes.into_iter().enumerate() {
         report.notes.insert(i, n);
@@ -342,7 +355,7 @@ fn report(args: ReportArgs) -> Result<()> {
         return pages(&args);
     }
     if args.flags.is_some() {
-        anyhow::bail!("--flags applies to the pages view only");
+        return Err(anyhow::anyhow!("--flags applies to the pages view only")).context(BadInput);
     }
     if args.view == View::Physmap {
         let mut a = Physmap::new(args.block.unwrap_or(0));
@@ -364,7 +377,10 @@ fn report(args: ReportArgs) -> Result<()> {
         return emit(&report, args.format);
     }
     if args.view == View::Vmas && args.pids.is_empty() {
-        anyhow::bail!("the vmas view needs --pid PID (the processes whose page maps to show)");
+        return Err(anyhow::anyhow!(
+            "the vmas view needs --pid PID (the processes whose page maps to show)"
+        ))
+        .context(BadInput);
     }
     let (mut report, cut): (Report, Option<String>) = match args.view {
         View::Total => {

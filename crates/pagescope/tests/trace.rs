@@ -1848,3 +1848,37 @@ fn python3() -> String {
         .expect("python3 runs");
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
+
+/// `--cpu` of a CPU that pagescope may not run on is a usage error.
+#[test]
+fn trace_on_a_cpu_not_allowed_is_a_usage_error() {
+    let allowed = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("Cpus_allowed_list:")
+                .map(str::trim)
+                .map(String::from)
+        })
+        .unwrap();
+    // The highest allowed CPU is the last number of the list (`0-1,4`).
+    let last: usize = allowed.rsplit([',', '-']).next().unwrap().parse().unwrap();
+    let cpu = (last + 1).to_string();
+    let line = failed_with(
+        &run(
+            &[],
+            &[
+                "trace",
+                "-q",
+                "--cpu",
+                &cpu,
+                "-o",
+                "/dev/null",
+                "--",
+                "true",
+            ],
+        ),
+        2,
+    );
+    assert!(line.contains(&format!("--cpu {cpu}")), "{line}");
+}

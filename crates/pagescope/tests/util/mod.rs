@@ -265,3 +265,17 @@ pub fn run_ok_as(wrapper: &[&str], args: &[&str]) -> Output {
     );
     out
 }
+
+/// Asserts that pagescope exited with `code` and one `error: ` line
+/// (notes aside), and returns that line.
+pub fn failed_with(out: &Output, code: i32) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{stderr}");
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|l| !l.starts_with("note: "))
+        .collect();
+    assert_eq!(errors.len(), 1, "one line: {stderr}");
+    assert!(errors[0].starts_with("error: "), "{stderr}");
+    errors[0].to_string()
+}
