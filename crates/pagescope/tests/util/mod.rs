@@ -279,3 +279,47 @@ pub fn failed_with(out: &Output, code: i32) -> String {
     assert!(errors[0].starts_with("error: "), "{stderr}");
     errors[0].to_string()
 }
+
+/// Whether Yama is in this kernel (it has a ptrace_scope sysctl).
+pub fn has_yama() -> bool {
+    Path::new("/proc/sys/kernel/yama/ptrace_scope").exists()
+}
+
+/// Whether the message mentions Yama only as Yama's sysctl says: not at
+/// all without Yama, except to say there is none.
+pub fn assert_yama_named_truly(msg: &str) {
+    if !has_yama() {
+        assert!(
+            !msg.replace("there is no Yama", "").contains("Yama"),
+            "this kernel has no Yama: {msg}"
+        );
+    }
+}
+
+/// `vm.unprivileged_userfaultfd`, if this kernel has it.
+pub fn unprivileged_userfaultfd() -> Option<u32> {
+    std::fs::read_to_string("/proc/sys/vm/unprivileged_userfaultfd")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Whether pid 2 is a kernel thread (kthreadd), as on every Linux
+/// machine outside a pid namespace.
+pub fn pid_2_is_a_kernel_thread() -> bool {
+    std::fs::read_to_string("/proc/2/stat")
+        .ok()
+        .and_then(|t| pagescope_core::parse::stat::parse(&t).ok())
+        .is_some_and(|s| s.is_kernel_thread())
+}
+
+/// The tracer of `pid` (`TracerPid`), 0 if none.
+pub fn tracer_of(pid: u32) -> u32 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("TracerPid:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
