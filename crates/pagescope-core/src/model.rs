@@ -124,6 +124,39 @@ pub struct ProcessRecord {
     /// (a quick collection for per-process figures); `None` in a full
     /// snapshot, where the VMAs carry the counters.
     pub rollup: Option<SmapsCounters>,
+    /// What of the process could not be read (the kernel refused it: a
+    /// process of another user, without CAP_SYS_PTRACE). Its figures are
+    /// then unknown, not zero. Last, so that readers of files written
+    /// before it existed find it absent (docs/format.md).
+    pub unread: Unread,
+}
+
+impl ProcessRecord {
+    /// Whether its memory (smaps or smaps_rollup) was read: a kernel
+    /// thread has none, which is known.
+    pub fn memory_read(&self) -> bool {
+        self.unread != Unread::Memory
+    }
+
+    /// Whether its pages (pagemap) were read, as far as the collection
+    /// reads pages at all (not in a rollup-only read).
+    pub fn pages_read(&self) -> bool {
+        self.unread == Unread::Nothing
+    }
+}
+
+/// What of a process could not be read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Unread {
+    /// Everything the collection reads of a process was read.
+    #[default]
+    Nothing,
+    /// Its memory: smaps (or smaps_rollup), so no VMA and no figure of its
+    /// memory is known; only the task (pid, command, threads, ...) is.
+    Memory,
+    /// Its pages (pagemap): its VMAs and their smaps counters are known,
+    /// which of its pages are resident is not.
+    Pages,
 }
 
 /// A process as `/proc/PID/{stat,status,cmdline,cgroup}` describe it.

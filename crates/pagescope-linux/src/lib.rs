@@ -10,6 +10,7 @@
 
 #![deny(missing_docs)]
 
+pub mod cause;
 pub mod cpuidle;
 pub mod elf;
 pub mod kpage;

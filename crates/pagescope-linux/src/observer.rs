@@ -35,7 +35,8 @@ impl ObserverLock {
     /// (`record`, `trace`). Refused if another pagescope observes `pid`;
     /// a process that does not exist is `NotFound`. Where the lock
     /// directory can't be made (no permission on /run), the lock is not
-    /// taken and `None` says so.
+    /// taken and `None` says so (also where the directory or the lock
+    /// belongs to another user).
     pub fn acquire(proc_root: &Path, pid: u32, what: &str) -> Result<Option<ObserverLock>> {
         Self::acquire_in(Path::new(LOCK_DIR), proc_root, pid, what)
     }
@@ -53,12 +54,18 @@ impl ObserverLock {
             Err(e) => return Err(Error::io(dir, e)),
         }
         let path = dir.join(format!("{pid}-{start}.lock"));
-        let fd: OwnedFd = rustix::fs::open(
+        let fd: OwnedFd = match rustix::fs::open(
             &path,
             OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::from_raw_mode(0o600),
-        )
-        .map_err(|e| Error::io(&path, e.into()))?;
+        ) {
+            Ok(fd) => fd,
+            // Made by another user (root's directory or lock, seen by an
+            // unprivileged pagescope): this one can't take part, and the
+            // kernel's own checks decide whether it may observe at all.
+            Err(rustix::io::Errno::ACCESS | rustix::io::Errno::PERM) => return Ok(None),
+            Err(e) => return Err(Error::io(&path, e.into())),
+        };
         let mut file = std::fs::File::from(fd);
         if let Err(e) = flock(&file, FlockOperation::NonBlockingLockExclusive) {
             if e == rustix::io::Errno::WOULDBLOCK {

@@ -18,7 +18,8 @@ use crate::pagemap::PagemapReader;
 use crate::procfs::{list_pids, ProcDir};
 use crate::{system, Root};
 use pagescope_core::model::{
-    PageChunk, PageRecord, PhysInfo, ProcessRecord, SnapshotSink, SystemInfo, Task, Trailer, Vma,
+    PageChunk, PageRecord, PhysInfo, ProcessRecord, SnapshotSink, SystemInfo, Task, Trailer,
+    Unread, Vma,
 };
 use pagescope_core::{Error, Result};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -177,6 +178,7 @@ struct WorkerResult {
     recorded: u64,
     notes: Vec<String>,
     denied: Vec<u32>,
+    pages_denied: Vec<u32>,
 }
 
 enum Outcome {
@@ -197,7 +199,10 @@ struct Collector<'c, 's> {
     pfns: Vec<u64>,
     infos: Vec<FrameInfo>,
     notes: Vec<String>,
+    /// Processes whose memory could not be read.
     denied: Vec<u32>,
+    /// Processes whose smaps could be read but not their pagemap.
+    pages_denied: Vec<u32>,
 }
 
 impl Collector<'_, '_> {
@@ -376,12 +381,12 @@ impl Collector<'_, '_> {
             return Ok(Outcome::Recorded { pages: 0 });
         }
         if self.config.detail == Detail::Rollup {
-            let rollup = match dir.smaps_rollup(&mut self.text) {
-                Ok(r) => Some(r),
+            let (rollup, unread) = match dir.smaps_rollup(&mut self.text) {
+                Ok(r) => (Some(r), Unread::Nothing),
                 Err(e) if e.is_gone() => return Ok(Outcome::Gone),
                 Err(Error::PermissionDenied { .. }) => {
                     self.denied.push(pid);
-                    None
+                    (None, Unread::Memory)
                 }
                 Err(e) => return Err(e),
             };
@@ -389,6 +394,7 @@ impl Collector<'_, '_> {
                 task,
                 vmas: Vec::new(),
                 rollup,
+                unread,
             })))?;
             return Ok(Outcome::Recorded { pages: 0 });
         }
@@ -399,6 +405,7 @@ impl Collector<'_, '_> {
                 self.denied.push(pid);
                 em.emit(Msg::Process(Box::new(ProcessRecord {
                     task,
+                    unread: Unread::Memory,
                     ..ProcessRecord::default()
                 })))?;
                 return Ok(Outcome::Recorded { pages: 0 });
@@ -412,10 +419,7 @@ impl Collector<'_, '_> {
                 self.system.page_size,
             )),
             Err(e) if e.is_gone() => return Ok(Outcome::Gone),
-            Err(Error::PermissionDenied { .. }) => {
-                self.denied.push(pid);
-                None
-            }
+            Err(Error::PermissionDenied { .. }) => None,
             Err(e) => return Err(e),
         };
         self.record_elf_files(&dir, &vmas)?;
@@ -424,8 +428,14 @@ impl Collector<'_, '_> {
             task,
             vmas,
             rollup: None,
+            unread: if pagemap.is_some() {
+                Unread::Nothing
+            } else {
+                Unread::Pages
+            },
         })))?;
         let mut emitted = 0;
+        let pages_denied = pagemap.is_none();
         if let Some(mut pagemap) = pagemap {
             // The VMAs live in the record just emitted (buffered, or already
             // in the sink): take their ranges.
@@ -473,6 +483,9 @@ impl Collector<'_, '_> {
             self.notes.push(format!(
                 "{label}: exited during the scan; its pages are partial"
             ));
+        }
+        if pages_denied {
+            self.pages_denied.push(pid);
         }
         Ok(Outcome::Recorded { pages: emitted })
     }
@@ -540,6 +553,7 @@ pub fn collect(
                         infos: Vec::new(),
                         notes: Vec::new(),
                         denied: Vec::new(),
+                        pages_denied: Vec::new(),
                     };
                     let mut em = Emitter {
                         sink: &shared,
@@ -582,6 +596,7 @@ pub fn collect(
                         recorded,
                         notes: c.notes,
                         denied: c.denied,
+                        pages_denied: c.pages_denied,
                     })
                 })
             })
@@ -595,18 +610,25 @@ pub fn collect(
     let mut recorded = 0;
     let mut notes = Vec::new();
     let mut denied = Vec::new();
+    let mut pages_denied = Vec::new();
     for r in results {
         let mut r = r?;
         recorded += r.recorded;
         notes.append(&mut r.notes);
         denied.append(&mut r.denied);
+        pages_denied.append(&mut r.pages_denied);
     }
-    if !denied.is_empty() {
-        denied.sort_unstable();
-        notes.push(crate::procfs::denied_note(
-            &denied,
-            "their memory is missing",
-        ));
+    for (pids, what) in [
+        (&mut denied, "their memory is unknown (null per process, left out of sums over processes)"),
+        (
+            &mut pages_denied,
+            "their pages are unknown (null per process, left out of sums over processes); their other figures come from smaps",
+        ),
+    ] {
+        if !pids.is_empty() {
+            pids.sort_unstable();
+            notes.push(crate::procfs::denied_note(pids, what));
+        }
     }
     if config.physmap {
         crate::physmap::scan(&config.root, &system, sink)?;

@@ -16,6 +16,18 @@ pub fn page_size() -> u64 {
     rustix::param::page_size() as u64
 }
 
+/// The CPUs this process may run on (its affinity mask).
+pub fn allowed_cpus() -> Vec<usize> {
+    nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).map_or_else(
+        |_| Vec::new(),
+        |set| {
+            (0..nix::sched::CpuSet::count())
+                .filter(|&c| set.is_set(c).unwrap_or(false))
+                .collect()
+        },
+    )
+}
+
 /// `uname -r`.
 pub fn kernel_release() -> String {
     rustix::system::uname()

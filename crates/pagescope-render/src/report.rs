@@ -16,7 +16,8 @@ pub enum Value {
     Text(String),
     /// Yes or no.
     Bool(bool),
-    /// A figure that could not be collected.
+    /// A figure that could not be collected: `-` in tables, an empty
+    /// cell in CSV, `null` in JSON; left out of pictures.
     Missing,
 }
 
@@ -30,7 +31,7 @@ impl Value {
             Value::Float(v, d) => format!("{v:.d$}"),
             Value::Text(s) => s.clone(),
             Value::Bool(b) => if *b { "yes" } else { "no" }.to_string(),
-            Value::Missing => "n/a".to_string(),
+            Value::Missing => "-".to_string(),
         }
     }
 

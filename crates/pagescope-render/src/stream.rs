@@ -51,7 +51,7 @@ impl Cell<'_> {
                 let _ = write!(out, "{v}");
             }
             Cell::Text(s) => out.push_str(s),
-            Cell::Missing if table => out.push_str("n/a"),
+            Cell::Missing if table => out.push('-'),
             Cell::Missing => {}
         }
     }

@@ -55,12 +55,13 @@ fn fallback(report: &Report) -> Chart {
                 title: format!("{}: {}", report.view, t.columns[vi].title),
                 y_label: t.columns[vi].key.to_string(),
                 series: vec![t.columns[vi].key.to_string()],
+                // Rows whose figure is missing are left out.
                 bars: t
                     .rows
                     .iter()
-                    .map(|r| {
+                    .filter_map(|r| {
                         let name = label.map(|l| r[l].display()).unwrap_or_default();
-                        (name, vec![number(&r[vi])])
+                        Some((name, vec![number(&r[vi])?]))
                     })
                     .collect(),
                 style: Style::Bars,
@@ -74,20 +75,20 @@ fn fallback(report: &Report) -> Chart {
         bars: report
             .fields
             .iter()
-            .filter(|(_, _, v)| v.is_numeric())
-            .map(|(k, _, v)| (k.to_string(), vec![number(v)]))
+            .filter_map(|(k, _, v)| Some((k.to_string(), vec![number(v)?])))
             .collect(),
         style: Style::Bars,
     }
 }
 
-fn number(v: &Value) -> f64 {
+/// A figure as a number; `None` for text and for a missing figure.
+fn number(v: &Value) -> Option<f64> {
     match v {
-        Value::Int(i) => *i as f64,
-        Value::Signed(i) => *i as f64,
-        Value::Hex(i) => *i as f64,
-        Value::Float(f, _) => *f,
-        _ => 0.0,
+        Value::Int(i) => Some(*i as f64),
+        Value::Signed(i) => Some(*i as f64),
+        Value::Hex(i) => Some(*i as f64),
+        Value::Float(f, _) => Some(*f),
+        _ => None,
     }
 }
 

@@ -80,9 +80,17 @@ impl Renderer for TableRenderer {
                 .map(|r| shown.iter().map(|&i| r[i].clone()).collect())
                 .collect();
             let mut widths: Vec<usize> = shown.iter().map(|&i| all_widths[i]).collect();
+            // A column is numeric by its first figure that is known.
             let numeric: Vec<bool> = shown
                 .iter()
-                .map(|&i| table.rows.first().is_some_and(|r| r[i].is_numeric()))
+                .map(|&i| {
+                    table
+                        .rows
+                        .iter()
+                        .map(|r| &r[i])
+                        .find(|v| **v != Value::Missing)
+                        .is_some_and(Value::is_numeric)
+                })
                 .collect();
             // Fit the width by cutting the widest text column.
             if let Some(limit) = self.width {

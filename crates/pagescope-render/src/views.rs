@@ -4,7 +4,7 @@ use crate::report::{Chart, Column, Report, Style, Table, Value};
 use pagescope_core::analysis::mrc::Mrc;
 use pagescope_core::analysis::refs::{RefCounts, RefStats, TraceMaps};
 use pagescope_core::analysis::total::Total;
-use pagescope_core::analysis::usage::{map_char, ClassCounts, ProcessUsage, Usage};
+use pagescope_core::analysis::usage::{map_char, ClassCounts, PageCounts, ProcessUsage, Usage};
 use pagescope_core::model::SystemInfo;
 use std::fmt::Write;
 
@@ -47,14 +47,40 @@ fn class_values(c: &ClassCounts) -> [u64; 8] {
     ]
 }
 
-/// Whether a row's class figures are known (not a rollup-only read).
-fn has_classes(p: &ProcessUsage) -> bool {
-    !p.rollup_only
+/// The class cells of a count that may be unknown.
+fn class_cells(c: Option<&ClassCounts>) -> impl Iterator<Item = Value> {
+    let values = c.map(class_values);
+    (0..8).map(move |i| values.map_or(Value::Missing, |v| Value::Int(v[i])))
 }
 
+/// A page count (with one decimal in tables), or missing.
+fn float(v: Option<f64>) -> Value {
+    v.map_or(Value::Missing, |f| Value::Float(f, 1))
+}
+
+/// The notes on processes that could not be read.
+fn unread_notes(u: &Usage) -> Vec<String> {
+    let mut n = Vec::new();
+    if u.processes.iter().any(|p| p.rollup_only) {
+        n.push(
+            "page classes need each process's VMAs and pages: they are missing for processes read from smaps_rollup only (take a snapshot, or run the live report with --classes)".into(),
+        );
+    }
+    n
+}
+
+/// Largest PSS first; processes whose PSS is unknown last.
 fn by_pss(u: &Usage) -> Vec<&ProcessUsage> {
     let mut rows: Vec<_> = u.processes.iter().collect();
-    rows.sort_by(|a, b| b.pss.total_cmp(&a.pss).then(a.pid.cmp(&b.pid)));
+    rows.sort_by(|a, b| {
+        let order = match (a.pss, b.pss) {
+            (Some(x), Some(y)) => y.total_cmp(&x),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => std::cmp::Ordering::Equal,
+        };
+        order.then(a.pid.cmp(&b.pid))
+    });
     rows
 }
 
@@ -95,46 +121,43 @@ pub fn processes(u: &Usage, virtual_view: bool) -> Report {
     let table_rows = rows
         .iter()
         .map(|p| {
-            let known = has_classes(p);
-            let opt = |v: u64| if known { Value::Int(v) } else { Value::Missing };
-            let (rw, rx, classes) = if virtual_view {
-                (p.rw_virt, p.rx_virt, &p.virt)
-            } else {
-                (p.rw_phys, p.rx_phys, &p.phys)
-            };
+            let counts = if virtual_view { p.virt } else { p.phys };
             let mut r = vec![
                 Value::Int(p.pid as u64),
                 Value::from(p.comm.as_str()),
-                Value::Int(p.rss),
-                Value::Float(p.pss, 1),
-                Value::Int(p.uss),
-                Value::Int(p.swap),
-                opt(rw),
-                opt(rx),
-                opt(rw + rx),
+                p.rss.into(),
+                float(p.pss),
+                p.uss.into(),
+                p.swap.into(),
+                counts.map(|c| c.rw).into(),
+                counts.map(|c| c.rx).into(),
+                counts.as_ref().map(PageCounts::total).into(),
             ];
-            r.extend(class_values(classes).iter().map(|&v| opt(v)));
-            let sharing_known = known && p.from_pages && !virtual_view;
+            r.extend(class_cells(counts.as_ref().map(|c| &c.classes)));
+            let (single, multi) = if virtual_view {
+                (None, None)
+            } else {
+                (p.single, p.multi)
+            };
+            let smaps = p.smaps.as_ref();
             r.extend([
-                if sharing_known {
-                    Value::Int(p.single)
-                } else {
-                    Value::Missing
-                },
-                if sharing_known {
-                    Value::Int(p.multi)
-                } else {
-                    Value::Missing
-                },
-                Value::Int(p.anon),
+                single.into(),
+                multi.into(),
+                p.anon.into(),
                 Value::Int(p.threads as u64),
                 Value::Bool(p.kernel_thread),
-                Value::from(if p.from_pages { "pages" } else { "smaps" }),
-                Value::Bool(p.heuristic),
-                Value::Int(p.smaps.rss / kpp),
-                Value::Float(p.smaps.pss as f64 / kpp as f64, 1),
-                Value::Int((p.smaps.private_clean + p.smaps.private_dirty) / kpp),
-                Value::Int(p.smaps.swap / kpp),
+                match (smaps, p.from_pages) {
+                    (None, _) => Value::Missing,
+                    (Some(_), true) => Value::from("pages"),
+                    (Some(_), false) => Value::from("smaps"),
+                },
+                p.heuristic.map_or(Value::Missing, Value::Bool),
+                smaps.map(|s| s.rss / kpp).into(),
+                float(smaps.map(|s| s.pss as f64 / kpp as f64)),
+                smaps
+                    .map(|s| (s.private_clean + s.private_dirty) / kpp)
+                    .into(),
+                smaps.map(|s| s.swap / kpp).into(),
                 Value::from(p.cmdline.as_str()),
             ]);
             r
@@ -142,11 +165,7 @@ pub fn processes(u: &Usage, virtual_view: bool) -> Report {
         .collect();
     let which = if virtual_view { "virtual" } else { "physical" };
     let mut report_notes = notes(&u.system, &u.notes);
-    if u.processes.iter().any(|p| !has_classes(p)) {
-        report_notes.push(
-            "page classes need each process's VMAs and pages: they are missing for processes read from smaps_rollup only (take a snapshot, or run the live report with --classes)".into(),
-        );
-    }
+    report_notes.extend(unread_notes(u));
     Report {
         view: "processes",
         page_size: u.system.page_size,
@@ -166,15 +185,24 @@ pub fn processes(u: &Usage, virtual_view: bool) -> Report {
 /// size beside the physical one.
 fn processes_chart(rows: &[&ProcessUsage]) -> Chart {
     let mut bars = Vec::new();
-    for p in rows
-        .iter()
-        .filter(|p| has_classes(p) && !p.kernel_thread)
-        .take(20)
-    {
-        let phys = class_values(&p.phys).iter().map(|&v| v as f64).collect();
-        let virt = class_values(&p.virt).iter().map(|&v| v as f64).collect();
+    for p in rows.iter().filter(|p| !p.kernel_thread) {
+        // Processes whose pages are unknown are left out.
+        let (Some(phys), Some(virt)) = (&p.phys, &p.virt) else {
+            continue;
+        };
+        let phys = class_values(&phys.classes)
+            .iter()
+            .map(|&v| v as f64)
+            .collect();
+        let virt = class_values(&virt.classes)
+            .iter()
+            .map(|&v| v as f64)
+            .collect();
         bars.push((format!("{} {} physical", p.pid, p.comm), phys));
         bars.push((format!("{} {} virtual", p.pid, p.comm), virt));
+        if bars.len() >= 40 {
+            break;
+        }
     }
     Chart {
         title: "Pages per process by class (physical beside virtual)".into(),
@@ -191,10 +219,12 @@ fn map_string(map: &[u8]) -> String {
 
 /// The `vmas` view: each VMA of the processes asked for, its size,
 /// single and shared pages, flags and name, then its page map (64 pages a
-/// line), then the process's summary lines.
+/// line), then the process's summary lines (also a table of their own,
+/// `processes`).
 pub fn vmas(u: &Usage, pids: &[u32]) -> Report {
     let ps = u.system.page_size.max(1);
     let mut rows = Vec::new();
+    let mut summaries = Vec::new();
     let mut text = String::new();
     for p in u
         .processes
@@ -202,6 +232,17 @@ pub fn vmas(u: &Usage, pids: &[u32]) -> Report {
         .filter(|p| pids.is_empty() || pids.contains(&p.pid))
     {
         let _ = writeln!(text, "{} (pid {}):", p.comm, p.pid);
+        if p.smaps.is_none() {
+            let _ = writeln!(
+                text,
+                "  its memory could not be read: its VMAs and pages are unknown"
+            );
+        } else if p.phys.is_none() && !p.kernel_thread {
+            let _ = writeln!(
+                text,
+                "  its pages could not be read: which pages are resident is unknown"
+            );
+        }
         for v in &p.vmas {
             let pages = v.vma.pages(ps);
             let map = v.map.as_deref().map(map_string).unwrap_or_default();
@@ -210,14 +251,15 @@ pub fn vmas(u: &Usage, pids: &[u32]) -> Report {
             } else {
                 v.vma.path.clone()
             };
+            let (single, shared) = (Value::from(v.single), Value::from(v.shared));
             rows.push(vec![
                 Value::Int(p.pid as u64),
                 Value::Int(v.vma.start),
                 Value::Int(v.vma.end),
                 Value::Int(pages),
-                Value::Int(v.resident),
-                Value::Int(v.single),
-                Value::Int(v.shared),
+                v.resident.into(),
+                single.clone(),
+                shared.clone(),
                 Value::from(v.flags.as_str()),
                 Value::from(v.vma.perms.as_str()),
                 Value::from(name.as_str()),
@@ -226,9 +268,9 @@ pub fn vmas(u: &Usage, pids: &[u32]) -> Report {
             ]);
             let _ = writeln!(
                 text,
-                "  vsize: {pages:6}, single: {:6}, shared: {:6}, flags: {}, {:#014x}, {:#014x}, name: {}{}",
-                v.single,
-                v.shared,
+                "  vsize: {pages:6}, single: {:>6}, shared: {:>6}, flags: {}, {:#014x}, {:#014x}, name: {}{}",
+                single.display(),
+                shared.display(),
                 v.flags,
                 v.vma.start,
                 v.vma.end - 1,
@@ -247,78 +289,117 @@ pub fn vmas(u: &Usage, pids: &[u32]) -> Report {
                 if !line.is_empty() {
                     let _ = writeln!(text, "  [{line:<64}]");
                 }
-            } else if v.resident > 0 {
+            } else if v.resident.is_some_and(|n| n > 0) {
                 let _ = writeln!(text, "  (map not kept: the VMA spans more than 2^20 pages)");
             }
         }
-        let c = &p.phys;
+        let phys = p.phys.as_ref();
+        let c = phys.map(|c| &c.classes);
+        let show = |v: Option<u64>| Value::from(v).display();
         let _ = writeln!(
             text,
             "{} has {} rw and {} rx pages",
-            p.comm, p.rw_phys, p.rx_phys
+            p.comm,
+            show(phys.map(|c| c.rw)),
+            show(phys.map(|c| c.rx))
         );
         let _ = writeln!(
             text,
             "  stack: {}, data: {}, text: {}, heap: {}",
-            c.stack, c.data, c.text, c.heap
+            show(c.map(|c| c.stack)),
+            show(c.map(|c| c.data)),
+            show(c.map(|c| c.text)),
+            show(c.map(|c| c.heap))
         );
         let _ = writeln!(
             text,
             "  library bss: {}, data: {}, text: {}, other: {}",
-            c.lib_bss, c.lib_data, c.lib_text, c.other
+            show(c.map(|c| c.lib_bss)),
+            show(c.map(|c| c.lib_data)),
+            show(c.map(|c| c.lib_text)),
+            show(c.map(|c| c.other))
         );
         let _ = writeln!(
             text,
             "  {} pages used only here, {} shared",
-            p.single, p.multi
+            show(p.single),
+            show(p.multi)
         );
         text.push('\n');
+        let mut summary = vec![
+            Value::Int(p.pid as u64),
+            Value::from(p.comm.as_str()),
+            phys.map(|c| c.rw).into(),
+            phys.map(|c| c.rx).into(),
+        ];
+        summary.extend(class_cells(c));
+        summary.extend([p.single.into(), p.multi.into()]);
+        summaries.push(summary);
     }
+    let mut summary_columns = vec![
+        col("pid", "PID"),
+        col("comm", "COMM"),
+        col("rw_pages", "RW"),
+        col("rx_pages", "RX"),
+    ];
+    summary_columns.extend(CLASSES.iter().map(|&(k, t)| col(k, t)));
+    summary_columns.extend([col("single", "SINGLE"), col("multi", "MULTI")]);
+    // The picture: single and shared pages per VMA, or its resident pages
+    // where share counts are unknown; VMAs whose pages are unknown are
+    // left out.
+    let bars = rows
+        .iter()
+        .filter_map(|r| {
+            let n = |v: &Value| match v {
+                Value::Int(i) => Some(*i as f64),
+                _ => None,
+            };
+            let resident = n(&r[4]).filter(|&n| n > 0.0)?;
+            let label = format!("{} {}", r[0].display(), r[9].display());
+            Some(match (n(&r[5]), n(&r[6])) {
+                (Some(single), Some(shared)) => (label, vec![single, shared, 0.0]),
+                _ => (label, vec![0.0, 0.0, resident]),
+            })
+        })
+        .collect();
+    let mut report_notes = notes(&u.system, &u.notes);
+    report_notes.extend(unread_notes(u));
     Report {
         view: "vmas",
         page_size: ps,
-        notes: notes(&u.system, &u.notes),
+        notes: report_notes,
         fields: Vec::new(),
-        tables: vec![Table {
-            key: "vmas",
-            columns: vec![
-                col("pid", "PID"),
-                col("start", "START"),
-                col("end", "END"),
-                col("pages", "PAGES"),
-                col("resident", "RES"),
-                col("single", "SINGLE"),
-                col("shared", "SHARED"),
-                col("flags", "FLAGS"),
-                col("perms", "PERMS"),
-                col("name", "NAME"),
-                col("heuristic", "HEUR"),
-                col("map", "MAP"),
-            ],
-            rows: rows.clone(),
-        }],
+        tables: vec![
+            Table {
+                key: "vmas",
+                columns: vec![
+                    col("pid", "PID"),
+                    col("start", "START"),
+                    col("end", "END"),
+                    col("pages", "PAGES"),
+                    col("resident", "RES"),
+                    col("single", "SINGLE"),
+                    col("shared", "SHARED"),
+                    col("flags", "FLAGS"),
+                    col("perms", "PERMS"),
+                    col("name", "NAME"),
+                    col("heuristic", "HEUR"),
+                    col("map", "MAP"),
+                ],
+                rows,
+            },
+            Table {
+                key: "processes",
+                columns: summary_columns,
+                rows: summaries,
+            },
+        ],
         text: Some(text),
         chart: Some(Chart {
             title: "Resident pages per VMA: used once or shared".into(),
             y_label: "pages".into(),
-            series: vec!["single".into(), "shared".into()],
-            bars: rows
-                .iter()
-                .filter(|r| matches!(r[4], Value::Int(n) if n > 0))
-                .map(|r| {
-                    let n = |v: &Value| {
-                        if let Value::Int(i) = v {
-                            *i as f64
-                        } else {
-                            0.0
-                        }
-                    };
-                    (
-                        format!("{} {}", r[0].display(), r[9].display()),
-                        vec![n(&r[5]), n(&r[6])],
-                    )
-                })
-                .collect(),
+            series: vec!["single".into(), "shared".into(), "sharing unknown".into()],
+            bars,
             style: Style::Bars,
         }),
     }
@@ -492,29 +573,31 @@ fn alert_hint(v: &pagescope_core::analysis::usage::VmaUsage) -> &'static str {
 /// worst (most single-use pages) first.
 pub fn alerts(u: &Usage) -> Report {
     let mut found = Vec::new();
-    for p in &u.processes {
+    let mut unknown = Vec::new();
+    for p in u.processes.iter().filter(|p| !p.kernel_thread) {
+        if p.single.is_none() {
+            unknown.push(p.pid);
+        }
         for v in &p.vmas {
-            if v.single > 0 && v.shared > 0 {
-                found.push((p, v));
+            if let (Some(single), Some(shared)) = (v.single, v.shared) {
+                if single > 0 && shared > 0 {
+                    found.push((p, v, single, shared));
+                }
             }
         }
     }
-    found.sort_by(|a, b| {
-        b.1.single
-            .cmp(&a.1.single)
-            .then(b.1.shared.cmp(&a.1.shared))
-    });
+    found.sort_by(|a, b| b.2.cmp(&a.2).then(b.3.cmp(&a.3)));
     let mut text = String::new();
     let rows = found
         .iter()
-        .map(|(p, v)| {
+        .map(|&(p, v, single, shared)| {
             let name = if v.vma.path.is_empty() { "[anon]" } else { v.vma.path.as_str() };
             let short = name.rsplit('/').next().unwrap_or(name);
             let hint = alert_hint(v);
             let _ = writeln!(
                 text,
                 "Alert! VMA [{short}] in \"{}\" (pid {}) has {} single usage and {} shared usage, flags {}\n  hint: {hint}",
-                p.comm, p.pid, v.single, v.shared, v.vma.perms
+                p.comm, p.pid, single, shared, v.vma.perms
             );
             vec![
                 Value::Int(p.pid as u64),
@@ -523,19 +606,33 @@ pub fn alerts(u: &Usage) -> Report {
                 Value::Int(v.vma.end),
                 Value::from(name),
                 Value::from(v.vma.perms.as_str()),
-                Value::Int(v.single),
-                Value::Int(v.shared),
+                Value::Int(single),
+                Value::Int(shared),
                 Value::from(hint),
             ]
         })
         .collect();
+    let mut report_notes = notes(&u.system, &u.notes);
+    if !unknown.is_empty() {
+        let shown: Vec<String> = unknown.iter().take(8).map(u32::to_string).collect();
+        report_notes.push(format!(
+            "the share counts of {} processes are unknown (they need page frame numbers, and the processes' pages): they were not checked (pids {}{})",
+            unknown.len(),
+            shown.join(" "),
+            if unknown.len() > 8 { " ..." } else { "" }
+        ));
+    }
     if found.is_empty() {
-        text.push_str("no VMA holds both single-use and shared pages\n");
+        text.push_str(if unknown.is_empty() {
+            "no VMA holds both single-use and shared pages\n"
+        } else {
+            "no VMA of the processes whose share counts are known holds both single-use and shared pages\n"
+        });
     }
     Report {
         view: "alerts",
         page_size: u.system.page_size,
-        notes: notes(&u.system, &u.notes),
+        notes: report_notes,
         fields: Vec::new(),
         tables: vec![Table {
             key: "alerts",
@@ -560,10 +657,10 @@ pub fn alerts(u: &Usage) -> Report {
             bars: found
                 .iter()
                 .take(40)
-                .map(|(p, v)| {
+                .map(|&(p, v, single, shared)| {
                     (
                         format!("{} {}", p.comm, v.vma.path.rsplit('/').next().unwrap_or("")),
-                        vec![v.single as f64, v.shared as f64],
+                        vec![single as f64, shared as f64],
                     )
                 })
                 .collect(),
@@ -597,6 +694,11 @@ pub fn total(t: &Total) -> Report {
                 f.rss_sum_pages.into(),
             ),
             ("processes", "processes", f.processes.into()),
+            (
+                "processes_unread",
+                "  of which could not be read (not in the sums)",
+                f.processes_unread.into(),
+            ),
             (
                 "page_cache_pages",
                 "page cache (meminfo Cached + Buffers)",
@@ -681,6 +783,14 @@ fn delta(a: u64, b: u64) -> Value {
     Value::Signed(b as i64 - a as i64)
 }
 
+/// The change of a figure known on both sides, or missing.
+fn opt_delta(a: Option<u64>, b: Option<u64>) -> Value {
+    match (a, b) {
+        (Some(a), Some(b)) => delta(a, b),
+        _ => Value::Missing,
+    }
+}
+
 /// The `diff` view: what grew and shrank between two snapshots, per
 /// process (with its classes; unchanged processes left out), per unit and
 /// in total; processes whose
@@ -694,7 +804,7 @@ pub fn diff(old: &Usage, new: &Usage, old_total: &Total, new_total: &Total) -> R
         .saturating_sub(old.system.time_unix_ns)) as f64
         / 1e9;
     let (pairs, gone, born) = match_processes(old, new);
-    let empty = ProcessUsage::default();
+    let empty = ProcessUsage::absent();
     let mut rows = Vec::new();
     let mut leaks = Vec::new();
     let mut entries: Vec<(&ProcessUsage, &ProcessUsage, &str)> = pairs
@@ -703,40 +813,54 @@ pub fn diff(old: &Usage, new: &Usage, old_total: &Total, new_total: &Total) -> R
         .collect();
     entries.extend(gone.iter().map(|&i| (&old.processes[i], &empty, "gone")));
     entries.extend(born.iter().map(|&j| (&empty, &new.processes[j], "new")));
-    // Processes that did not change at all are left out.
+    // Processes that did not change at all are left out; one whose
+    // figures are unknown on either side is not known to be unchanged.
     entries.retain(|(o, n, status)| {
         *status != "both"
+            || o.rss.is_none()
+            || n.rss.is_none()
             || o.rss != n.rss
             || o.swap != n.swap
             || o.anon != n.anon
             || o.phys != n.phys
     });
-    entries.sort_by_key(|(o, n, _)| std::cmp::Reverse((n.rss as i64 - o.rss as i64).abs()));
+    // Largest change in RSS first, unknown changes last.
+    let rss_change = |o: &ProcessUsage, n: &ProcessUsage| match (o.rss, n.rss) {
+        (Some(a), Some(b)) => Some((b as i64 - a as i64).abs()),
+        _ => None,
+    };
+    entries.sort_by_key(|(o, n, _)| std::cmp::Reverse(rss_change(o, n)));
     for (o, n, status) in &entries {
         let who = if *status == "gone" { o } else { n };
         let mut r = vec![
             Value::Int(who.pid as u64),
             Value::from(who.comm.as_str()),
             Value::from(*status),
-            delta(o.rss, n.rss),
-            Value::Float(n.pss - o.pss, 1),
-            delta(o.uss, n.uss),
-            delta(o.swap, n.swap),
-            delta(o.anon, n.anon),
+            opt_delta(o.rss, n.rss),
+            float(o.pss.zip(n.pss).map(|(a, b)| b - a)),
+            opt_delta(o.uss, n.uss),
+            opt_delta(o.swap, n.swap),
+            opt_delta(o.anon, n.anon),
         ];
-        r.extend(
-            class_values(&o.phys)
-                .iter()
-                .zip(class_values(&n.phys))
-                .map(|(&a, b)| delta(a, b)),
-        );
+        match (&o.phys, &n.phys) {
+            (Some(a), Some(b)) => r.extend(
+                class_values(&a.classes)
+                    .iter()
+                    .zip(class_values(&b.classes))
+                    .map(|(&a, b)| delta(a, b)),
+            ),
+            _ => r.extend([const { Value::Missing }; 8]),
+        }
         rows.push(r);
-        if *status == "both" && n.anon > o.anon {
-            let bytes = (n.anon - o.anon) * ps;
+        let (Some(o_anon), Some(n_anon)) = (o.anon, n.anon) else {
+            continue;
+        };
+        if *status == "both" && n_anon > o_anon {
+            let bytes = (n_anon - o_anon) * ps;
             leaks.push(vec![
                 Value::Int(n.pid as u64),
                 Value::from(n.comm.as_str()),
-                Value::Int(n.anon - o.anon),
+                Value::Int(n_anon - o_anon),
                 Value::Int(bytes),
                 Value::Float(if secs > 0.0 { bytes as f64 / secs } else { 0.0 }, 0),
                 Value::from(n.cmdline.as_str()),
@@ -766,10 +890,6 @@ pub fn diff(old: &Usage, new: &Usage, old_total: &Total, new_total: &Total) -> R
         }
     }
     let (of, nf) = (&old_total.figures, &new_total.figures);
-    let opt_delta = |a: Option<u64>, b: Option<u64>| match (a, b) {
-        (Some(a), Some(b)) => delta(a, b),
-        _ => Value::Missing,
-    };
     let mut columns = vec![
         col("pid", "PID"),
         col("comm", "COMM"),
@@ -878,15 +998,14 @@ pub fn diff(old: &Usage, new: &Usage, old_total: &Total, new_total: &Total) -> R
             series: vec!["rss delta".into()],
             bars: rows
                 .iter()
-                .take(30)
-                .map(|r| {
-                    let v = if let Value::Signed(d) = r[3] {
-                        d as f64
-                    } else {
-                        0.0
-                    };
-                    (format!("{} {}", r[0].display(), r[1].display()), vec![v])
+                .filter_map(|r| match r[3] {
+                    Value::Signed(d) => Some((
+                        format!("{} {}", r[0].display(), r[1].display()),
+                        vec![d as f64],
+                    )),
+                    _ => None,
                 })
+                .take(30)
                 .collect(),
             style: Style::Bars,
         }),

@@ -61,6 +61,7 @@ fn task(pid: u32, comm: &str) -> Task {
 
 /// Two processes sharing two library pages (PFNs 500, 501); each has
 /// private anonymous pages; one page is swapped; one maps the zero page.
+/// A third process could not be read.
 fn feed(sink: &mut dyn SnapshotSink) {
     let system = SystemInfo {
         kernel_release: "6.18.0-fixture".into(),
@@ -94,6 +95,7 @@ fn feed(sink: &mut dyn SnapshotSink) {
             vma(lib, 4, "r-xp", "/usr/lib/libc.so.6"),
         ],
         rollup: None,
+        unread: Unread::Nothing,
     })
     .unwrap();
     let mut pages = vec![
@@ -122,6 +124,7 @@ fn feed(sink: &mut dyn SnapshotSink) {
             vma(lib, 4, "r-xp", "/usr/lib/libc.so.6"),
         ],
         rollup: None,
+        unread: Unread::Nothing,
     })
     .unwrap();
     let mut zero = present(heap + PS, 77, 0, false, false);
@@ -138,6 +141,13 @@ fn feed(sink: &mut dyn SnapshotSink) {
         pages,
     })
     .unwrap();
+    // A process whose memory could not be read.
+    sink.process(&ProcessRecord {
+        task: task(30, "gamma"),
+        unread: Unread::Memory,
+        ..ProcessRecord::default()
+    })
+    .unwrap();
     // A kernel thread.
     let mut k = task(2, "kthreadd");
     k.kernel_thread = true;
@@ -147,7 +157,7 @@ fn feed(sink: &mut dyn SnapshotSink) {
     })
     .unwrap();
     sink.finish(&Trailer {
-        processes: 3,
+        processes: 4,
         pages: 10,
         notes: vec![],
         duration_ns: 1,
@@ -191,8 +201,67 @@ fn processes_figures_match_the_hand_count() {
     assert_eq!(beta["pss_pages"], 2.0);
     assert_eq!(beta["uss_pages"], 1);
     assert_eq!(json["page_size"], 4096);
-    // Largest PSS first.
+    // Largest PSS first, unknown last.
     assert_eq!(rows[0]["pid"], 10);
+    assert_eq!(rows[3]["pid"], 30);
+    // Nothing is known of gamma's memory: null, not 0.
+    let gamma = &rows[3];
+    for (key, v) in gamma.as_object().unwrap() {
+        let known = ["pid", "comm", "threads", "kernel_thread", "cmdline"];
+        assert_eq!(
+            v.is_null(),
+            !known.contains(&key.as_str()),
+            "{key}: {gamma}"
+        );
+    }
+    // The kernel thread has no memory, which is known: 0.
+    let kthread = &rows[2];
+    assert_eq!(kthread["rss_pages"], 0);
+    assert_eq!(kthread["heap"], 0);
+}
+
+#[test]
+fn unread_process_in_vmas_and_diff() {
+    let mut a = Usage::new(UsageOptions {
+        all_maps: true,
+        ..UsageOptions::default()
+    });
+    feed(&mut a);
+    let json = pagescope_render::json::to_value(&views::vmas(&a, &[30, 10]));
+    assert!(json["vmas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["pid"] == 10));
+    let summary = json["processes"].as_array().unwrap();
+    assert_eq!(summary[0]["pid"], 10);
+    assert_eq!(summary[0]["heap"], 3);
+    assert_eq!(summary[0]["single"], 3);
+    assert_eq!(summary[1]["pid"], 30);
+    assert!(summary[1]["heap"].is_null() && summary[1]["rw_pages"].is_null());
+    let text = render(&views::vmas(&a, &[30]), Format::Table);
+    assert!(text.contains("its memory could not be read"), "{text}");
+    assert!(text.contains("gamma has - rw and - rx pages"), "{text}");
+
+    // gamma is unknown on both sides of a diff: listed, its changes null.
+    let mut t = Total::new();
+    feed(&mut t);
+    let diff = pagescope_render::json::to_value(&views::diff(&a, &a, &t, &t));
+    let rows = diff["processes"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "the read processes did not change: {diff}");
+    assert_eq!(rows[0]["pid"], 30);
+    assert!(rows[0]["rss_pages_delta"].is_null() && rows[0]["heap_delta"].is_null());
+    assert_eq!(rows[0]["status"], "both");
+    // In a table the unknown figures are `-`; in CSV, empty.
+    let table = render(&views::diff(&a, &a, &t, &t), Format::Table);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.contains("gamma") && l.contains("  -  ")),
+        "{table}"
+    );
+    let csv = render(&views::diff(&a, &a, &t, &t), Format::Csv);
+    assert!(csv.contains("30,gamma,both,,,,,,"), "{csv}");
 }
 
 #[test]
@@ -203,7 +272,8 @@ fn total_figures_match_the_hand_count() {
     assert_eq!(json["user_anon_pages"], 4);
     assert_eq!(json["user_file_pages"], 2);
     assert_eq!(json["rss_sum_pages"], 8);
-    assert_eq!(json["processes"], 2);
+    assert_eq!(json["processes"], 3);
+    assert_eq!(json["processes_unread"], 1);
     assert_eq!(json["free_pages"], 1024 * 1024);
     assert_eq!(json["page_cache_pages"], 256 * 1024 + 1024);
     assert_eq!(json["kernel_slab_pages"], 15360);

@@ -61,6 +61,19 @@ fn diff(args: DiffArgs) -> Result<()> {
         usage.push(u);
         totals.push(t);
     }
+    // A pid that neither snapshot holds is an error, as it is for report.
+    for pid in &args.pids {
+        if !usage
+            .iter()
+            .any(|u| u.processes.iter().any(|p| p.pid == *pid))
+        {
+            anyhow::bail!(
+                "pid {pid} is in neither {} nor {}",
+                args.old.display(),
+                args.new.display()
+            );
+        }
+    }
     let mut report = views::diff(&usage[0], &usage[1], &totals[0], &totals[1]);
     for (i, n) in cut_notes.into_iter().enumerate() {
         report.notes.insert(i, n);
@@ -342,7 +355,7 @@ fn report(args: ReportArgs) -> Result<()> {
         return pages(&args);
     }
     if args.flags.is_some() {
-        anyhow::bail!("--flags applies to the pages view only");
+        return Err(anyhow::anyhow!("--flags applies to the pages view only")).context(BadInput);
     }
     if args.view == View::Physmap {
         let mut a = Physmap::new(args.block.unwrap_or(0));
@@ -364,7 +377,10 @@ fn report(args: ReportArgs) -> Result<()> {
         return emit(&report, args.format);
     }
     if args.view == View::Vmas && args.pids.is_empty() {
-        anyhow::bail!("the vmas view needs --pid PID (the processes whose page maps to show)");
+        return Err(anyhow::anyhow!(
+            "the vmas view needs --pid PID (the processes whose page maps to show)"
+        ))
+        .context(BadInput);
     }
     let (mut report, cut): (Report, Option<String>) = match args.view {
         View::Total => {
@@ -392,6 +408,9 @@ fn report(args: ReportArgs) -> Result<()> {
                 Detail::Full
             };
             let cut = feed(&args, detail, &mut a)?;
+            if matches!(view, View::Processes | View::Vmas) {
+                check_pids_present(&args, &a)?;
+            }
             let report = match view {
                 View::Processes => views::processes(&a, args.virtual_view),
                 View::Vmas => views::vmas(&a, &args.pids),
@@ -406,27 +425,17 @@ fn report(args: ReportArgs) -> Result<()> {
     if let Some(c) = cut {
         report.notes.insert(0, c);
     }
-    if !args.pids.is_empty() && matches!(args.view, View::Processes | View::Vmas) {
-        check_pids_present(&args, &report)?;
-    }
     emit(&report, args.format)
 }
 
 /// With `--pid` on a file, a pid that the snapshot does not hold is an
 /// error, as it is on the live system.
-fn check_pids_present(args: &ReportArgs, report: &Report) -> Result<()> {
+fn check_pids_present(args: &ReportArgs, usage: &Usage) -> Result<()> {
     let Some(input) = &args.input else {
         return Ok(());
     };
-    let Some(table) = report.tables.first() else {
-        return Ok(());
-    };
     for pid in &args.pids {
-        let found = table
-            .rows
-            .iter()
-            .any(|r| r.first() == Some(&pagescope_render::Value::Int(*pid as u64)));
-        if !found {
+        if !usage.processes.iter().any(|p| p.pid == *pid) {
             anyhow::bail!("pid {pid} is not in {}", Path::new(input).display());
         }
     }

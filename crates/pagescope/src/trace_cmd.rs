@@ -95,6 +95,17 @@ pub fn trace(args: TraceArgs) -> Result<u8> {
         }
         return Ok(0);
     }
+    if let Some(cpu) = args.cpu {
+        let allowed = pagescope_linux::system::allowed_cpus();
+        if !allowed.contains(&cpu) {
+            let list: Vec<String> = allowed.iter().map(usize::to_string).collect();
+            return Err(anyhow::anyhow!(
+                "--cpu {cpu}: pagescope may run on CPUs {} only",
+                list.join(" ")
+            ))
+            .context(BadInput);
+        }
+    }
     let want = match args.evict {
         EvictArg::Auto => None,
         EvictArg::Move => Some(EvictMethod::Move),

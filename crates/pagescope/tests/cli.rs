@@ -380,3 +380,53 @@ fn snapshot_killed_mid_write_leaves_a_readable_file() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(!v["processes"].as_array().unwrap().is_empty());
 }
+
+/// Usage errors exit 2 with one line; a pid that the input lacks is a
+/// failed job, 1, for `report` and `diff` alike; as root and as nobody.
+#[test]
+fn usage_errors_exit_2_and_absent_pids_1() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let nobody = as_nobody();
+    let mut wrappers: Vec<&[&str]> = vec![&[]];
+    if let Some(n) = &nobody {
+        wrappers.push(n);
+    }
+    for (i, wrapper) in wrappers.into_iter().enumerate() {
+        let snap = temp_path(dir.path(), &format!("u{i}.snap"));
+        let me = std::process::id().to_string();
+        let out = run(
+            wrapper,
+            &["snapshot", "-q", "--pid", "1", "--pid", &me, "-o", &snap],
+        );
+        assert!(out.status.success(), "{out:?}");
+        let says = |args: &[&str], code: i32, what: &str| {
+            let line = failed_with(&run(wrapper, args), code);
+            assert!(line.contains(what), "{args:?} under {wrapper:?}: {line}");
+        };
+        says(&["report", "vmas", "-i", &snap], 2, "needs --pid");
+        says(&["report", "vmas"], 2, "needs --pid");
+        says(
+            &["report", "processes", "-i", &snap, "--flags", "anonymous"],
+            2,
+            "--flags applies to the pages view only",
+        );
+        says(
+            &["report", "processes", "-i", &snap, "--pid", "99999999"],
+            1,
+            "pid 99999999 is not in",
+        );
+        says(
+            &["diff", &snap, &snap, "--pid", "99999999"],
+            1,
+            "pid 99999999 is in neither",
+        );
+        // A pid that the snapshots hold is fine.
+        let out = run(wrapper, &["diff", &snap, &snap, "--pid", &me, "-f", "json"]);
+        assert!(out.status.success(), "{out:?}");
+    }
+}

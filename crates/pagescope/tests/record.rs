@@ -1299,3 +1299,186 @@ fn bad_input_is_refused_with_a_message() {
     assert_eq!(o.status.code(), Some(1), "{o:?}");
     assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/program"));
 }
+
+/// Waits until `pid` is traced (by a recorder that froze it).
+fn wait_traced(pid: u32) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let t = tracer_of(pid);
+        if t != 0 {
+            return t;
+        }
+        assert!(Instant::now() < deadline, "{pid} was not traced in 10 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A refused `record --pid` names the cause that holds here: a kernel
+/// thread, pagescope itself, a process another recorder traces (root),
+/// another user's process (nobody); never Yama where there is none, and
+/// `--no-freeze` only where it would help.
+#[test]
+fn refused_recordings_name_their_cause() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = temp_path(dir.path(), "r.rec");
+    if pid_2_is_a_kernel_thread() {
+        let line = failed_with(
+            &run(
+                &[],
+                &["record", "-q", "--pid", "2", "--duration", "1s", "-o", &out],
+            ),
+            1,
+        );
+        assert!(
+            line.contains("pid 2 (kthreadd) is a kernel thread"),
+            "{line}"
+        );
+        assert!(
+            !line.contains("Yama") && !line.contains("--no-freeze"),
+            "{line}"
+        );
+    } else {
+        eprintln!("skipped (kernel thread): pid 2 is not a kernel thread here");
+    }
+    // `$$` of a shell that execs pagescope is pagescope itself.
+    let script = format!(
+        "exec {} record -q --pid $$ --duration 1s -o {out}",
+        pagescope_bin().display()
+    );
+    let line = failed_with(
+        &Command::new("sh").args(["-c", &script]).output().unwrap(),
+        1,
+    );
+    assert!(line.contains("is pagescope's own process"), "{line}");
+    assert_yama_named_truly(&line);
+
+    // A process another recorder holds: the holder is named.
+    let pt = Pagetest::start(&[], &["--size", "8M", "--hold"], "done");
+    let pid = pt.pid().to_string();
+    let mut holder = Command::new(pagescope_bin())
+        .args([
+            "record",
+            "-q",
+            "--backend",
+            "refs",
+            "--duration",
+            "4s",
+            "--pid",
+            &pid,
+        ])
+        .args(["-o", &temp_path(dir.path(), "holder.rec")])
+        .spawn()
+        .unwrap();
+    let tracer = wait_traced(pt.pid());
+    assert_eq!(tracer, holder.id());
+    let line = failed_with(
+        &run(
+            &[],
+            &[
+                "record",
+                "-q",
+                "--pid",
+                &pid,
+                "--duration",
+                "1s",
+                "-o",
+                &out,
+            ],
+        ),
+        1,
+    );
+    // Another pagescope is seen by its lock before ptrace is tried.
+    assert!(
+        line.contains(&format!(
+            "already observed by pagescope (pid {tracer}, `record`)"
+        )),
+        "{line}"
+    );
+    assert!(!line.contains("run as root"), "{line}");
+    assert_yama_named_truly(&line);
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(holder.id() as i32).unwrap(),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    assert!(holder.wait().unwrap().success());
+
+    // As nobody: root's process belongs to another user.
+    let Some(nobody) = as_nobody() else { return };
+    let line = failed_with(
+        &run(
+            &nobody,
+            &[
+                "record",
+                "-q",
+                "--pid",
+                "1",
+                "--duration",
+                "1s",
+                "-o",
+                "/dev/null",
+            ],
+        ),
+        1,
+    );
+    assert!(line.contains("belongs to uid 0"), "{line}");
+    assert!(line.contains("CAP_SYS_PTRACE"), "{line}");
+    assert!(
+        !line.contains("--no-freeze"),
+        "smaps needs the same access: {line}"
+    );
+    assert_yama_named_truly(&line);
+}
+
+/// As nobody, where `vm.unprivileged_userfaultfd` is 0 and the kernel has
+/// no soft-dirty bits, `record` says that the sysctl keeps it from
+/// knowing written pages, not that the kernel lacks PAGEMAP_SCAN.
+#[test]
+fn written_pages_unknown_as_nobody_names_the_sysctl() {
+    let Some(nobody) = as_nobody() else { return };
+    let page_size = rustix::param::page_size() as u64;
+    if pagescope_linux::record::has_soft_dirty(Path::new("/proc"), page_size) {
+        skip!(
+            "no-soft-dirty",
+            "this kernel has soft-dirty bits, which need no userfaultfd"
+        );
+    }
+    if unprivileged_userfaultfd() != Some(0) {
+        skip!(
+            "unprivileged-userfaultfd-0",
+            "vm.unprivileged_userfaultfd is not 0 here"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let out = temp_path(dir.path(), "w.rec");
+    let pt = pagetest_bin();
+    let run = run(
+        &nobody,
+        &[
+            "record",
+            "--backend",
+            "refs",
+            "-o",
+            &out,
+            "--",
+            pt.to_str().unwrap(),
+        ]
+        .into_iter()
+        .chain(["--size", "1M", "--iterations", "2", "--sleep", "100ms"])
+        .collect::<Vec<_>>(),
+    );
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    let note = stderr
+        .lines()
+        .find(|l| l.contains("written pages are not known"))
+        .unwrap_or_else(|| panic!("no note on written pages: {stderr}"));
+    assert!(note.contains("vm.unprivileged_userfaultfd is 0"), "{note}");
+    assert!(!note.contains("Linux 6.7"), "{note}");
+}

@@ -1816,7 +1816,7 @@ fn attach_to_a_traced_process_names_its_tracer() {
     let _ = first.wait();
     assert!(!out.status.success());
     assert!(
-        err.contains(&format!("already traced by process {}", first.id())),
+        err.contains(&format!("already traced by pid {} (pagescope)", first.id())),
         "{err}"
     );
 }
@@ -1851,4 +1851,137 @@ fn python3() -> String {
         .output()
         .expect("python3 runs");
     String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// `--cpu` of a CPU that pagescope may not run on is a usage error.
+#[test]
+fn trace_on_a_cpu_not_allowed_is_a_usage_error() {
+    let allowed = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("Cpus_allowed_list:")
+                .map(str::trim)
+                .map(String::from)
+        })
+        .unwrap();
+    // The highest allowed CPU is the last number of the list (`0-1,4`).
+    let last: usize = allowed.rsplit([',', '-']).next().unwrap().parse().unwrap();
+    let cpu = (last + 1).to_string();
+    let line = failed_with(
+        &run(
+            &[],
+            &[
+                "trace",
+                "-q",
+                "--cpu",
+                &cpu,
+                "-o",
+                "/dev/null",
+                "--",
+                "true",
+            ],
+        ),
+        2,
+    );
+    assert!(line.contains(&format!("--cpu {cpu}")), "{line}");
+}
+
+/// A refused `trace` names the cause that holds here: a kernel thread; a
+/// process another pagescope traces; pid 1 where the kernel refuses root
+/// even to read it (no "run as root" to root); as nobody, the
+/// userfaultfd that `vm.unprivileged_userfaultfd=0` refuses.
+#[test]
+fn refused_traces_name_their_cause() {
+    let _serial = serial();
+    if let Some((feature, why)) = trace_unsupported() {
+        skip!(feature, why);
+    }
+    if pid_2_is_a_kernel_thread() {
+        let line = failed_with(
+            &run(&[], &["trace", "-q", "--pid", "2", "-o", "/dev/null"]),
+            1,
+        );
+        assert!(
+            line.contains("pid 2 (kthreadd) is a kernel thread"),
+            "{line}"
+        );
+        assert!(
+            !line.contains("Yama") && !line.contains("run as root"),
+            "{line}"
+        );
+    }
+
+    // A process another pagescope holds: the holder is named.
+    let dir = tempfile::tempdir().unwrap();
+    let pt = Pagetest::start(&[], &["--size", "8M", "--hold"], "done");
+    let pid = pt.pid().to_string();
+    let mut holder = Command::new(pagescope_bin())
+        .args([
+            "record",
+            "-q",
+            "--backend",
+            "refs",
+            "--duration",
+            "4s",
+            "--pid",
+            &pid,
+        ])
+        .args(["-o", &temp_path(dir.path(), "holder.rec")])
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tracer_of(pt.pid()) != holder.id() {
+        assert!(Instant::now() < deadline, "the recorder did not attach");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let line = failed_with(
+        &run(&[], &["trace", "-q", "--pid", &pid, "-o", "/dev/null"]),
+        1,
+    );
+    // Another pagescope is seen by its lock before ptrace is tried.
+    assert!(
+        line.contains(&format!(
+            "already observed by pagescope (pid {}, `record`)",
+            holder.id()
+        )),
+        "{line}"
+    );
+    assert!(!line.contains("run as root"), "{line}");
+    assert_yama_named_truly(&line);
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(holder.id() as i32).unwrap(),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    assert!(holder.wait().unwrap().success());
+
+    // Where the kernel refuses root even to read pid 1 (/proc/1/ns/user
+    // needs the same access, read-only), attaching is refused too: the
+    // message says what was ruled out, and does not say "run as root".
+    match std::fs::read_link("/proc/1/ns/user") {
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            let line = failed_with(
+                &run(&[], &["trace", "-q", "--pid", "1", "-o", "/dev/null"]),
+                1,
+            );
+            assert!(line.contains("pagescope has CAP_SYS_PTRACE"), "{line}");
+            assert!(line.contains("not traced"), "{line}");
+            assert!(!line.contains("run as root"), "{line}");
+            assert_eq!(line.contains("there is no Yama"), !has_yama(), "{line}");
+        }
+        _ => eprintln!("skipped (pid 1): root may trace pid 1 here, and the test leaves it alone"),
+    }
+
+    let Some(nobody) = as_nobody() else { return };
+    if unprivileged_userfaultfd() == Some(0) {
+        let line = failed_with(
+            &run(&nobody, &["trace", "-q", "-o", "/dev/null", "--", "true"]),
+            1,
+        );
+        assert!(line.contains("vm.unprivileged_userfaultfd is 0"), "{line}");
+        assert!(!line.contains("not supported"), "{line}");
+    } else {
+        eprintln!("skipped (nobody): vm.unprivileged_userfaultfd is not 0 here");
+    }
 }

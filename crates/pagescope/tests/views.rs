@@ -790,3 +790,201 @@ fn physmap_agrees_with_the_kernels_counters() {
     let svg = run_ok(&["report", "physmap", "-i", &snap, "-f", "svg"]);
     roxmltree::Document::parse(std::str::from_utf8(&svg.stdout).unwrap()).unwrap();
 }
+
+/// Every figure of the processes report, by key.
+const PROCESS_FIGURES: [&str; 22] = [
+    "rss_pages",
+    "pss_pages",
+    "uss_pages",
+    "swap_pages",
+    "rw_pages",
+    "rx_pages",
+    "total_pages",
+    "stack",
+    "data",
+    "text",
+    "heap",
+    "lib_bss",
+    "lib_data",
+    "lib_text",
+    "other",
+    "single",
+    "multi",
+    "anon_pages",
+    "smaps_rss_pages",
+    "smaps_pss_pages",
+    "smaps_uss_pages",
+    "smaps_swap_pages",
+];
+
+/// The processes report `v` gives every figure of the processes `unread`
+/// as null, and those of `readable` as the kernel's smaps_rollup says.
+fn check_processes_as_nobody(what: &str, v: &Value, unread: &[u32], readable: u32) {
+    for &pid in unread {
+        let row = process_row(v, pid);
+        for key in PROCESS_FIGURES.iter().chain(&["source", "heuristic"]) {
+            assert!(row[key].is_null(), "{what}: pid {pid} {key}: {row}");
+        }
+        assert!(row["threads"].as_u64().unwrap() >= 1, "{what}: {row}");
+    }
+    let row = process_row(v, readable);
+    let rollup = smaps_rollup(readable);
+    for (key, kernel) in [
+        ("rss_pages", rollup["Rss"]),
+        ("pss_pages", rollup["Pss"]),
+        (
+            "uss_pages",
+            rollup["Private_Clean"] + rollup["Private_Dirty"],
+        ),
+        ("swap_pages", rollup["Swap"]),
+        ("anon_pages", rollup["Anonymous"]),
+        ("smaps_rss_pages", rollup["Rss"]),
+    ] {
+        let ours = row[key]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{what}: {key} of pid {readable}: {row}"));
+        assert_close(&format!("{what}: {key}"), ours, kernel as f64 / 4.0, 1.0);
+    }
+}
+
+/// As `nobody`, pagescope may not read the memory of root's processes:
+/// every figure of theirs is null (never 0), live and from a snapshot
+/// taken as nobody, in every view and format; the figures of nobody's
+/// own process agree with smaps_rollup.
+#[test]
+fn as_nobody_what_could_not_be_read_is_null() {
+    let Some(nobody) = as_nobody() else { return };
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let theirs = Pagetest::start(&[], &["--size", "16M", "--hold"], "done");
+    let mine = Pagetest::start(&nobody, &["--size", "8M", "--hold"], "done");
+    let (t, m) = (theirs.pid().to_string(), mine.pid().to_string());
+    let unread = [1, theirs.pid()];
+    let select = ["--pid", "1", "--pid", &t, "--pid", &m];
+
+    // Live: the quick smaps_rollup read, and every page with --classes.
+    let mut args = vec!["report", "processes", "-f", "json"];
+    args.extend(select);
+    let live: Value = serde_json::from_slice(&run_ok_as(&nobody, &args).stdout).unwrap();
+    check_processes_as_nobody("live", &live, &unread, mine.pid());
+    args.push("--classes");
+    let live: Value = serde_json::from_slice(&run_ok_as(&nobody, &args).stdout).unwrap();
+    check_processes_as_nobody("live --classes", &live, &unread, mine.pid());
+    let row = process_row(&live, mine.pid());
+    assert_eq!(row["total_pages"], row["rss_pages"], "{row}");
+    assert!(row["single"].is_null(), "share counts need PFNs: {row}");
+
+    // A snapshot taken as nobody, reported as nobody and as root.
+    let snap = temp_path(dir.path(), "nobody.snap");
+    let mut args = vec!["snapshot", "-q", "-o", &snap];
+    args.extend(select);
+    run_ok_as(&nobody, &args);
+    for wrapper in [&nobody[..], &[]] {
+        let v: Value = serde_json::from_slice(
+            &run_ok_as(wrapper, &["report", "processes", "-i", &snap, "-f", "json"]).stdout,
+        )
+        .unwrap();
+        check_processes_as_nobody("snapshot", &v, &unread, mine.pid());
+        let row = process_row(&v, mine.pid());
+        assert_eq!(row["total_pages"], row["rss_pages"], "{row}");
+    }
+    let v = report_json(&[
+        "report",
+        "processes",
+        "-i",
+        &snap,
+        "--virtual",
+        "-f",
+        "json",
+    ]);
+    for key in PROCESS_FIGURES {
+        assert!(
+            process_row(&v, theirs.pid())[key].is_null(),
+            "--virtual {key}"
+        );
+    }
+    assert!(process_row(&v, mine.pid())["total_pages"].as_u64().unwrap() >= mine.pages());
+
+    // The same row in CSV (empty cells) and in a table (`-`).
+    let csv = String::from_utf8(
+        run_ok(&["report", "processes", "-i", &snap, "--pid", &t, "-f", "csv"]).stdout,
+    )
+    .unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let cells: Vec<&str> = lines.next().unwrap().split(',').collect();
+    for key in PROCESS_FIGURES {
+        let i = header.iter().position(|h| *h == key).unwrap();
+        assert_eq!(cells[i], "", "CSV {key}: {csv}");
+    }
+    let table =
+        String::from_utf8(run_ok(&["report", "processes", "-i", &snap, "--pid", &t]).stdout)
+            .unwrap();
+    let row = table
+        .lines()
+        .find(|l| l.trim_start().starts_with(&t))
+        .unwrap();
+    let fields: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(&fields[2..5], ["-", "-", "-"], "RSS PSS USS: {table}");
+
+    // vmas: no VMA is known of theirs, and its summary is null; mine has
+    // its resident pages per VMA, but no share counts (PFNs are hidden).
+    let v = report_json(&["report", "vmas", "-i", &snap, "--pid", &t, "-f", "json"]);
+    assert!(v["vmas"].as_array().unwrap().is_empty(), "{v}");
+    let summary = &v["processes"][0];
+    assert_eq!(summary["pid"], theirs.pid());
+    for key in ["rw_pages", "rx_pages", "heap", "single", "multi"] {
+        assert!(summary[key].is_null(), "vmas summary {key}: {summary}");
+    }
+    let v = report_json(&["report", "vmas", "-i", &snap, "--pid", &m, "-f", "json"]);
+    let vmas = v["vmas"].as_array().unwrap();
+    let resident: u64 = vmas.iter().map(|r| r["resident"].as_u64().unwrap()).sum();
+    assert_close(
+        "vmas resident",
+        resident as f64,
+        smaps_rollup(mine.pid())["Rss"] as f64 / 4.0,
+        1.0,
+    );
+    assert!(vmas
+        .iter()
+        .all(|r| r["single"].is_null() && r["shared"].is_null()));
+
+    // total counts the processes it could not read, and says so.
+    let v = report_json(&["report", "total", "-i", &snap, "-f", "json"]);
+    assert_eq!(v["processes_unread"], 2, "{v}");
+    assert!(v["user_pages"].is_null());
+
+    // diff: theirs is unknown on both sides, not unchanged.
+    let snap2 = temp_path(dir.path(), "nobody2.snap");
+    let mut args = vec!["snapshot", "-q", "-o", &snap2];
+    args.extend(select);
+    run_ok_as(&nobody, &args);
+    let v = report_json(&["diff", &snap, &snap2, "-f", "json"]);
+    let row = v["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["pid"] == theirs.pid())
+        .unwrap_or_else(|| panic!("an unread process is not unchanged: {v}"));
+    for key in [
+        "rss_pages_delta",
+        "pss_pages_delta",
+        "anon_pages_delta",
+        "heap_delta",
+    ] {
+        assert!(row[key].is_null(), "diff {key}: {row}");
+    }
+    assert!(
+        !v["leaks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["pid"] == theirs.pid()),
+        "{v}"
+    );
+}

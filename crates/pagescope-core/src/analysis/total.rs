@@ -23,6 +23,9 @@ pub struct TotalFigures {
     pub rss_sum_pages: u64,
     /// Processes counted.
     pub processes: u64,
+    /// Of those, the processes whose memory or pages could not be read:
+    /// the sums over processes (user pages, the RSS sum) leave them out.
+    pub processes_unread: u64,
     /// meminfo MemTotal.
     pub mem_total_pages: u64,
     /// meminfo MemFree.
@@ -61,6 +64,8 @@ pub struct Total {
     /// [`BITMAP_PFNS`] pages, or a damaged file).
     seen_far: std::collections::HashSet<u64>,
     vmas: Vec<Vma>,
+    /// Whether the pages of the current process count (it was read).
+    counting: bool,
     cursor: VmaCursor,
     anon: u64,
     distinct: u64,
@@ -121,10 +126,14 @@ impl SnapshotSink for Total {
     fn process(&mut self, p: &ProcessRecord) -> Result<()> {
         self.vmas = p.vmas.clone();
         self.cursor = VmaCursor::default();
+        self.counting = p.pages_read();
         if !p.task.kernel_thread {
             self.figures.processes += 1;
+            if !self.counting {
+                self.figures.processes_unread += 1;
+            }
         }
-        if !self.system.pfns_visible {
+        if !self.system.pfns_visible && self.counting {
             let kpp = (self.system.page_size / 1024).max(1);
             self.figures.rss_sum_pages += p.vmas.iter().map(|v| v.smaps.rss).sum::<u64>() / kpp;
         }
@@ -132,7 +141,7 @@ impl SnapshotSink for Total {
     }
 
     fn pages(&mut self, chunk: &PageChunk) -> Result<()> {
-        if !self.system.pfns_visible {
+        if !self.system.pfns_visible || !self.counting {
             return Ok(());
         }
         for page in &chunk.pages {

@@ -12,7 +12,8 @@ use super::classify::{classify_vmas, ElfTable, PageClass, VmaClass};
 use super::{is_resident, VmaCursor};
 use crate::kpageflags::KPageFlags;
 use crate::model::{
-    ElfFile, PageChunk, ProcessRecord, SmapsCounters, SnapshotSink, SystemInfo, Trailer, Vma,
+    ElfFile, PageChunk, ProcessRecord, SmapsCounters, SnapshotSink, SystemInfo, Trailer, Unread,
+    Vma,
 };
 use crate::Result;
 use std::collections::BTreeMap;
@@ -68,19 +69,57 @@ impl ClassCounts {
     }
 }
 
+/// A process's pages counted one way (resident, or mapped): by class,
+/// and by the permissions of their VMAs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PageCounts {
+    /// By class.
+    pub classes: ClassCounts,
+    /// In writable VMAs.
+    pub rw: u64,
+    /// In read-only or executable VMAs.
+    pub rx: u64,
+}
+
+impl PageCounts {
+    /// Adds `n` pages of `class` in `vma` (of the application or not).
+    fn add(&mut self, vma: &Vma, class: PageClass, app: bool, n: u64) {
+        self.classes.add(class, app, n);
+        if vma.is_write() {
+            self.rw += n;
+        } else {
+            self.rx += n;
+        }
+    }
+
+    /// All of them.
+    pub fn total(&self) -> u64 {
+        self.rw + self.rx
+    }
+}
+
+/// Adds one to a count that is known.
+fn bump(count: &mut Option<u64>) {
+    if let Some(n) = count {
+        *n += 1;
+    }
+}
+
 /// One VMA's use.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct VmaUsage {
     /// The VMA.
     pub vma: Vma,
-    /// Resident pages.
-    pub resident: u64,
-    /// Resident pages mapped once.
-    pub single: u64,
-    /// Resident pages mapped more than once.
-    pub shared: u64,
+    /// Resident pages (`None`: the process's pages could not be read).
+    pub resident: Option<u64>,
+    /// Resident pages mapped once (`None`: unknown, as share counts need
+    /// page frame numbers).
+    pub single: Option<u64>,
+    /// Resident pages mapped more than once (`None` as for `single`).
+    pub shared: Option<u64>,
     /// Of the single pages, the anonymous ones: in a file mapping, private
-    /// copies (copy-on-write, relocations).
+    /// copies (copy-on-write, relocations). Meaningful where `single` is
+    /// known.
     pub single_anon: u64,
     /// The paper's flags: `S` stack, `X` the application's own, `r` `w`
     /// `x`, `B` .bss or heap; `.` where a flag is clear.
@@ -109,42 +148,61 @@ pub struct ProcessUsage {
     pub threads: u32,
     /// Kernel thread.
     pub kernel_thread: bool,
+    /// What of it could not be read. Every figure that depends on it is
+    /// `None`: unknown, not zero.
+    pub unread: Unread,
     /// Figures come from pages (true) or from smaps sums (false).
     pub from_pages: bool,
     /// Only the kernel's smaps_rollup sums were read: no VMAs, no classes.
     pub rollup_only: bool,
     /// RSS in pages.
-    pub rss: u64,
+    pub rss: Option<u64>,
     /// PSS in pages.
-    pub pss: f64,
+    pub pss: Option<f64>,
     /// USS in pages.
-    pub uss: u64,
+    pub uss: Option<u64>,
     /// Swapped pages.
-    pub swap: u64,
+    pub swap: Option<u64>,
     /// Resident anonymous pages.
-    pub anon: u64,
-    /// Resident pages by class.
-    pub phys: ClassCounts,
-    /// Mapped (virtual) pages by class.
-    pub virt: ClassCounts,
-    /// Resident pages in writable VMAs.
-    pub rw_phys: u64,
-    /// Resident pages in read-only or executable VMAs.
-    pub rx_phys: u64,
-    /// Mapped pages in writable VMAs.
-    pub rw_virt: u64,
-    /// Mapped pages in read-only or executable VMAs.
-    pub rx_virt: u64,
-    /// Resident pages mapped once (kpagecount 1).
-    pub single: u64,
-    /// Resident pages mapped more than once.
-    pub multi: u64,
-    /// Some VMAs were classified by permissions.
-    pub heuristic: bool,
-    /// The smaps sums.
-    pub smaps: SmapsCounters,
+    pub anon: Option<u64>,
+    /// Resident pages by class and permissions (`None` unless its VMAs and
+    /// pages were read).
+    pub phys: Option<PageCounts>,
+    /// Mapped (virtual) pages by class and permissions (`None` unless its
+    /// VMAs were read).
+    pub virt: Option<PageCounts>,
+    /// Resident pages mapped once (kpagecount 1; `None` without page
+    /// frame numbers).
+    pub single: Option<u64>,
+    /// Resident pages mapped more than once (`None` as for `single`).
+    pub multi: Option<u64>,
+    /// Some VMAs were classified by permissions (`None`: none was read).
+    pub heuristic: Option<bool>,
+    /// The smaps sums (`None`: its memory could not be read).
+    pub smaps: Option<SmapsCounters>,
     /// The VMAs.
     pub vmas: Vec<VmaUsage>,
+}
+
+impl ProcessUsage {
+    /// A process with no memory at all, every figure known: the other side
+    /// of a process that one of two snapshots does not hold.
+    pub fn absent() -> ProcessUsage {
+        ProcessUsage {
+            rss: Some(0),
+            pss: Some(0.0),
+            uss: Some(0),
+            swap: Some(0),
+            anon: Some(0),
+            phys: Some(PageCounts::default()),
+            virt: Some(PageCounts::default()),
+            single: Some(0),
+            multi: Some(0),
+            heuristic: Some(false),
+            smaps: Some(SmapsCounters::default()),
+            ..ProcessUsage::default()
+        }
+    }
 }
 
 /// One segment of an executable unit, across processes.
@@ -293,14 +351,19 @@ impl SnapshotSink for Usage {
     fn process(&mut self, p: &ProcessRecord) -> Result<()> {
         let ps = self.page_size();
         let kpp = (ps / 1024).max(1);
-        let smaps = p.rollup.unwrap_or_else(|| {
-            let mut sum = SmapsCounters::default();
-            for v in &p.vmas {
-                sum.add(&v.smaps);
-            }
-            sum
+        let memory = p.memory_read();
+        let vmas_read = memory && p.rollup.is_none();
+        let pages_read = vmas_read && p.pages_read();
+        let smaps = memory.then(|| {
+            p.rollup.unwrap_or_else(|| {
+                let mut sum = SmapsCounters::default();
+                for v in &p.vmas {
+                    sum.add(&v.smaps);
+                }
+                sum
+            })
         });
-        let from_pages = self.system.pfns_visible && p.rollup.is_none();
+        let from_pages = self.system.pfns_visible && pages_read;
         self.classes = classify_vmas(&p.task, &p.vmas, &self.elfs, ps);
         self.seen.clear();
         self.cursor = VmaCursor::default();
@@ -312,29 +375,52 @@ impl SnapshotSink for Usage {
             cmdline: p.task.cmdline.join(" "),
             threads: p.task.threads,
             kernel_thread: p.task.kernel_thread,
+            unread: p.unread,
             from_pages,
             rollup_only: p.rollup.is_some(),
             smaps,
+            phys: pages_read.then(PageCounts::default),
+            virt: vmas_read.then(PageCounts::default),
+            heuristic: vmas_read.then_some(false),
             ..ProcessUsage::default()
         };
-        if !from_pages {
-            u.rss = smaps.rss / kpp;
-            u.pss = smaps.pss as f64 / kpp as f64;
-            u.uss = (smaps.private_clean + smaps.private_dirty) / kpp;
-            u.swap = smaps.swap / kpp;
-            u.anon = smaps.anonymous / kpp;
+        if from_pages {
+            u.rss = Some(0);
+            u.pss = Some(0.0);
+            u.uss = Some(0);
+            u.swap = Some(0);
+            u.anon = Some(0);
+            u.single = Some(0);
+            u.multi = Some(0);
+        } else if let Some(smaps) = smaps {
+            u.rss = Some(smaps.rss / kpp);
+            u.pss = Some(smaps.pss as f64 / kpp as f64);
+            u.uss = Some((smaps.private_clean + smaps.private_dirty) / kpp);
+            u.swap = Some(smaps.swap / kpp);
+            u.anon = Some(smaps.anonymous / kpp);
         }
+        // Sums over processes (the units) cover the processes read in full.
+        let units = pages_read;
         let mut unit_procs: Vec<(String, u64)> = Vec::new();
         let mut units_seen: Vec<String> = Vec::new();
         for (v, c) in p.vmas.iter().zip(&self.classes) {
             let pages = v.pages(ps);
-            u.heuristic |= c.heuristic;
+            if let Some(h) = u.heuristic.as_mut() {
+                *h |= c.heuristic;
+            }
+            let virt = u.virt.as_mut();
             // Virtual view: unit VMAs page by page, others whole.
             if c.unit.is_some() {
+                let mut virt = virt;
                 for i in 0..pages {
                     let addr = v.start + i * ps;
                     let class = c.page_class(&self.elfs, addr, ps);
-                    u.virt.add(class, c.is_app(), 1);
+                    if let Some(virt) = virt.as_mut() {
+                        virt.add(v, class, c.is_app(), 1);
+                    }
+                    if !units {
+                        continue;
+                    }
                     if let Some((key, _, seg_pages, perms, heuristic)) =
                         segment_of(&self.elfs, ps, c, v, addr)
                     {
@@ -368,20 +454,19 @@ impl SnapshotSink for Usage {
                         _ => {}
                     }
                 }
-            } else {
-                u.virt.add(c.base, false, pages);
-            }
-            if v.is_write() {
-                u.rw_virt += pages;
-            } else {
-                u.rx_virt += pages;
+            } else if let Some(virt) = virt {
+                virt.add(v, c.base, false, pages);
             }
             u.vmas.push(VmaUsage {
                 vma: v.clone(),
+                resident: pages_read.then_some(0),
+                single: from_pages.then_some(0),
+                shared: from_pages.then_some(0),
                 flags: c.paper_flags(v),
                 unit: c.unit_path().map(str::to_string),
                 heuristic: c.heuristic,
-                map: (keep_maps && pages <= MAX_MAP_PAGES).then(|| vec![0; pages as usize]),
+                map: (keep_maps && pages_read && pages <= MAX_MAP_PAGES)
+                    .then(|| vec![0; pages as usize]),
                 ..VmaUsage::default()
             });
         }
@@ -397,11 +482,16 @@ impl SnapshotSink for Usage {
         if u.pid != chunk.pid || u.start_time != chunk.start_time {
             return Ok(());
         }
+        // Pages of a process whose pages were not meant to be read (a
+        // damaged file) are not counted.
+        if u.phys.is_none() {
+            return Ok(());
+        }
         for page in &chunk.pages {
             let u = self.processes.last_mut().expect("checked above");
             if page.entry.is_swapped() {
                 if u.from_pages {
-                    u.swap += 1;
+                    bump(&mut u.swap);
                 }
                 continue;
             }
@@ -412,32 +502,31 @@ impl SnapshotSink for Usage {
             }
             let count = page.phys.map(|p| p.count);
             if u.from_pages {
-                u.rss += 1;
+                bump(&mut u.rss);
                 if let Some(ph) = page.phys {
                     if ph.flags.contains(KPageFlags::ANON) {
-                        u.anon += 1;
+                        bump(&mut u.anon);
                     }
-                    u.pss += 1.0 / ph.count.max(1) as f64;
+                    if let Some(pss) = u.pss.as_mut() {
+                        *pss += 1.0 / ph.count.max(1) as f64;
+                    }
                 }
                 if page.entry.is_exclusive() {
-                    u.uss += 1;
+                    bump(&mut u.uss);
                 }
             }
             let Some(i) = idx else { continue };
             let c = &self.classes[i];
             let class = c.page_class(&self.elfs, page.vaddr, ps);
-            u.phys.add(class, c.is_app(), 1);
             let vu = &mut u.vmas[i];
-            if vu.vma.is_write() {
-                u.rw_phys += 1;
-            } else {
-                u.rx_phys += 1;
+            if let Some(phys) = u.phys.as_mut() {
+                phys.add(&vu.vma, class, c.is_app(), 1);
             }
-            vu.resident += 1;
-            if let Some(n) = count {
+            bump(&mut vu.resident);
+            if let (Some(n), true) = (count, u.from_pages) {
                 if n <= 1 {
-                    vu.single += 1;
-                    u.single += 1;
+                    bump(&mut vu.single);
+                    bump(&mut u.single);
                     if page
                         .phys
                         .is_some_and(|p| p.flags.contains(KPageFlags::ANON))
@@ -445,8 +534,8 @@ impl SnapshotSink for Usage {
                         vu.single_anon += 1;
                     }
                 } else {
-                    vu.shared += 1;
-                    u.multi += 1;
+                    bump(&mut vu.shared);
+                    bump(&mut u.multi);
                 }
             }
             if let Some(map) = vu.map.as_mut() {

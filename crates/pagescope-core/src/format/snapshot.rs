@@ -4,7 +4,8 @@
 use super::frame::{decode, open_kind, Completeness, Kind, RecordFile};
 use super::{codec, frame_type};
 use crate::model::{
-    ElfFile, PageChunk, PhysChunk, ProcessRecord, SnapshotSink, SystemInfo, Trailer,
+    ElfFile, PageChunk, PhysChunk, ProcessRecord, SmapsCounters, SnapshotSink, SystemInfo, Task,
+    Trailer, Unread, Vma,
 };
 use crate::{Error, Result};
 use std::io::{Read, Write};
@@ -70,6 +71,43 @@ impl<W: Write> SnapshotSink for SnapshotWriter<W> {
     }
 }
 
+/// A process record as files written before [`ProcessRecord::unread`]
+/// hold it: the same fields, in the same order, without that one.
+#[derive(serde::Deserialize)]
+struct ProcessBeforeUnread {
+    task: Task,
+    vmas: Vec<Vma>,
+    rollup: Option<SmapsCounters>,
+}
+
+/// Decodes a process record, of this version or of files written before
+/// it said what could not be read. In those, a process that is not a
+/// kernel thread and has no VMA and no rollup is one whose memory could
+/// not be read: the collector skips every process that exits while read,
+/// and a live process has VMAs.
+fn decode_process(path: &Path, at: u64, payload: &[u8]) -> Result<ProcessRecord> {
+    let bad = |e: postcard::Error| {
+        Error::corrupt(path, format!("frame at byte {at}: bad process record: {e}"))
+    };
+    let (old, rest): (ProcessBeforeUnread, &[u8]) =
+        postcard::take_from_bytes(payload).map_err(bad)?;
+    let unread = if rest.is_empty() {
+        if !old.task.kernel_thread && old.vmas.is_empty() && old.rollup.is_none() {
+            Unread::Memory
+        } else {
+            Unread::Nothing
+        }
+    } else {
+        postcard::from_bytes(rest).map_err(bad)?
+    };
+    Ok(ProcessRecord {
+        task: old.task,
+        vmas: old.vmas,
+        rollup: old.rollup,
+        unread,
+    })
+}
+
 /// Replays a snapshot file into `sink`. Returns whether the file was
 /// complete; a file cut short is replayed up to its last complete frame.
 /// Errors name the file and what is wrong with it.
@@ -109,7 +147,7 @@ pub fn read_snapshot<R: Read>(
                 return Err(Error::corrupt(path, "does not start with a system record"));
             }
             frame_type::PROCESS => {
-                let p: ProcessRecord = decode(path, at, "process", &frame.payload)?;
+                let p = decode_process(path, at, &frame.payload)?;
                 sink.process(&p)?;
                 seen_process = true;
             }
@@ -139,5 +177,115 @@ pub fn read_snapshot<R: Read>(
             }
             _ => {} // A newer frame type: skip it.
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every record of a replayed stream, in order.
+    #[derive(Default)]
+    struct Seen(Vec<ProcessRecord>);
+
+    impl SnapshotSink for Seen {
+        fn system(&mut self, _: &SystemInfo) -> Result<()> {
+            Ok(())
+        }
+        fn process(&mut self, p: &ProcessRecord) -> Result<()> {
+            self.0.push(p.clone());
+            Ok(())
+        }
+        fn pages(&mut self, _: &PageChunk) -> Result<()> {
+            Ok(())
+        }
+        fn finish(&mut self, _: &Trailer) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    fn task(pid: u32, kernel_thread: bool) -> Task {
+        Task {
+            pid,
+            kernel_thread,
+            ..Task::default()
+        }
+    }
+
+    fn vma() -> Vma {
+        Vma {
+            start: 0x1000,
+            end: 0x3000,
+            perms: "rw-p".into(),
+            ..Vma::default()
+        }
+    }
+
+    #[test]
+    fn what_could_not_be_read_round_trips() {
+        let records = [
+            ProcessRecord {
+                task: task(10, false),
+                vmas: vec![vma()],
+                ..ProcessRecord::default()
+            },
+            ProcessRecord {
+                task: task(11, false),
+                unread: Unread::Memory,
+                ..ProcessRecord::default()
+            },
+            ProcessRecord {
+                task: task(12, false),
+                vmas: vec![vma()],
+                unread: Unread::Pages,
+                ..ProcessRecord::default()
+            },
+        ];
+        let path = Path::new("mem.snap");
+        let mut w = SnapshotWriter::new(Vec::new(), path).unwrap();
+        w.system(&SystemInfo {
+            page_size: 4096,
+            ..SystemInfo::default()
+        })
+        .unwrap();
+        for r in &records {
+            w.process(r).unwrap();
+        }
+        w.finish(&Trailer::default()).unwrap();
+        let bytes = w.file.frames.into_inner();
+        let mut seen = Seen::default();
+        read_snapshot(&bytes[..], path, &mut seen).unwrap();
+        assert_eq!(seen.0, records);
+    }
+
+    /// Files written before `unread` existed hold the other fields only:
+    /// a user process with no VMA and no rollup is one whose memory could
+    /// not be read; the others were read.
+    #[test]
+    fn records_of_older_files_say_what_was_not_read() {
+        let old = |t: Task, vmas: Vec<Vma>, rollup: Option<SmapsCounters>| {
+            let bytes = postcard::to_stdvec(&(t, vmas, rollup)).unwrap();
+            decode_process(Path::new("old.snap"), 0, &bytes).unwrap()
+        };
+        assert_eq!(old(task(1, false), vec![], None).unread, Unread::Memory);
+        assert_eq!(
+            old(task(1, false), vec![vma()], None).unread,
+            Unread::Nothing
+        );
+        let rollup = Some(SmapsCounters::default());
+        assert_eq!(old(task(1, false), vec![], rollup).unread, Unread::Nothing);
+        assert_eq!(old(task(2, true), vec![], None).unread, Unread::Nothing);
+        // And readers that predate the field read the new records: the
+        // fields they know come first, unchanged.
+        let new = ProcessRecord {
+            task: task(3, false),
+            vmas: vec![vma()],
+            unread: Unread::Pages,
+            ..ProcessRecord::default()
+        };
+        let bytes = postcard::to_stdvec(&new).unwrap();
+        let (t, vmas, rollup): (Task, Vec<Vma>, Option<SmapsCounters>) =
+            postcard::from_bytes(&bytes).unwrap();
+        assert_eq!((t, vmas, rollup), (new.task, new.vmas, new.rollup));
     }
 }

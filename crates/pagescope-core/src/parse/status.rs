@@ -1,6 +1,6 @@
 //! `/proc/PID/status`: `Key:\tvalue` lines (man 5 proc).
 
-use super::{dec, ParseError};
+use super::{dec, hex, ParseError};
 
 /// The fields of `/proc/PID/status` that pagescope keeps.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -11,6 +11,14 @@ pub struct Status {
     pub tgid: u32,
     /// Real uid (first of `Uid`).
     pub uid: u32,
+    /// `Uid`: real, effective, saved and filesystem uids.
+    pub uids: [u32; 4],
+    /// `TracerPid`: the process tracing it, 0 if none.
+    pub tracer_pid: u32,
+    /// `CapPrm`: permitted capabilities, bit N for capability N.
+    pub cap_permitted: u64,
+    /// `CapEff`: effective capabilities.
+    pub cap_effective: u64,
     /// `Threads`.
     pub threads: u32,
     /// `VmRSS` in kB (absent for kernel threads).
@@ -35,9 +43,14 @@ pub fn parse(text: &str) -> Result<Status, ParseError> {
                 have_tgid = true;
             }
             "Uid" => {
-                let real = value.split_whitespace().next().unwrap_or("");
-                s.uid = dec(WHAT, line, real)?;
+                for (i, v) in value.split_whitespace().take(4).enumerate() {
+                    s.uids[i] = dec(WHAT, line, v)?;
+                }
+                s.uid = s.uids[0];
             }
+            "TracerPid" => s.tracer_pid = dec(WHAT, line, value)?,
+            "CapPrm" => s.cap_permitted = hex(WHAT, line, value)?,
+            "CapEff" => s.cap_effective = hex(WHAT, line, value)?,
             "Threads" => s.threads = dec(WHAT, line, value)?,
             "VmRSS" => s.vm_rss_kb = Some(dec(WHAT, line, value.trim_end_matches("kB").trim())?),
             _ => {}
@@ -59,11 +72,15 @@ mod tests {
 
     #[test]
     fn parses_kernel_text() {
-        let text = "Name:\tcat\nUmask:\t0022\nState:\tR (running)\nTgid:\t812\nNgid:\t0\nPid:\t812\nPPid:\t700\nUid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\nVmRSS:\t    1024 kB\nThreads:\t1\n";
+        let text = "Name:\tcat\nUmask:\t0022\nState:\tR (running)\nTgid:\t812\nNgid:\t0\nPid:\t812\nPPid:\t700\nTracerPid:\t0\nUid:\t1000\t1001\t1002\t1003\nGid:\t1000\t1000\t1000\t1000\nVmRSS:\t    1024 kB\nThreads:\t1\nCapInh:\t0000000000000000\nCapPrm:\t000001ffffffffff\nCapEff:\t0000000000080000\n";
         let s = parse(text).unwrap();
         assert_eq!(s.name, "cat");
         assert_eq!(s.tgid, 812);
         assert_eq!(s.uid, 1000);
+        assert_eq!(s.uids, [1000, 1001, 1002, 1003]);
+        assert_eq!(s.tracer_pid, 0);
+        assert_eq!(s.cap_permitted, 0x1ff_ffff_ffff);
+        assert_eq!(s.cap_effective, 1 << 19);
         assert_eq!(s.threads, 1);
         assert_eq!(s.vm_rss_kb, Some(1024));
     }

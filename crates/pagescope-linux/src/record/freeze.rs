@@ -21,6 +21,7 @@ use nix::sys::ptrace;
 use nix::unistd::Pid;
 use std::collections::HashMap;
 use std::io;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// How long a boundary waits for every thread to stop.
@@ -215,14 +216,16 @@ impl Freezer {
                     // Exiting: it can't be attached, and needn't be.
                     Err(Errno::EPERM) if is_ending(tid) => {}
                     Err(Errno::EPERM) => {
+                        let facts = crate::cause::PtraceFacts::read(Path::new("/proc"), tid);
+                        let hint = if facts.only_attach_refused() {
+                            " (--no-freeze records it without stopping it)"
+                        } else {
+                            ""
+                        };
                         return Err(io::Error::new(
                             io::ErrorKind::PermissionDenied,
-                            format!(
-                                "ptrace of {pid} was refused (already traced, or Yama): \
-                                 run as root with `sysctl kernel.yama.ptrace_scope=0`, \
-                                 or pass --no-freeze"
-                            ),
-                        ))
+                            format!("ptrace of {pid} was refused: {}{hint}", facts.explain()),
+                        ));
                     }
                     Err(e) => return Err(io::Error::other(format!("ptrace seize {tid}: {e}"))),
                 }

@@ -504,10 +504,11 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
              needs only to processes named by --pid or launched, not to a cgroup's"
                 .into()
         } else {
-            "written pages are not known: this kernel has no soft-dirty bits \
-             (CONFIG_MEM_SOFT_DIRTY) and no asynchronous userfaultfd write protection \
-             (Linux 6.7) for PAGEMAP_SCAN"
-                .into()
+            format!(
+                "written pages are not known: this kernel has no soft-dirty bits \
+                 (CONFIG_MEM_SOFT_DIRTY), and {}",
+                writes::scan_unavailable()
+            )
         });
     }
     let mut rec = Recorder {

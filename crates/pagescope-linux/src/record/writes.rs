@@ -244,6 +244,30 @@ pub fn scan_supported() -> bool {
         .is_ok_and(|f| f & crate::trace::FEATURES_WP_ASYNC == crate::trace::FEATURES_WP_ASYNC)
 }
 
+/// Why [`scan_supported`] is false, checked on this machine: pagescope
+/// may not make a userfaultfd (and why), or the kernel's has no
+/// asynchronous write protection.
+pub fn scan_unavailable() -> String {
+    match Uffd::probe_features() {
+        Err(e) => {
+            let errno = e.raw_os_error().unwrap_or(0);
+            format!(
+                "PAGEMAP_SCAN needs a userfaultfd, which {}: {}",
+                if errno == libc::EPERM {
+                    "the kernel refuses pagescope"
+                } else {
+                    "pagescope could not make"
+                },
+                crate::cause::userfaultfd_refused(errno)
+            )
+        }
+        Ok(_) => format!(
+            "{} for PAGEMAP_SCAN",
+            crate::cause::wp_async_missing(&crate::system::kernel_release())
+        ),
+    }
+}
+
 /// One process's userfaultfd in asynchronous write-protect mode, and its
 /// pagemap.
 #[derive(Debug)]

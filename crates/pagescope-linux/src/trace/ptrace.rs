@@ -147,7 +147,7 @@ pub fn spawn(program: &std::path::Path, argv: &[String]) -> io::Result<Pid> {
             if let Err(e) = ptrace::seize(child, options()) {
                 let _ = signal::kill(child, Signal::SIGKILL);
                 let _ = waitpid(child, None);
-                return Err(seize_error(e));
+                return Err(seize_error(child, e));
             }
             signal::kill(child, Signal::SIGCONT).map_err(io::Error::from)?;
             Ok(child)
@@ -155,13 +155,16 @@ pub fn spawn(program: &std::path::Path, argv: &[String]) -> io::Result<Pid> {
     }
 }
 
-/// The message for a refused `PTRACE_SEIZE`, naming the fix.
-pub fn seize_error(e: Errno) -> io::Error {
+/// The message for a refused `PTRACE_SEIZE` of `tid`, naming the cause
+/// that holds here (see [`crate::cause`]).
+pub fn seize_error(tid: Pid, e: Errno) -> io::Error {
     if e == Errno::EPERM {
         io::Error::new(
             io::ErrorKind::PermissionDenied,
-            "ptrace was refused: run as root, or allow it with \
-             `sysctl kernel.yama.ptrace_scope=0` (Yama)",
+            format!(
+                "ptrace was refused: {}",
+                crate::cause::ptrace_refused(tid.as_raw() as u32)
+            ),
         )
     } else {
         io::Error::other(format!("ptrace: {e}"))
@@ -321,12 +324,7 @@ pub fn seize_process(pid: u32, opts: ptrace::Options) -> io::Result<Vec<(Pid, Se
                     for &(t, _) in &seized {
                         let _ = ptrace::detach(t, None);
                     }
-                    return Err(match tracer_of(tid) {
-                        Some(other) if e == Errno::EPERM && other != 0 => io::Error::other(
-                            format!("it is already traced by process {other} (a debugger?)"),
-                        ),
-                        _ => seize_error(e),
-                    });
+                    return Err(seize_error(tid, e));
                 }
             }
             let _ = ptrace::interrupt(tid);
@@ -747,7 +745,7 @@ impl Parked {
     /// it would have after the injection. Clears the record.
     pub fn unpark(&self, pid: u32) -> io::Result<()> {
         let t = Pid::from_raw(self.tid as i32);
-        ptrace::seize(t, ptrace::Options::empty()).map_err(seize_error)?;
+        ptrace::seize(t, ptrace::Options::empty()).map_err(|e| seize_error(t, e))?;
         let r = (|| {
             ptrace::interrupt(t)?;
             loop {
@@ -968,7 +966,7 @@ impl Mover {
             p,
             ptrace::Options::PTRACE_O_EXITKILL | ptrace::Options::PTRACE_O_TRACESYSGOOD,
         )
-        .map_err(seize_error)?;
+        .map_err(|e| seize_error(p, e))?;
         ptrace::interrupt(p)?;
         loop {
             match waitpid(p, Some(WaitPidFlag::__WALL)) {

@@ -2899,11 +2899,20 @@ pub fn shmem_supported() -> bool {
 /// has (`UFFDIO_MOVE` from Linux 6.8, else copying). Refuses before the
 /// program starts if the kernel can't trace at all, or lacks `want`.
 pub fn evict_method(want: Option<EvictMethod>) -> Result<EvictMethod> {
-    let available = uffd::Uffd::probe_features().map_err(|e| Error::Unsupported {
-        what: "userfaultfd".into(),
-        needs: format!(
-            "CONFIG_USERFAULTFD, and root or `sysctl vm.unprivileged_userfaultfd=1` ({e})"
-        ),
+    let available = uffd::Uffd::probe_features().map_err(|e| {
+        let errno = e.raw_os_error().unwrap_or(0);
+        let why = crate::cause::userfaultfd_refused(errno);
+        if errno == libc::EPERM {
+            Error::PermissionDenied {
+                path: "userfaultfd".into(),
+                needs: why,
+            }
+        } else {
+            Error::Unsupported {
+                what: "userfaultfd".into(),
+                needs: why,
+            }
+        }
     })?;
     let missing = uffd::missing_features(available);
     if !missing.is_empty() {

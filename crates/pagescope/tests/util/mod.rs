@@ -309,3 +309,96 @@ pub const UFFD_FEATURE_MOVE: u64 = 1 << 16;
 pub const UFFD_FEATURES_SHMEM: u64 = (1 << 10) | (1 << 12);
 /// `UFFD_FEATURE_WP_ASYNC` (Linux 6.7): written pages by `PAGEMAP_SCAN`.
 pub const UFFD_FEATURE_WP_ASYNC: u64 = 1 << 15;
+
+/// The wrapper that runs a command as `nobody` (uid and gid 65534, no
+/// supplementary groups, no capabilities), or `None` (and why) when this
+/// test run can't: that needs root and setpriv (util-linux).
+pub fn as_nobody() -> Option<[&'static str; 5]> {
+    if !rustix::process::geteuid().is_root() {
+        skip(
+            "root",
+            "running as nobody needs root (run the tests as root)",
+        );
+        return None;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        skip("setpriv", "setpriv (util-linux) is not installed");
+        return None;
+    }
+    Some([
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--inh-caps=-all",
+    ])
+}
+
+/// Runs pagescope under `wrapper` and insists on success.
+pub fn run_ok_as(wrapper: &[&str], args: &[&str]) -> Output {
+    let out = run(wrapper, args);
+    assert!(
+        out.status.success(),
+        "pagescope {args:?} under {wrapper:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Asserts that pagescope exited with `code` and one `error: ` line
+/// (notes aside), and returns that line.
+pub fn failed_with(out: &Output, code: i32) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{stderr}");
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|l| !l.starts_with("note: "))
+        .collect();
+    assert_eq!(errors.len(), 1, "one line: {stderr}");
+    assert!(errors[0].starts_with("error: "), "{stderr}");
+    errors[0].to_string()
+}
+
+/// Whether Yama is in this kernel (it has a ptrace_scope sysctl).
+pub fn has_yama() -> bool {
+    Path::new("/proc/sys/kernel/yama/ptrace_scope").exists()
+}
+
+/// Whether the message mentions Yama only as Yama's sysctl says: not at
+/// all without Yama, except to say there is none.
+pub fn assert_yama_named_truly(msg: &str) {
+    if !has_yama() {
+        assert!(
+            !msg.replace("there is no Yama", "").contains("Yama"),
+            "this kernel has no Yama: {msg}"
+        );
+    }
+}
+
+/// `vm.unprivileged_userfaultfd`, if this kernel has it.
+pub fn unprivileged_userfaultfd() -> Option<u32> {
+    std::fs::read_to_string("/proc/sys/vm/unprivileged_userfaultfd")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Whether pid 2 is a kernel thread (kthreadd), as on every Linux
+/// machine outside a pid namespace.
+pub fn pid_2_is_a_kernel_thread() -> bool {
+    std::fs::read_to_string("/proc/2/stat")
+        .ok()
+        .and_then(|t| pagescope_core::parse::stat::parse(&t).ok())
+        .is_some_and(|s| s.is_kernel_thread())
+}
+
+/// The tracer of `pid` (`TracerPid`), 0 if none.
+pub fn tracer_of(pid: u32) -> u32 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("TracerPid:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
