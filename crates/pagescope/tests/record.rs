@@ -324,6 +324,17 @@ fn system_wide_refs_recording_has_each_process() {
     assert_eq!(done, Completeness::Complete);
     let h = rec.header();
     let notes = h.notes.join("\n");
+    // Why writes are not recorded names what this kernel has (soft-dirty
+    // bits, asked of the kernel through VmFlags, or not).
+    let soft_dirty = std::fs::read_to_string("/proc/self/smaps").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.starts_with("VmFlags:") && l.contains(" sd"))
+    });
+    assert!(
+        notes.contains("not recorded for the whole machine")
+            && notes.contains("no soft-dirty bits") != soft_dirty,
+        "soft-dirty here: {soft_dirty}; notes: {notes}"
+    );
     match denied.first() {
         Some(p) => assert!(
             notes.contains("could not be read") && notes.contains(&format!("pids {p}")),
@@ -358,6 +369,14 @@ fn system_wide_refs_recording_has_each_process() {
     };
     let rows = json("temporal", "intervals");
     assert_eq!(rows.len(), rec.intervals.len());
+    // With no page frames, the machine's user_pages adds processes up,
+    // and says so.
+    let temporal_notes =
+        report_json(&["analyze", &out, "temporal", "--format", "json"])["notes"].to_string();
+    assert!(
+        temporal_notes.contains("sum over processes"),
+        "{temporal_notes}"
+    );
     // Iterations in recording time, and whether they keep clear of every
     // boundary's work (the recorder's CPU in the interval it ends, and
     // 20 ms more).

@@ -572,6 +572,14 @@ impl Recording {
                 h.backend.name()
             ));
         }
+        if h.scope == Scope::System && self.intervals.iter().all(|i| i.phys.is_empty()) {
+            notes.push(
+                "user_pages of the whole machine is a sum over processes, not a count of \
+                 distinct pages: a page that n processes referenced counts n times (with no \
+                 page frames, pages shared between processes can't be told apart)"
+                    .into(),
+            );
+        }
         if h.granularity == Granularity::Region {
             notes.push(format!(
                 "the {} backend samples one page per region: a region seen accessed counts \

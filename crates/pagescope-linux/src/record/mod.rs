@@ -495,9 +495,21 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
     }
     if probe.writes() == WriteSource::None {
         notes.push(if matches!(config.target, Target::System) {
-            "written pages are not recorded for the whole machine (soft-dirty bits are \
-             per process)"
-                .into()
+            // Say why by what this kernel has: each way of knowing writes
+            // belongs to one process, and clearing every process's would
+            // disturb their other users (CRIU, another recorder).
+            if refs::has_soft_dirty(&root.proc, page_size) {
+                "written pages are not recorded for the whole machine: soft-dirty bits \
+                 belong to each process, and clearing every process's would disturb their \
+                 other users (such as CRIU)"
+                    .into()
+            } else {
+                "written pages are not recorded for the whole machine: this kernel has no \
+                 soft-dirty bits (CONFIG_MEM_SOFT_DIRTY), and PAGEMAP_SCAN needs a \
+                 userfaultfd in each process, which pagescope gives only to processes named \
+                 by --pid or launched"
+                    .into()
+            }
         } else if matches!(config.target, Target::Cgroup(_)) && writes::scan_supported() {
             "written pages are not known: this kernel has no soft-dirty bits \
              (CONFIG_MEM_SOFT_DIRTY), and pagescope gives the userfaultfd that PAGEMAP_SCAN \
