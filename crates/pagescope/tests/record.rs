@@ -167,6 +167,18 @@ fn verify_with(backend: &str, op: &str, options: &[&str]) {
             _ => {}
         }
     }
+    // The launched program is named by its own command line, not by
+    // pagescope's (it is first seen as pagescope's fork).
+    let procs = analyze(&out, "processes", "processes", None);
+    let row = procs
+        .iter()
+        .find(|p| p["pid"].as_u64() == Some(pt.pid() as u64))
+        .unwrap_or_else(|| panic!("pagetest {} not among {procs:?}", pt.pid()));
+    let command = row["command"].to_string();
+    assert!(
+        command.contains("pagetest") && !command.contains("record"),
+        "{backend}: {command}"
+    );
     // The heat map's cells over the buffer add up to the same intervals.
     let cells = analyze(&out, "heatmap", "cells", Some((start, end)));
     for row in &rows {
@@ -741,13 +753,28 @@ fn a_command_that_execs_is_recorded_with_its_writes() {
         .collect();
     let found = spikes(&after, 64);
     assert_eq!(found.len(), 4, "expected 4 spikes, found {found:?}");
+    let tracked = rec.header().writes != pagescope_core::record::WriteSource::None;
     for s in &found {
         let err = (s.user as f64 - pages as f64).abs() / pages as f64;
         assert!(err <= 0.02, "{s:?}: buffer {pages}");
+        // Where the header says writes are tracked, the exec'd image's
+        // are counted.
+        assert_eq!(s.written.is_some(), tracked, "{s:?}");
         if let Some(w) = s.written {
             assert!(w as f64 >= 0.98 * pages as f64, "{s:?}: buffer {pages}");
         }
     }
+    // The process is named by its command line after the exec.
+    let procs = analyze(&out, "processes", "processes", None);
+    let row = procs
+        .iter()
+        .find(|p| p["pid"].as_u64() == Some(pt.pid() as u64))
+        .unwrap_or_else(|| panic!("pagetest {} not among {procs:?}", pt.pid()));
+    let command = row["command"].to_string();
+    assert!(
+        command.contains("pagetest") && command.contains("64M"),
+        "{command}"
+    );
 }
 
 #[test]

@@ -26,7 +26,7 @@ use pagescope_core::record::{
     WriteSource,
 };
 use pagescope_core::{Error, Result};
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -327,6 +327,10 @@ struct Recorder<'a> {
     probe_launched: bool,
     exit_code: Option<i32>,
     seen: HashSet<u32>,
+    /// The command line last recorded for each process named by --pid or
+    /// launched (and theirs), read again at each boundary (see
+    /// [`Recorder::new_processes`]).
+    commands: HashMap<u32, (u64, Vec<String>)>,
     /// Processes of the machine or of a cgroup whose memory pagescope may
     /// not read: left out of the recording, and named in a note.
     denied: BTreeSet<u32>,
@@ -414,19 +418,39 @@ impl Recorder<'_> {
         Ok(())
     }
 
+    /// The processes first seen now, and, in a recording of processes
+    /// (not of the machine or a cgroup, where reading every command line
+    /// at every boundary would cost too much), those whose command line
+    /// changed: an exec, or the launched command, first seen as
+    /// pagescope's own fork before its exec. A process recorded again
+    /// carries its new command line; readers keep the last.
     fn new_processes(&mut self, pids: &[u32], seq: u64) -> Vec<ProcessInfo> {
+        let per_process = matches!(self.config.target, Target::Pids(_) | Target::Command(_));
         let mut out = Vec::new();
         for &pid in pids {
-            if self.seen.insert(pid) {
-                let command = ProcDir::open(&self.root.proc, pid)
-                    .and_then(|d| d.cmdline(&mut self.buf))
-                    .unwrap_or_default();
-                out.push(ProcessInfo {
-                    pid,
-                    command,
-                    first_seq: seq,
-                });
+            let new = self.seen.insert(pid);
+            if !new && !per_process {
+                continue;
             }
+            let command = ProcDir::open(&self.root.proc, pid)
+                .and_then(|d| d.cmdline(&mut self.buf))
+                .unwrap_or_default();
+            let first_seq = match self.commands.get(&pid) {
+                Some((_, c)) if command.is_empty() || c == &command => continue,
+                Some(&(first, _)) => first,
+                None => seq,
+            };
+            if per_process {
+                self.commands.insert(pid, (first_seq, command.clone()));
+            }
+            out.push(ProcessInfo {
+                pid,
+                command,
+                first_seq,
+            });
+        }
+        if per_process {
+            self.commands.retain(|p, _| pids.contains(p));
         }
         out
     }
@@ -532,6 +556,7 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         probe_launched: false,
         exit_code: None,
         seen: HashSet::new(),
+        commands: HashMap::new(),
         denied: BTreeSet::new(),
         overruns: 0,
         page_size,
