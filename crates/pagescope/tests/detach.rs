@@ -435,4 +435,18 @@ fn while_traced_cmdline_and_environ_read_whole() {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert!(tracer.wait().unwrap().success());
+    // And the trace names the program by its command line.
+    let v: Value =
+        serde_json::from_slice(&run_ok(&["analyze", &out, "refs", "--format", "json"]).stdout)
+            .unwrap();
+    let thread = v["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["pid"].as_u64() == Some(traced as u64))
+        .expect("the traced pagetest's thread");
+    assert_eq!(
+        thread["command"].as_str().unwrap(),
+        format!("{} --size 16M --iterations 10 --sleep 200ms", bin.display())
+    );
 }
