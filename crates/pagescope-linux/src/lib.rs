@@ -14,6 +14,7 @@ pub mod cpuidle;
 pub mod elf;
 pub mod kpage;
 pub mod node;
+pub mod output;
 pub mod pagemap;
 pub mod physmap;
 pub mod procfs;

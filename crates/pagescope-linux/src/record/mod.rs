@@ -515,7 +515,7 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         buf: Vec::new(),
     };
     // The file first: a bad -o must not leave a launched command behind.
-    let file = std::fs::File::create(&config.output).map_err(|e| Error::io(&config.output, e))?;
+    let file = crate::output::create(&config.output).map_err(|e| Error::io(&config.output, e))?;
     let follow = match &config.target {
         Target::Command(argv) => Some(crate::trace::Target::Launch(argv.clone())),
         Target::Pids(p) if p.len() == 1 => Some(crate::trace::Target::Attach(p[0])),

@@ -2923,7 +2923,7 @@ pub fn trace(
 ) -> Result<TraceOutcome> {
     let command = config.target.command()?;
     evict_method(Some(config.evict))?;
-    let file = File::create(&config.output).map_err(|e| Error::io(&config.output, e))?;
+    let file = crate::output::create(&config.output).map_err(|e| Error::io(&config.output, e))?;
     let start_unix_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
