@@ -19,6 +19,7 @@ pub mod pagemap;
 pub mod physmap;
 pub mod procfs;
 pub mod record;
+pub mod signals;
 pub mod snapshot;
 pub mod system;
 #[cfg(target_arch = "x86_64")]

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 /// Runs a parsed command line; returns the exit code.
 pub fn run(cli: Cli) -> Result<u8> {
     match cli.command {
-        Command::Snapshot(a) => snapshot(a).map(|()| 0),
+        Command::Snapshot(a) => snapshot(a),
         Command::Report(a) => report(a).map(|()| 0),
         Command::Diff(a) => diff(a).map(|()| 0),
         Command::Record(a) => crate::record_cmd::record(a),
@@ -141,10 +141,16 @@ fn check_pids_exist(pids: &[u32]) -> Result<()> {
     Ok(())
 }
 
-fn snapshot(args: SnapshotArgs) -> Result<()> {
+/// Takes a snapshot; returns the exit code: 130 if Ctrl-C or SIGTERM
+/// stopped it (the file then has no end and reads as cut short).
+fn snapshot(args: SnapshotArgs) -> Result<u8> {
     check_pids_exist(&args.pids)?;
+    // Before any thread starts, so that every thread has them blocked:
+    // the collector asks whether one is pending, as it goes.
+    pagescope_linux::signals::block().context("cannot block signals")?;
     let mut config = Config {
         pids: args.pids.clone(),
+        stop: pagescope_linux::signals::stop_pending,
         ..Config::default()
     };
     if let Some(jobs) = args.jobs {
@@ -158,7 +164,16 @@ fn snapshot(args: SnapshotArgs) -> Result<()> {
     let bar = Bar::new(args.quiet);
     let trailer = collect(&config, &mut writer, &mut |p| bar.update(p));
     bar.finish();
-    let trailer = trailer.context("snapshot failed")?;
+    let trailer = match trailer {
+        Err(pagescope_core::Error::Interrupted) => {
+            note(&format!(
+                "interrupted: {} holds what was read so far, and reads as cut short",
+                output_name(&args.output).display()
+            ));
+            return Ok(130);
+        }
+        other => other.context("snapshot failed")?,
+    };
     if !args.quiet {
         let system = pagescope_linux::system::collect(&config.root, &[])?;
         for m in &system.missing {
@@ -178,7 +193,7 @@ fn snapshot(args: SnapshotArgs) -> Result<()> {
             );
         }
     }
-    Ok(())
+    Ok(0)
 }
 
 /// Feeds the snapshot (file, standard input or live) through `sink`;

@@ -85,7 +85,7 @@ pub fn record(args: RecordArgs) -> Result<u8> {
             .context(BadInput)?;
     }
     // Before any thread starts, so that every thread has them blocked.
-    pagescope_linux::record::block_signals().context("cannot block signals")?;
+    pagescope_linux::signals::block().context("cannot block signals")?;
     let live = Arc::new(Live::default());
     let progress = {
         let live = live.clone();

@@ -459,3 +459,42 @@ fn snapshots_stream_through_standard_output_and_input() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     drop(pt);
 }
+
+/// Ctrl-C stops a snapshot at once: it exits 130 and leaves a file that
+/// reports as cut short. A held 2 GiB pagetest read by one thread makes
+/// the whole snapshot take well over a second.
+#[test]
+fn interrupted_snapshot_exits_130_and_leaves_a_file_cut_short() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let pt = Pagetest::start(&[], &["--size", "2G", "--hold"], "done");
+    let snap = temp_path(dir.path(), "int.snap");
+    let child = Command::new(pagescope_bin())
+        .args(["snapshot", "-q", "--jobs", "1", "-o", &snap])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let sent = std::time::Instant::now();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(child.id() as i32).unwrap(),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let took = sent.elapsed();
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    assert!(
+        took < std::time::Duration::from_millis(500),
+        "it stopped {took:?} after SIGINT"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    let out = run_ok(&["report", "processes", "-i", &snap, "-f", "json"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("was cut short"), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["notes"][0].as_str().unwrap().contains("cut short"));
+    assert!(!v["processes"].as_array().unwrap().is_empty());
+    drop(pt);
+}
