@@ -49,6 +49,9 @@ pub enum Error {
         /// The underlying error.
         error: std::io::Error,
     },
+    /// SIGINT or SIGTERM asked the work to stop before it was done.
+    #[error("interrupted")]
+    Interrupted,
 }
 
 /// Result with pagescope's [`Error`].

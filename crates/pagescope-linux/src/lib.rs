@@ -16,10 +16,12 @@ pub mod elf;
 pub mod kpage;
 pub mod node;
 pub mod observer;
+pub mod output;
 pub mod pagemap;
 pub mod physmap;
 pub mod procfs;
 pub mod record;
+pub mod signals;
 pub mod snapshot;
 pub mod system;
 #[cfg(target_arch = "x86_64")]

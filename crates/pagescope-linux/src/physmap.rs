@@ -12,8 +12,14 @@ use pagescope_core::{Error, Result};
 /// Frames per read and per chunk.
 pub const RUN: usize = 64 * 1024;
 
-/// Scans every RAM frame into `sink`; returns the frames scanned.
-pub fn scan(root: &Root, system: &SystemInfo, sink: &mut dyn SnapshotSink) -> Result<u64> {
+/// Scans every RAM frame into `sink`; returns the frames scanned. Stops
+/// with [`Error::Interrupted`] when `stop` says so (asked at each run).
+pub fn scan(
+    root: &Root,
+    system: &SystemInfo,
+    sink: &mut dyn SnapshotSink,
+    stop: fn() -> bool,
+) -> Result<u64> {
     if !system.pfns_visible || system.ram_ranges.is_empty() {
         return Err(Error::Unsupported {
             what: "the physical map".into(),
@@ -30,6 +36,9 @@ pub fn scan(root: &Root, system: &SystemInfo, sink: &mut dyn SnapshotSink) -> Re
         let (first, last) = (start.div_ceil(ps), (end + 1) / ps);
         let mut pfn = first;
         while pfn < last {
+            if stop() {
+                return Err(Error::Interrupted);
+            }
             let n = ((last - pfn) as usize).min(RUN);
             flags.read(pfn, &mut fbuf[..n])?;
             count.read(pfn, &mut cbuf[..n])?;

@@ -53,6 +53,11 @@ pub struct Config {
     pub jobs: usize,
     /// Also record the whole machine's physical map (every frame classed).
     pub physmap: bool,
+    /// Asked between processes and between runs of pages: true stops the
+    /// collection, which returns [`Error::Interrupted`] without finishing
+    /// the stream (a file then reads as cut short). For Ctrl-C:
+    /// [`crate::signals::stop_pending`].
+    pub stop: fn() -> bool,
 }
 
 impl Default for Config {
@@ -65,6 +70,7 @@ impl Default for Config {
             buffer_pages: 256 * 1024,
             jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
             physmap: false,
+            stop: || false,
         }
     }
 }
@@ -446,6 +452,9 @@ impl Collector<'_, '_> {
             'ranges: for (start, end) in ranges {
                 let mut cursor = start;
                 while cursor < end {
+                    if (self.config.stop)() {
+                        return Err(Error::Interrupted);
+                    }
                     let room = (limit - pages.len()) as u64;
                     let stop = cursor.saturating_add(room * page_size).min(end);
                     let read = pagemap.for_each(cursor, stop, |vaddr, entry| {
@@ -567,7 +576,12 @@ pub fn collect(
                     while !abort.load(Ordering::Relaxed) {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         let Some(&pid) = pids.get(i) else { break };
-                        match c.process(pid, &mut em) {
+                        let read = if (config.stop)() {
+                            Err(Error::Interrupted)
+                        } else {
+                            c.process(pid, &mut em)
+                        };
+                        match read {
                             Ok(Outcome::Recorded { pages }) => {
                                 em.finish()?;
                                 recorded += 1;
@@ -631,7 +645,7 @@ pub fn collect(
         }
     }
     if config.physmap {
-        crate::physmap::scan(&config.root, &system, sink)?;
+        crate::physmap::scan(&config.root, &system, sink, config.stop)?;
     }
     let trailer = Trailer {
         processes: recorded,

@@ -40,7 +40,8 @@ pub struct TraceArgs {
     /// are logged.
     #[arg(long, value_name = "SIZE", default_value = "2M", value_parser = parse_pool)]
     pub pool: u64,
-    /// Output file.
+    /// Output file ("-" for standard output; the traced program's own
+    /// standard output then goes to standard error).
     #[arg(short, long, value_name = "FILE", default_value = "pagescope.trace")]
     pub output: PathBuf,
     /// How pages leave the pool: `move` (UFFDIO_MOVE, no copy; Linux
@@ -177,7 +178,8 @@ pub struct RecordArgs {
     /// --no-idle-poll`).
     #[arg(long)]
     pub no_idle_poll: bool,
-    /// Output file.
+    /// Output file ("-" for standard output; a launched command's own
+    /// standard output then goes to standard error).
     #[arg(short, long, value_name = "FILE", default_value = "pagescope.rec")]
     pub output: PathBuf,
     /// No live line or summary.
@@ -257,7 +259,7 @@ pub enum AnalyzeView {
 /// `pagescope analyze`.
 #[derive(Debug, Args)]
 pub struct AnalyzeArgs {
-    /// The recording or trace file.
+    /// The recording or trace file ("-" for standard input).
     pub file: PathBuf,
     /// The analysis.
     pub view: AnalyzeView,
@@ -298,9 +300,10 @@ fn parse_range(s: &str) -> Result<(u64, u64), String> {
 /// `pagescope diff`.
 #[derive(Debug, Args)]
 pub struct DiffArgs {
-    /// The earlier snapshot.
+    /// The earlier snapshot ("-" for standard input).
     pub old: PathBuf,
-    /// The later snapshot.
+    /// The later snapshot ("-" for standard input, if the earlier is a
+    /// file).
     pub new: PathBuf,
     /// Only this process (repeat for more).
     #[arg(long = "pid", value_name = "PID")]
@@ -370,7 +373,8 @@ pub enum OutputFormat {
 pub struct ReportArgs {
     /// The view.
     pub view: View,
-    /// A snapshot file; without it, the live system is read.
+    /// A snapshot file ("-" for standard input); without it, the live
+    /// system is read.
     #[arg(short, long, value_name = "FILE")]
     pub input: Option<PathBuf>,
     /// Only this process (repeat for more).

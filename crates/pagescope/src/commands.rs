@@ -9,19 +9,19 @@ use pagescope_core::analysis::pages::{FlagFilter, PageDump, PageRow};
 use pagescope_core::analysis::physmap::Physmap;
 use pagescope_core::analysis::total::Total;
 use pagescope_core::analysis::usage::{Usage, UsageOptions};
-use pagescope_core::analysis::PidFilter;
+use pagescope_core::analysis::{PidFilter, Tee};
 use pagescope_core::format::{read_snapshot, Completeness, SnapshotWriter};
 use pagescope_core::model::SnapshotSink;
 use pagescope_linux::snapshot::{collect, Config, Detail};
 use pagescope_render::stream::{row_stream, Cell, StreamColumn};
 use pagescope_render::{renderer, views, Format, Report};
-use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
 
 /// Runs a parsed command line; returns the exit code.
 pub fn run(cli: Cli) -> Result<u8> {
     match cli.command {
-        Command::Snapshot(a) => snapshot(a).map(|()| 0),
+        Command::Snapshot(a) => snapshot(a),
         Command::Report(a) => report(a).map(|()| 0),
         Command::Diff(a) => diff(a).map(|()| 0),
         Command::Record(a) => crate::record_cmd::record(a),
@@ -30,34 +30,71 @@ pub fn run(cli: Cli) -> Result<u8> {
     }
 }
 
-/// Reads a snapshot file into a sink; the note says if it was cut short.
-fn read_file(path: &Path, pids: &[u32], sink: &mut impl SnapshotSink) -> Result<Option<String>> {
-    let mut filtered = PidFilter::new(pids, sink);
+/// Opens an input file for reading, or standard input for `-`; returns it
+/// with the name messages give it. A file that can't be opened is bad
+/// input.
+pub(crate) fn open_input(path: &Path) -> Result<(Box<dyn Read>, PathBuf)> {
+    if path.as_os_str() == "-" {
+        return Ok((Box::new(std::io::stdin().lock()), input_name(path)));
+    }
     let file = std::fs::File::open(path)
         .map_err(|e| pagescope_core::Error::io(path, e))
         .context(BadInput)?;
-    let done =
-        read_snapshot(std::io::BufReader::new(file), path, &mut filtered).context(BadInput)?;
+    Ok((Box::new(BufReader::new(file)), path.to_path_buf()))
+}
+
+/// How messages name an input: `-` is standard input.
+pub(crate) fn input_name(path: &Path) -> PathBuf {
+    if path.as_os_str() == "-" {
+        PathBuf::from("standard input")
+    } else {
+        path.to_path_buf()
+    }
+}
+
+/// How messages name an output: `-` is standard output.
+pub(crate) fn output_name(path: &Path) -> PathBuf {
+    if pagescope_linux::output::is_stdout(path) {
+        PathBuf::from("standard output")
+    } else {
+        path.to_path_buf()
+    }
+}
+
+/// Replays a snapshot file (or standard input) into a sink; the note says
+/// if it was cut short.
+fn read_file(path: &Path, pids: &[u32], sink: &mut impl SnapshotSink) -> Result<Option<String>> {
+    let mut filtered = PidFilter::new(pids, sink);
+    let (input, name) = open_input(path)?;
+    let done = read_snapshot(input, &name, &mut filtered).context(BadInput)?;
     Ok(match done {
         Completeness::Complete => None,
         Completeness::CutShort { .. } => Some(format!(
             "{} was cut short (the recorder stopped before finishing it): this report covers what was written",
-            path.display()
+            name.display()
         )),
     })
 }
 
 fn diff(args: DiffArgs) -> Result<()> {
+    if args.old.as_os_str() == "-" && args.new.as_os_str() == "-" {
+        return Err(anyhow::anyhow!(
+            "only one of the two snapshots can be read from standard input (-)"
+        )
+        .context(BadInput));
+    }
     let mut usage = Vec::new();
     let mut totals = Vec::new();
     let mut cut_notes = Vec::new();
     for path in [&args.old, &args.new] {
         let mut u = Usage::new(UsageOptions::default());
-        cut_notes.extend(read_file(path, &args.pids, &mut u)?);
         let mut t = Total::new();
-        if read_file(path, &args.pids, &mut t)?.is_some() {
+        // One read feeds both: standard input can't be read twice.
+        let cut = read_file(path, &args.pids, &mut Tee(&mut u, &mut t))?;
+        if cut.is_some() {
             t.close();
         }
+        cut_notes.extend(cut);
         usage.push(u);
         totals.push(t);
     }
@@ -117,29 +154,39 @@ fn check_pids_exist(pids: &[u32]) -> Result<()> {
     Ok(())
 }
 
-fn snapshot(args: SnapshotArgs) -> Result<()> {
+/// Takes a snapshot; returns the exit code: 130 if Ctrl-C or SIGTERM
+/// stopped it (the file then has no end and reads as cut short).
+fn snapshot(args: SnapshotArgs) -> Result<u8> {
     check_pids_exist(&args.pids)?;
+    // Before any thread starts, so that every thread has them blocked:
+    // the collector asks whether one is pending, as it goes.
+    pagescope_linux::signals::block().context("cannot block signals")?;
     let mut config = Config {
         pids: args.pids.clone(),
+        stop: pagescope_linux::signals::stop_pending,
         ..Config::default()
     };
     if let Some(jobs) = args.jobs {
         config.jobs = jobs as usize;
     }
     config.physmap = args.physmap;
-    let to_stdout = args.output.as_os_str() == "-";
-    let out: Box<dyn Write + Send> = if to_stdout {
-        Box::new(std::io::stdout())
-    } else {
-        let f = std::fs::File::create(&args.output)
-            .with_context(|| format!("cannot create {}", args.output.display()))?;
-        Box::new(f)
-    };
+    let to_stdout = pagescope_linux::output::is_stdout(&args.output);
+    let out = pagescope_linux::output::create(&args.output)
+        .with_context(|| format!("cannot create {}", args.output.display()))?;
     let mut writer = SnapshotWriter::new(out, &args.output)?;
     let bar = Bar::new(args.quiet);
     let trailer = collect(&config, &mut writer, &mut |p| bar.update(p));
     bar.finish();
-    let trailer = trailer.context("snapshot failed")?;
+    let trailer = match trailer {
+        Err(pagescope_core::Error::Interrupted) => {
+            note(&format!(
+                "interrupted: {} holds what was read so far, and reads as cut short",
+                output_name(&args.output).display()
+            ));
+            return Ok(130);
+        }
+        other => other.context("snapshot failed")?,
+    };
     if !args.quiet {
         let system = pagescope_linux::system::collect(&config.root, &[])?;
         for m in &system.missing {
@@ -159,33 +206,20 @@ fn snapshot(args: SnapshotArgs) -> Result<()> {
             );
         }
     }
-    Ok(())
+    Ok(0)
 }
 
-/// Feeds the snapshot (file or live) through `sink`; returns a note if a
-/// file was cut short.
+/// Feeds the snapshot (file, standard input or live) through `sink`;
+/// returns a note if a file was cut short.
 fn feed(
     args: &ReportArgs,
     detail: Detail,
     sink: &mut (impl SnapshotSink + Send),
 ) -> Result<Option<String>> {
-    let mut filtered = PidFilter::new(&args.pids, sink);
     match &args.input {
-        Some(path) => {
-            let file = std::fs::File::open(path)
-                .map_err(|e| pagescope_core::Error::io(path, e))
-                .context(BadInput)?;
-            let done = read_snapshot(std::io::BufReader::new(file), path, &mut filtered)
-                .context(BadInput)?;
-            Ok(match done {
-                Completeness::Complete => None,
-                Completeness::CutShort { .. } => Some(format!(
-                    "{} was cut short (the recorder stopped before finishing it): this report covers what was written",
-                    path.display()
-                )),
-            })
-        }
+        Some(path) => read_file(path, &args.pids, sink),
         None => {
+            let mut filtered = PidFilter::new(&args.pids, sink);
             check_pids_exist(&args.pids)?;
             let config = Config {
                 pids: args.pids.clone(),
@@ -365,7 +399,7 @@ fn report(args: ReportArgs) -> Result<()> {
             match &args.input {
                 Some(path) => anyhow::bail!(
                     "{} has no physical map: take the snapshot with `pagescope snapshot --physmap`",
-                    path.display()
+                    input_name(path).display()
                 ),
                 None => {
                     anyhow::bail!("the physical map is empty: no System RAM ranges were readable")
@@ -436,7 +470,7 @@ fn check_pids_present(args: &ReportArgs, usage: &Usage) -> Result<()> {
     };
     for pid in &args.pids {
         if !usage.processes.iter().any(|p| p.pid == *pid) {
-            anyhow::bail!("pid {pid} is not in {}", Path::new(input).display());
+            anyhow::bail!("pid {pid} is not in {}", input_name(input).display());
         }
     }
     Ok(())

@@ -85,7 +85,7 @@ pub fn record(args: RecordArgs) -> Result<u8> {
             .context(BadInput)?;
     }
     // Before any thread starts, so that every thread has them blocked.
-    pagescope_linux::record::block_signals().context("cannot block signals")?;
+    pagescope_linux::signals::block().context("cannot block signals")?;
     let live = Arc::new(Live::default());
     let progress = {
         let live = live.clone();
@@ -109,7 +109,7 @@ pub fn record(args: RecordArgs) -> Result<u8> {
         let h = &outcome.header;
         eprintln!(
             "wrote {}: {} intervals of {:?} with the {} backend ({}), {} bytes; {}",
-            args.output.display(),
+            crate::commands::output_name(&args.output).display(),
             outcome.end.intervals,
             args.interval,
             h.backend.name(),
@@ -145,10 +145,8 @@ pub fn record(args: RecordArgs) -> Result<u8> {
 /// Runs `analyze` on a recording.
 pub fn analyze(args: &AnalyzeArgs) -> Result<u8> {
     let mut r = Recording::default();
-    let file = std::fs::File::open(&args.file)
-        .map_err(|e| pagescope_core::Error::io(&args.file, e))
-        .context(BadInput)?;
-    read_record(std::io::BufReader::new(file), &args.file, &mut r).context(BadInput)?;
+    let (input, name) = crate::commands::open_input(&args.file)?;
+    read_record(input, &name, &mut r).context(BadInput)?;
     let sel = Select {
         range: args.range,
         pid: args.pid,

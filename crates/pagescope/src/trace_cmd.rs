@@ -157,7 +157,7 @@ pub fn trace(args: TraceArgs) -> Result<u8> {
         let e = &outcome.end;
         eprintln!(
             "wrote {}: {} references ({} writes), {} evictions, {} bytes ({:.2} bytes per reference); {}",
-            args.output.display(),
+            crate::commands::output_name(&args.output).display(),
             e.references,
             outcome.writes,
             e.evictions,
@@ -200,13 +200,12 @@ pub(crate) fn idle_poll(off: bool, quiet: bool) -> Option<pagescope_linux::cpuid
     }
 }
 
-/// Reads a trace into an analysis. A file cut short is read up to its
-/// last complete frame; the report's notes say so (no end record).
+/// Reads a trace (a file, or standard input for `-`) into an analysis. A
+/// file cut short is read up to its last complete frame; the report's
+/// notes say so (no end record).
 fn read(path: &Path, visitor: &mut dyn TraceVisitor) -> Result<()> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| pagescope_core::Error::io(path, e))
-        .context(BadInput)?;
-    read_trace(std::io::BufReader::new(file), path, visitor).context(BadInput)?;
+    let (input, name) = crate::commands::open_input(path)?;
+    read_trace(input, &name, visitor).context(BadInput)?;
     Ok(())
 }
 

@@ -430,3 +430,120 @@ fn usage_errors_exit_2_and_absent_pids_1() {
         assert!(out.status.success(), "{out:?}");
     }
 }
+
+/// A snapshot is private (0600, even under umask 000: it holds page frame
+/// numbers and every command line), and a symlink planted at `-o` is
+/// replaced, its target untouched.
+#[test]
+fn snapshot_files_are_private_and_never_written_through_a_symlink() {
+    let dir = tempfile::tempdir().unwrap();
+    let me = std::process::id().to_string();
+    let fresh = temp_path(dir.path(), "fresh.snap");
+    let out = run_umask0(&["snapshot", "-q", "--pid", &me, "-o", &fresh]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(mode_of(&fresh), 0o600);
+    // An older file in its place, readable by all, is replaced.
+    std::fs::set_permissions(&fresh, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let out = run_umask0(&["snapshot", "-q", "--pid", &me, "-o", &fresh]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(mode_of(&fresh), 0o600);
+
+    let planted = Planted::new(dir.path(), "planted.snap");
+    let out = run_umask0(&["snapshot", "-q", "--pid", &me, "-o", &planted.link]);
+    assert!(out.status.success(), "{out:?}");
+    planted.assert_replaced();
+    let v = report_json(&["report", "processes", "-i", &planted.link, "-f", "json"]);
+    process_row(&v, std::process::id());
+    // Nothing else was left in the directory.
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+}
+
+/// `snapshot -o -` streams to standard output, and `report --input -` and
+/// `diff` read it back from standard input.
+#[test]
+fn snapshots_stream_through_standard_output_and_input() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let pt = Pagetest::start(&[], &["--size", "16M", "--hold"], "done");
+    let pid = pt.pid().to_string();
+    let stream = run_ok(&["snapshot", "-q", "--pid", &pid, "-o", "-"]).stdout;
+    let rss = smaps_rollup(pt.pid())["Rss"] / 4;
+    let out = run_stdin(
+        &["report", "processes", "--input", "-", "-f", "json"],
+        &stream,
+    );
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = process_row(&v, pt.pid());
+    assert_close(
+        "rss_pages",
+        row["rss_pages"].as_f64().unwrap(),
+        rss as f64,
+        1.0,
+    );
+    assert!(row["rss_pages"].as_u64().unwrap() >= pt.pages());
+
+    // A stream cut short says so, as a file does.
+    let out = run_stdin(&["report", "total", "-i", "-"], &stream[..stream.len() / 2]);
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("standard input was cut short"), "{stderr}");
+
+    // diff: one side from standard input; a snapshot against itself.
+    let snap = temp_path(dir.path(), "s.snap");
+    std::fs::write(&snap, &stream).unwrap();
+    let out = run_stdin(&["diff", &snap, "-", "-f", "json"], &stream);
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let file_side = report_json(&["diff", &snap, &snap, "-f", "json"]);
+    assert_eq!(v, file_side);
+    // Both sides can't be read from one stream.
+    let out = run_stdin(&["diff", "-", "-"], &stream);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    drop(pt);
+}
+
+/// Ctrl-C stops a snapshot at once: it exits 130 and leaves a file that
+/// reports as cut short. A held 2 GiB pagetest read by one thread makes
+/// the whole snapshot take well over a second.
+#[test]
+fn interrupted_snapshot_exits_130_and_leaves_a_file_cut_short() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let pt = Pagetest::start(&[], &["--size", "2G", "--hold"], "done");
+    let snap = temp_path(dir.path(), "int.snap");
+    let child = Command::new(pagescope_bin())
+        .args(["snapshot", "-q", "--jobs", "1", "-o", &snap])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let sent = std::time::Instant::now();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(child.id() as i32).unwrap(),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let took = sent.elapsed();
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    assert!(
+        took < std::time::Duration::from_millis(500),
+        "it stopped {took:?} after SIGINT"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    let out = run_ok(&["report", "processes", "-i", &snap, "-f", "json"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("was cut short"), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["notes"][0].as_str().unwrap().contains("cut short"));
+    assert!(!v["processes"].as_array().unwrap().is_empty());
+    drop(pt);
+}

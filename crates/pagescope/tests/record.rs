@@ -1528,3 +1528,101 @@ fn written_pages_unknown_as_nobody_names_the_sysctl() {
     assert!(note.contains("vm.unprivileged_userfaultfd is 0"), "{note}");
     assert!(!note.contains("Linux 6.7"), "{note}");
 }
+
+/// A recording is private (0600 even under umask 000) and replaces a
+/// symlink planted at `-o`, leaving its target untouched.
+#[test]
+fn recordings_are_private_and_never_written_through_a_symlink() {
+    let _guard = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let pt = Pagetest::start(
+        &[],
+        &["--size", "8M", "--iterations", "100000", "--sleep", "20ms"],
+        "ready",
+    );
+    let planted = Planted::new(dir.path(), "planted.rec");
+    let pid = pt.pid().to_string();
+    let out = run_umask0(&[
+        "record",
+        "-q",
+        "--backend",
+        "refs",
+        "--interval",
+        "50ms",
+        "--duration",
+        "300ms",
+        "--pid",
+        &pid,
+        "-o",
+        &planted.link,
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    planted.assert_replaced();
+    let (r, done) = read(&planted.link);
+    assert_eq!(done, Completeness::Complete);
+    assert!(r.intervals.len() >= 3, "{} intervals", r.intervals.len());
+}
+
+/// `record -o -` streams the recording to standard output (the launched
+/// program's own output goes to standard error), and `analyze -` reads
+/// it back from standard input.
+#[test]
+fn a_recording_streams_through_standard_output_and_input() {
+    let _guard = serial();
+    let bin = pagetest_bin();
+    let out = run(
+        &[],
+        &[
+            "record",
+            "-q",
+            "--backend",
+            "refs",
+            "--interval",
+            "50ms",
+            "-o",
+            "-",
+            "--",
+            bin.to_str().unwrap(),
+            "--size",
+            "16M",
+            "--op",
+            "write",
+            "--iterations",
+            "3",
+            "--sleep",
+            "300ms",
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        out.stdout.starts_with(b"\x89PGS"),
+        "not a recording on stdout"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let ready: Value = stderr
+        .lines()
+        .find_map(|l| serde_json::from_str::<Value>(l).ok())
+        .unwrap_or_else(|| panic!("pagetest's lines are not on stderr: {stderr}"));
+    let (start, end) = (
+        ready["start"].as_u64().unwrap(),
+        ready["end"].as_u64().unwrap(),
+    );
+    let range = format!("{start:#x}-{end:#x}");
+    let a = run_stdin(
+        &[
+            "analyze", "-", "temporal", "--range", &range, "--format", "json",
+        ],
+        &out.stdout,
+    );
+    assert!(a.status.success(), "{a:?}");
+    let v: Value = serde_json::from_slice(&a.stdout).unwrap();
+    let rows = v["intervals"].as_array().unwrap();
+    // Three passes over the buffer, three spikes; the two after the
+    // first (whose writes populate pages) whole.
+    let found = spikes(rows, 64);
+    assert_eq!(found.len(), 3, "{found:?}");
+    let pages = ready["pages"].as_u64().unwrap();
+    for s in &found[1..] {
+        assert_close("a pass", s.user as f64, pages as f64, 2.0);
+    }
+}

@@ -1985,3 +1985,82 @@ fn refused_traces_name_their_cause() {
         eprintln!("skipped (nobody): vm.unprivileged_userfaultfd is not 0 here");
     }
 }
+
+/// A trace is private (0600 even under umask 000) and replaces a symlink
+/// planted at `-o`, leaving its target untouched; `trace -o -` streams it
+/// to standard output (the program's own output goes to standard error),
+/// and `analyze -` reads it back.
+#[test]
+fn traces_are_private_and_stream_through_standard_output() {
+    require_trace!();
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let bin = pagetest_bin();
+    let args = [
+        "--size",
+        "8M",
+        "--op",
+        "write",
+        "--iterations",
+        "2",
+        "--sleep",
+        "0",
+    ];
+    let planted = Planted::new(dir.path(), "planted.trace");
+    let mut cmd = vec![
+        "trace",
+        "-q",
+        "-o",
+        &planted.link,
+        "--",
+        bin.to_str().unwrap(),
+    ];
+    cmd.extend(args);
+    let out = run_umask0(&cmd);
+    assert!(out.status.success(), "{out:?}");
+    planted.assert_replaced();
+    let (all, done) = read_all(&planted.link);
+    assert_eq!(done, Completeness::Complete);
+    let lines = pagetest_lines(&out.stdout);
+    let (start, end) = (
+        lines[0]["start"].as_u64().unwrap(),
+        lines[0]["end"].as_u64().unwrap(),
+    );
+    let pages = lines[0]["pages"].as_u64().unwrap();
+    let in_buf = |refs: &[Ref]| {
+        refs.iter()
+            .filter(|r| r.addr >= start && r.addr < end)
+            .count()
+    };
+    // Two passes, every page each time (a write run has no fill).
+    assert_eq!(in_buf(&all.refs) as u64, 2 * pages);
+
+    let mut cmd = vec!["trace", "-q", "-o", "-", "--", bin.to_str().unwrap()];
+    cmd.extend(args);
+    let out = run(&[], &cmd);
+    assert!(out.status.success(), "{out:?}");
+    assert!(out.stdout.starts_with(b"\x89PGS"), "not a trace on stdout");
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert!(
+        !lines.is_empty(),
+        "pagetest's lines are not on stderr: {out:?}"
+    );
+    let (start, end) = (
+        lines[0]["start"].as_u64().unwrap(),
+        lines[0]["end"].as_u64().unwrap(),
+    );
+    let range = format!("{start:#x}-{end:#x}");
+    let a = run_stdin(
+        &[
+            "analyze", "-", "refs", "--range", &range, "--format", "json",
+        ],
+        &out.stdout,
+    );
+    assert!(a.status.success(), "{a:?}");
+    let v: Value = serde_json::from_slice(&a.stdout).unwrap();
+    assert_eq!(v["references"], 2 * pages);
+    assert_eq!(v["distinct_pages"], pages);
+}

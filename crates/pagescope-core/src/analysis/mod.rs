@@ -113,6 +113,38 @@ impl<S: SnapshotSink> SnapshotSink for PidFilter<'_, S> {
     }
 }
 
+/// Hands the stream to two sinks, so that one read of a snapshot (which
+/// may be a stream that can't be read twice) feeds two analyses.
+#[derive(Debug)]
+pub struct Tee<'a, A: SnapshotSink, B: SnapshotSink>(pub &'a mut A, pub &'a mut B);
+
+impl<A: SnapshotSink, B: SnapshotSink> SnapshotSink for Tee<'_, A, B> {
+    fn system(&mut self, system: &SystemInfo) -> Result<()> {
+        self.0.system(system)?;
+        self.1.system(system)
+    }
+    fn process(&mut self, p: &ProcessRecord) -> Result<()> {
+        self.0.process(p)?;
+        self.1.process(p)
+    }
+    fn pages(&mut self, chunk: &PageChunk) -> Result<()> {
+        self.0.pages(chunk)?;
+        self.1.pages(chunk)
+    }
+    fn finish(&mut self, t: &Trailer) -> Result<()> {
+        self.0.finish(t)?;
+        self.1.finish(t)
+    }
+    fn elf(&mut self, e: &crate::model::ElfFile) -> Result<()> {
+        self.0.elf(e)?;
+        self.1.elf(e)
+    }
+    fn physmap(&mut self, c: &crate::model::PhysChunk) -> Result<()> {
+        self.0.physmap(c)?;
+        self.1.physmap(c)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,7 +18,7 @@ mod writes;
 
 use crate::procfs::{self, ProcDir};
 use freeze::{Exit, Freezer};
-use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+use nix::sys::signal::Signal;
 use pagescope_core::format::RecordWriter;
 use pagescope_core::parse::meminfo;
 use pagescope_core::record::{
@@ -160,36 +160,6 @@ pub struct RecordOutcome {
 
 /// What the note on processes that could not be read says is missing.
 pub const DENIED_MISSING: &str = "their references are not recorded";
-
-/// The signals the recorder waits for. Block them (in the thread that
-/// records, before any other thread starts) with [`block_signals`].
-fn wait_set() -> SigSet {
-    let mut set = SigSet::empty();
-    set.add(Signal::SIGCHLD);
-    set.add(Signal::SIGINT);
-    set.add(Signal::SIGTERM);
-    set
-}
-
-/// Blocks SIGCHLD, SIGINT and SIGTERM in the calling thread (and threads
-/// it starts later), so that the recorder receives them in
-/// `sigtimedwait`. Launched commands start with an empty mask.
-pub fn block_signals() -> std::io::Result<()> {
-    nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&wait_set()), None)
-        .map_err(std::io::Error::from)
-}
-
-/// Waits for one of [`wait_set`] until `timeout`; `None` on timeout.
-fn wait_signal(timeout: Duration) -> Option<Signal> {
-    let set = wait_set();
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs() as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: both pointers are valid for the call; a null siginfo is allowed.
-    let r = unsafe { libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &ts) };
-    Signal::try_from(r).ok()
-}
 
 fn now_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
@@ -461,7 +431,7 @@ impl Recorder<'_> {
 pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
     let root = crate::Root::default();
     let page_size = crate::system::page_size();
-    block_signals().map_err(|e| Error::io("sigprocmask", e))?;
+    crate::signals::block().map_err(|e| Error::io("sigprocmask", e))?;
     let (probe, why) = choose(config, &root, page_size)?;
     // Two observers of one process corrupt each other's figures (two
     // refs recorders clear each other's accessed bits).
@@ -563,7 +533,7 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         buf: Vec::new(),
     };
     // The file first: a bad -o must not leave a launched command behind.
-    let file = std::fs::File::create(&config.output).map_err(|e| Error::io(&config.output, e))?;
+    let file = crate::output::create(&config.output).map_err(|e| Error::io(&config.output, e))?;
     let follow = match &config.target {
         Target::Command(argv) => Some(crate::trace::Target::Launch(argv.clone())),
         Target::Pids(p) if p.len() == 1 => Some(crate::trace::Target::Attach(p[0])),
@@ -705,7 +675,7 @@ fn run(
             if now >= deadline {
                 break;
             }
-            match wait_signal(deadline - now) {
+            match crate::signals::wait(deadline - now) {
                 Some(Signal::SIGINT | Signal::SIGTERM) => reason = Some("interrupted"),
                 Some(_) if !rec.probe_launched => rec.drain_children(),
                 _ => {}

@@ -2953,7 +2953,7 @@ pub fn trace(
         }
         Target::Launch(_) => None,
     };
-    let file = File::create(&config.output).map_err(|e| Error::io(&config.output, e))?;
+    let file = crate::output::create(&config.output).map_err(|e| Error::io(&config.output, e))?;
     let start_unix_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);

@@ -402,3 +402,76 @@ pub fn tracer_of(pid: u32) -> u32 {
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0)
 }
+
+/// Runs pagescope with `args` under umask 000, as from a careless shell.
+pub fn run_umask0(args: &[&str]) -> Output {
+    run(&["sh", "-c", "umask 000; exec \"$0\" \"$@\""], args)
+}
+
+/// Runs pagescope with `args` and `input` on its standard input.
+pub fn run_stdin(args: &[&str], input: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(pagescope_bin())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("pagescope runs");
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    // Written from a thread: pagescope may print before it has read all.
+    let feeder = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    out
+}
+
+/// The permission bits of `path` itself (a symlink is not followed).
+pub fn mode_of(path: &str) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::symlink_metadata(path)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+/// What another user could plant at an output path: a symlink to a file
+/// of theirs (`victim`, with known contents).
+pub struct Planted {
+    pub link: String,
+    victim: String,
+}
+
+const VICTIM: &[u8] = b"not pagescope's to overwrite\n";
+
+impl Planted {
+    /// Plants `name` in `dir`, a symlink to a file beside it.
+    pub fn new(dir: &Path, name: &str) -> Planted {
+        let victim = temp_path(dir, &format!("{name}.victim"));
+        std::fs::write(&victim, VICTIM).unwrap();
+        let link = temp_path(dir, name);
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        Planted { link, victim }
+    }
+
+    /// Asserts that the link was replaced by a private file of
+    /// pagescope's, and its target left as it was.
+    pub fn assert_replaced(&self) {
+        let meta = std::fs::symlink_metadata(&self.link).unwrap();
+        assert!(
+            meta.file_type().is_file(),
+            "{} is still a symlink: pagescope wrote through it",
+            self.link
+        );
+        assert_eq!(mode_of(&self.link), 0o600, "{}", self.link);
+        assert_eq!(
+            std::fs::read(&self.victim).unwrap(),
+            VICTIM,
+            "the symlink's target was overwritten"
+        );
+    }
+}
