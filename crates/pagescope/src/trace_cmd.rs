@@ -27,6 +27,9 @@ pub fn trace(args: TraceArgs) -> Result<u8> {
         let mut held = pagescope_linux::trace::Held::gather(&order);
         for &pid in &order {
             if pid != root && pagescope_linux::trace::end_stray_mover(pid) {
+                if !args.quiet {
+                    eprintln!("ended mover {pid} left by a killed pagescope");
+                }
                 continue;
             }
             let parked_here = pagescope_linux::trace::is_parked(pid);

@@ -1421,8 +1421,12 @@ fn release_ends_the_mover_of_a_program_that_exited() {
     // sort runs on untraced and exits, its mover left behind.
     std::thread::sleep(Duration::from_millis(500));
     let said = release(shell, "exec-done:2");
+    // Ended as an orphan once sort exited, or, where sort still waited
+    // on the pipe the shell held while it waited on a page away, as a
+    // mover of the released tree.
     assert!(
-        said.contains("mover(s) left by a killed pagescope behind a program that exited"),
+        said.contains("mover(s) left by a killed pagescope behind a program that exited")
+            || said.contains("ended mover"),
         "the release ended no mover: {said}"
     );
     let (tx, rx) = std::sync::mpsc::channel();

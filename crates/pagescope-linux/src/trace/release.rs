@@ -221,13 +221,17 @@ pub fn remove_leftovers(pid: u32) -> Result<bool> {
         return Ok(false);
     }
     let seized =
-        super::ptrace::seize_process(pid, nix::sys::ptrace::Options::PTRACE_O_TRACESYSGOOD)
-            .map_err(|e| {
-                Error::io(
+        match super::ptrace::seize_process(pid, nix::sys::ptrace::Options::PTRACE_O_TRACESYSGOOD) {
+            Ok(s) => s,
+            // Put back, it may finish at once: what it holds goes with it.
+            Err(_) if exiting(pid) => return Ok(false),
+            Err(e) => {
+                return Err(Error::io(
                     format!("/proc/{pid}/task (attaching to remove pagescope's areas)"),
                     e,
-                )
-            })?;
+                ))
+            }
+        };
     let r = (|| -> std::io::Result<()> {
         let Some(&(t, _)) = seized
             .iter()
@@ -260,8 +264,28 @@ pub fn remove_leftovers(pid: u32) -> Result<bool> {
         };
         let _ = nix::sys::ptrace::detach(t, sig);
     }
-    r.map_err(|e| Error::io(format!("/proc/{pid} (removing pagescope's areas)"), e))?;
-    Ok(true)
+    match r {
+        Ok(()) => Ok(true),
+        Err(_) if exiting(pid) => Ok(false),
+        Err(e) => Err(Error::io(
+            format!("/proc/{pid} (removing pagescope's areas)"),
+            e,
+        )),
+    }
+}
+
+/// Whether `pid` is gone, a zombie, or exiting (`PF_EXITING`, 0x4, in the
+/// flags of its stat, field 9).
+fn exiting(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return true;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let flags: u64 = fields.get(6).and_then(|f| f.parse().ok()).unwrap_or(0);
+    matches!(fields.first(), Some(&"Z" | &"X")) || flags & 0x4 != 0
 }
 
 /// The movers of `pid` that died with their tracer: zombie children (of
