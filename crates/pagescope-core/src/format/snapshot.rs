@@ -2,7 +2,7 @@
 //! stream to a file, and a reader that replays a file into any sink.
 
 use super::frame::{decode, open_kind, Completeness, Kind, RecordFile};
-use super::{codec, frame_type};
+use super::{codec, frame_type, limits};
 use crate::model::{
     ElfFile, PageChunk, PhysChunk, ProcessRecord, SnapshotSink, SystemInfo, Trailer,
 };
@@ -36,7 +36,10 @@ impl<W: Write> SnapshotWriter<W> {
         self.file.frames.bytes
     }
 
-    fn put<T: serde::Serialize>(&mut self, frame_type: u16, value: &T) -> Result<()> {
+    fn put<T>(&mut self, frame_type: u16, value: &T) -> Result<()>
+    where
+        T: serde::Serialize + serde::de::DeserializeOwned,
+    {
         self.file.put(frame_type, value)
     }
 }
@@ -51,7 +54,18 @@ impl<W: Write> SnapshotSink for SnapshotWriter<W> {
         self.put(frame_type::PROCESS, process)
     }
 
+    /// Writes the pages in frames of at most [`limits::CHUNK_PAGES`].
     fn pages(&mut self, chunk: &PageChunk) -> Result<()> {
+        if chunk.pages.len() > limits::CHUNK_PAGES {
+            for pages in chunk.pages.chunks(limits::CHUNK_PAGES) {
+                self.pages(&PageChunk {
+                    pid: chunk.pid,
+                    start_time: chunk.start_time,
+                    pages: pages.to_vec(),
+                })?;
+            }
+            return Ok(());
+        }
         self.encoder
             .encode(chunk, self.page_size, &mut self.encoded);
         self.file.raw(frame_type::PAGES, &self.encoded)
@@ -65,8 +79,17 @@ impl<W: Write> SnapshotSink for SnapshotWriter<W> {
         self.put(frame_type::ELF, elf)
     }
 
+    /// Writes the frames' classes in chunks of at most
+    /// [`limits::CHUNK_FRAMES`].
     fn physmap(&mut self, chunk: &PhysChunk) -> Result<()> {
-        self.put(frame_type::PHYSMAP, chunk)
+        for (i, classes) in chunk.classes.chunks(limits::CHUNK_FRAMES).enumerate() {
+            let part = PhysChunk {
+                start_pfn: chunk.start_pfn + (i * limits::CHUNK_FRAMES) as u64,
+                classes: classes.to_vec(),
+            };
+            self.put(frame_type::PHYSMAP, &part)?;
+        }
+        Ok(())
     }
 }
 
@@ -130,6 +153,18 @@ pub fn read_snapshot<R: Read>(
             }
             frame_type::PHYSMAP => {
                 let c: PhysChunk = decode(path, at, "physical map", &frame.payload)?;
+                let n = c.classes.len();
+                if n > limits::CHUNK_FRAMES || c.start_pfn.checked_add(n as u64).is_none() {
+                    return Err(Error::corrupt(
+                        path,
+                        format!(
+                            "frame at byte {at}: physical map chunk of {n} frames from {}: \
+                             more than the {} a chunk may hold, or past any frame",
+                            c.start_pfn,
+                            limits::CHUNK_FRAMES
+                        ),
+                    ));
+                }
                 sink.physmap(&c)?;
             }
             frame_type::END => {
@@ -139,5 +174,97 @@ pub fn read_snapshot<R: Read>(
             }
             _ => {} // A newer frame type: skip it.
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::physmap::Physmap;
+    use crate::model::{PageRecord, PhysInfo};
+    use crate::pagemap::PagemapEntry;
+
+    /// Every page and every frame a sink is handed, in order.
+    #[derive(Default)]
+    struct Collect {
+        chunks: Vec<PageChunk>,
+        phys: Vec<PhysChunk>,
+    }
+
+    impl SnapshotSink for Collect {
+        fn system(&mut self, _: &SystemInfo) -> Result<()> {
+            Ok(())
+        }
+        fn process(&mut self, _: &ProcessRecord) -> Result<()> {
+            Ok(())
+        }
+        fn pages(&mut self, chunk: &PageChunk) -> Result<()> {
+            self.chunks.push(chunk.clone());
+            Ok(())
+        }
+        fn finish(&mut self, _: &Trailer) -> Result<()> {
+            Ok(())
+        }
+        fn physmap(&mut self, chunk: &PhysChunk) -> Result<()> {
+            self.phys.push(chunk.clone());
+            Ok(())
+        }
+    }
+
+    /// A sink handed more pages or frames than a chunk holds writes them
+    /// in chunks of the most it holds, which read back as they were.
+    #[test]
+    fn the_writer_splits_what_a_chunk_cannot_hold() {
+        let n = 2 * limits::CHUNK_PAGES + 5;
+        let pages: Vec<PageRecord> = (0..n as u64)
+            .map(|i| PageRecord {
+                vaddr: (1 << 30) + i * 4096,
+                entry: PagemapEntry((1 << 63) | i),
+                phys: Some(PhysInfo {
+                    flags: crate::kpageflags::KPageFlags::from_bits_retain(1 << 5),
+                    count: 1,
+                    memcg: 0,
+                    node: 0,
+                }),
+            })
+            .collect();
+        let chunk = PageChunk {
+            pid: 9,
+            start_time: 3,
+            pages,
+        };
+        let classes: Vec<u8> = (0..n).map(|i| (i % 12) as u8).collect();
+        let mut file = Vec::new();
+        let mut w = SnapshotWriter::new(&mut file, Path::new("s")).unwrap();
+        w.system(&SystemInfo {
+            page_size: 4096,
+            ..SystemInfo::default()
+        })
+        .unwrap();
+        w.process(&ProcessRecord::default()).unwrap();
+        w.pages(&chunk).unwrap();
+        w.physmap(&PhysChunk {
+            start_pfn: 100,
+            classes: classes.clone(),
+        })
+        .unwrap();
+        w.finish(&Trailer::default()).unwrap();
+        drop(w);
+        let mut c = Collect::default();
+        read_snapshot(&file[..], Path::new("s"), &mut c).unwrap();
+        let sizes: Vec<usize> = c.chunks.iter().map(|c| c.pages.len()).collect();
+        assert_eq!(sizes, [limits::CHUNK_PAGES, limits::CHUNK_PAGES, 5]);
+        assert!(c.chunks.iter().all(|c| (c.pid, c.start_time) == (9, 3)));
+        let all: Vec<PageRecord> = c.chunks.into_iter().flat_map(|c| c.pages).collect();
+        assert_eq!(all, chunk.pages);
+        let starts: Vec<u64> = c.phys.iter().map(|p| p.start_pfn).collect();
+        let step = limits::CHUNK_FRAMES as u64;
+        assert_eq!(starts, [100, 100 + step, 100 + 2 * step]);
+        let all: Vec<u8> = c.phys.iter().flat_map(|p| p.classes.clone()).collect();
+        assert_eq!(all, classes);
+        // And the physical map adds them up as one.
+        let mut p = Physmap::new(0);
+        read_snapshot(&file[..], Path::new("s"), &mut p).unwrap();
+        assert_eq!(p.frames, n as u64);
     }
 }
