@@ -143,14 +143,15 @@ pub struct Counts {
 impl Counts {
     /// Adds `o` in.
     pub fn add(&mut self, o: &Counts) {
-        self.user += o.user;
-        self.page_cache += o.page_cache;
-        self.written += o.written;
+        // Saturating: a damaged file's counts must not wrap a sum.
+        self.user = self.user.saturating_add(o.user);
+        self.page_cache = self.page_cache.saturating_add(o.page_cache);
+        self.written = self.written.saturating_add(o.written);
     }
 
     /// Referenced pages of every class.
     pub fn referenced(&self) -> u64 {
-        self.user + self.page_cache
+        self.user.saturating_add(self.page_cache)
     }
 }
 

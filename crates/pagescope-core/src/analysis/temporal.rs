@@ -405,7 +405,7 @@ impl Recording {
                     .find(|n| n.start_pfn <= pfn && pfn < n.end_pfn)
                 {
                     Some(n) => per.entry(n.node).or_default().add(&r.counts),
-                    None => unplaced += r.counts.referenced(),
+                    None => unplaced = r.counts.referenced().saturating_add(unplaced),
                 }
             }
             out.extend(per.into_iter().map(|(node, counts)| NumaRow {
@@ -435,12 +435,13 @@ impl Recording {
                 };
                 for &(pages, regions) in &i.huge {
                     let (pages, regions) = (pages as u64, regions as u64);
-                    row.regions += regions;
-                    row.pages += pages * regions;
+                    row.regions = row.regions.saturating_add(regions);
+                    row.pages = row.pages.saturating_add(pages * regions);
                     if pages >= per_region {
-                        row.full += regions;
+                        row.full = row.full.saturating_add(regions);
                     }
-                    *all.entry(pages).or_default() += regions;
+                    let n = all.entry(pages).or_default();
+                    *n = n.saturating_add(regions);
                 }
                 row
             })
@@ -493,13 +494,13 @@ impl Recording {
                     Some((p, cs, ce)) if p == pid && s <= ce => cur = Some((p, cs, ce.max(e))),
                     _ => {
                         if let Some((_, cs, ce)) = cur {
-                            total += ce - cs;
+                            total = (ce - cs).saturating_add(total);
                         }
                         cur = Some((pid, s, e));
                     }
                 }
             }
-            total + cur.map_or(0, |(_, s, e)| e - s)
+            cur.map_or(0, |(_, s, e)| e - s).saturating_add(total)
         };
         let w = window.max(1);
         Ok((0..self.intervals.len())

@@ -93,6 +93,27 @@ impl<W: Write> SnapshotSink for SnapshotWriter<W> {
     }
 }
 
+/// Refuses VMAs that can't be: empty or reversed, not on page
+/// boundaries, out of address order or overlapping (the kernel's maps
+/// file lists them in order, each a whole number of pages).
+fn check_vmas(p: &ProcessRecord, page_size: u64) -> std::result::Result<(), String> {
+    let mut prev_end = 0;
+    for v in &p.vmas {
+        if v.start >= v.end
+            || v.start % page_size != 0
+            || v.end % page_size != 0
+            || v.start < prev_end
+        {
+            return Err(format!(
+                "pid {}: VMA {:#x}-{:#x} is empty, not on page boundaries, or out of order",
+                p.task.pid, v.start, v.end
+            ));
+        }
+        prev_end = v.end;
+    }
+    Ok(())
+}
+
 /// Replays a snapshot file into `sink`. Returns whether the file was
 /// complete; a file cut short is replayed up to its last complete frame.
 /// Errors name the file and what is wrong with it.
@@ -104,6 +125,7 @@ pub fn read_snapshot<R: Read>(
     let mut reader = open_kind(input, path, Kind::Snapshot, "a snapshot")?;
     let mut seen_system = false;
     let mut seen_process = false;
+    let mut page_size = 0;
     loop {
         let frame = match reader.next_or_end(seen_system)? {
             Ok(f) => f,
@@ -125,6 +147,7 @@ pub fn read_snapshot<R: Read>(
                         format!("page size {} is impossible", s.page_size),
                     ));
                 }
+                page_size = s.page_size;
                 sink.system(&s)?;
                 seen_system = true;
             }
@@ -133,6 +156,8 @@ pub fn read_snapshot<R: Read>(
             }
             frame_type::PROCESS => {
                 let p: ProcessRecord = decode(path, at, "process", &frame.payload)?;
+                check_vmas(&p, page_size)
+                    .map_err(|why| Error::corrupt(path, format!("frame at byte {at}: {why}")))?;
                 sink.process(&p)?;
                 seen_process = true;
             }
@@ -266,5 +291,50 @@ mod tests {
         let mut p = Physmap::new(0);
         read_snapshot(&file[..], Path::new("s"), &mut p).unwrap();
         assert_eq!(p.frames, n as u64);
+    }
+
+    /// VMAs that no maps file lists are refused, naming the process.
+    #[test]
+    fn impossible_vmas_are_refused() {
+        use crate::model::{Task, Vma};
+        let vma = |start: u64, end: u64| Vma {
+            start,
+            end,
+            ..Vma::default()
+        };
+        let good = [vma(0x1000, 0x3000), vma(0x3000, 0x4000)];
+        let bad = [
+            vec![vma(0x3000, 0x1000)],
+            vec![vma(0x1000, 0x1000)],
+            vec![vma(0x1000, 0x1800)],
+            vec![vma(0x1000, 0x3000), vma(0x2000, 0x4000)],
+        ];
+        let file = |vmas: &[Vma]| {
+            let mut file = Vec::new();
+            let mut w = SnapshotWriter::new(&mut file, Path::new("s")).unwrap();
+            w.system(&SystemInfo {
+                page_size: 4096,
+                ..SystemInfo::default()
+            })
+            .unwrap();
+            w.process(&ProcessRecord {
+                task: Task {
+                    pid: 42,
+                    ..Task::default()
+                },
+                vmas: vmas.to_vec(),
+                rollup: None,
+            })
+            .unwrap();
+            drop(w);
+            file
+        };
+        read_snapshot(&file(&good)[..], Path::new("s"), &mut Collect::default()).unwrap();
+        for vmas in bad {
+            let e = read_snapshot(&file(&vmas)[..], Path::new("s"), &mut Collect::default())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("pid 42: VMA"), "{e}");
+        }
     }
 }
