@@ -32,20 +32,26 @@ pub struct SystemInfo {
     /// Whether /proc/kpagecgroup could be read (needs CONFIG_MEMCG).
     pub memcg_visible: bool,
     /// One line per figure that could not be collected, and why.
+    #[serde(deserialize_with = "crate::format::limits::notes")]
     pub missing: Vec<String>,
     /// `/proc/meminfo`, in its order, values in kB (or pages for the
     /// HugePages_* counts, as the kernel prints them).
+    #[serde(deserialize_with = "crate::format::limits::meminfo")]
     pub meminfo: Vec<(String, u64)>,
     /// `/proc/slabinfo` caches (empty without root).
+    #[serde(deserialize_with = "crate::format::limits::slabs")]
     pub slabs: Vec<SlabCache>,
     /// System RAM ranges of `/proc/iomem`, as `[start, end]` inclusive
     /// physical addresses (empty without root: the kernel hides them).
+    #[serde(deserialize_with = "crate::format::limits::ranges")]
     pub ram_ranges: Vec<(u64, u64)>,
     /// Memory block size from sysfs, bytes.
     pub memory_block_size: u64,
     /// PFN ranges per NUMA node from sysfs memory blocks.
+    #[serde(deserialize_with = "crate::format::limits::ranges")]
     pub nodes: Vec<NodeRange>,
     /// The PIDs asked for, or empty for every process.
+    #[serde(deserialize_with = "crate::format::limits::pids")]
     pub selected_pids: Vec<u32>,
 }
 
@@ -119,6 +125,7 @@ pub struct ProcessRecord {
     pub task: Task,
     /// Its VMAs in address order (empty for kernel threads, and when only
     /// the rollup was read).
+    #[serde(deserialize_with = "crate::format::limits::vmas")]
     pub vmas: Vec<Vma>,
     /// The kernel's `smaps_rollup` sums, when only those were read
     /// (a quick collection for per-process figures); `None` in a full
@@ -171,6 +178,7 @@ pub struct Task {
     /// Command name (`comm`, at most 15 bytes).
     pub comm: String,
     /// Command line, argument by argument.
+    #[serde(deserialize_with = "crate::format::limits::args")]
     pub cmdline: Vec<String>,
     /// Real user id.
     pub uid: u32,
@@ -196,6 +204,7 @@ pub struct Task {
     /// Stack pointers of the threads, where the kernel reported them
     /// (`/proc/PID/task/TID/syscall`): the VMAs holding them are thread
     /// stacks.
+    #[serde(deserialize_with = "crate::format::limits::pids")]
     pub thread_sps: Vec<u64>,
 }
 
@@ -270,6 +279,7 @@ pub struct Vma {
     /// Path or pseudo-name (`[heap]`, `[stack]`, ...), empty if anonymous.
     pub path: String,
     /// The two-letter `VmFlags` mnemonics.
+    #[serde(deserialize_with = "crate::format::limits::vm_flags")]
     pub vm_flags: Vec<String>,
     /// The smaps counters.
     pub smaps: SmapsCounters,
@@ -366,8 +376,10 @@ pub struct ElfFile {
     /// `e_type`: 2 executable, 3 shared object or PIE.
     pub elf_type: u16,
     /// PT_LOAD segments.
+    #[serde(deserialize_with = "crate::format::limits::elf_segments")]
     pub segments: Vec<ElfSegment>,
     /// Allocated sections (empty if the file has no section headers).
+    #[serde(deserialize_with = "crate::format::limits::elf_sections")]
     pub sections: Vec<ElfSection>,
 }
 
@@ -424,6 +436,7 @@ pub struct Trailer {
     /// Page records written.
     pub pages: u64,
     /// Processes skipped, and other notes (one line each).
+    #[serde(deserialize_with = "crate::format::limits::notes")]
     pub notes: Vec<String>,
     /// Wall-clock duration of the collection, ns.
     pub duration_ns: u64,

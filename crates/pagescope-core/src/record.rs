@@ -53,13 +53,13 @@ pub enum WriteSource {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Scope {
     /// These processes.
-    Processes(Vec<u32>),
+    Processes(#[serde(deserialize_with = "crate::format::limits::pids")] Vec<u32>),
     /// The processes of a cgroup (path under the cgroup mount).
     Cgroup(String),
     /// The whole machine.
     System,
     /// A command pagescope launched, and its descendants.
-    Command(Vec<String>),
+    Command(#[serde(deserialize_with = "crate::format::limits::args")] Vec<String>),
 }
 
 /// How finely a row places its references.
@@ -105,9 +105,11 @@ pub struct RecordHeader {
     /// `uname -r`.
     pub kernel: String,
     /// What the recording does not hold, in words.
+    #[serde(deserialize_with = "crate::format::limits::notes")]
     pub notes: Vec<String>,
     /// PFN ranges of each NUMA node (from sysfs memory blocks), to place
     /// physical rows on nodes.
+    #[serde(deserialize_with = "crate::format::limits::ranges")]
     pub nodes: Vec<crate::model::NodeRange>,
     /// The fraction of pages the backend watched, each page seen counting
     /// `1 / sample` (1.0: every page counts once; below 1, the `fault`
@@ -141,14 +143,15 @@ pub struct Counts {
 impl Counts {
     /// Adds `o` in.
     pub fn add(&mut self, o: &Counts) {
-        self.user += o.user;
-        self.page_cache += o.page_cache;
-        self.written += o.written;
+        // Saturating: a damaged file's counts must not wrap a sum.
+        self.user = self.user.saturating_add(o.user);
+        self.page_cache = self.page_cache.saturating_add(o.page_cache);
+        self.written = self.written.saturating_add(o.written);
     }
 
     /// Referenced pages of every class.
     pub fn referenced(&self) -> u64 {
-        self.user + self.page_cache
+        self.user.saturating_add(self.page_cache)
     }
 }
 
@@ -205,8 +208,10 @@ pub struct Interval {
     /// End, nanoseconds after the recording start.
     pub end_ns: u64,
     /// Physical blocks with references, when the backend knows frames.
+    #[serde(deserialize_with = "crate::format::limits::phys_rows")]
     pub phys: Vec<PhysRow>,
     /// Virtual ranges with references, when recording processes.
+    #[serde(deserialize_with = "crate::format::limits::virt_rows")]
     pub virt: Vec<VirtRow>,
     /// Kernel memory resident at the end.
     pub kernel: KernelResident,
@@ -217,10 +222,12 @@ pub struct Interval {
     /// backend knows pages (virtual regions for processes, physical ones
     /// for the machine). A region referenced in all its pages (512 of
     /// 4 KiB) would have paid as one huge page.
+    #[serde(deserialize_with = "crate::format::limits::huge")]
     pub huge: Vec<(u16, u32)>,
     /// The referenced pages themselves, per process, when a page-exact
     /// backend records processes: what working sets over several
     /// intervals are computed from.
+    #[serde(deserialize_with = "crate::format::limits::run_processes")]
     pub pages: Vec<PageRuns>,
 }
 
@@ -232,6 +239,7 @@ pub struct PageRuns {
     /// `(first page number, pages)`, ascending, the first page stored as
     /// the distance from the end of the run before (small numbers, which
     /// compress well).
+    #[serde(deserialize_with = "crate::format::limits::runs")]
     pub runs: Vec<(u64, u64)>,
 }
 
@@ -290,6 +298,7 @@ pub struct ProcessInfo {
     /// Its pid.
     pub pid: u32,
     /// Its command line.
+    #[serde(deserialize_with = "crate::format::limits::args")]
     pub command: Vec<String>,
     /// The first interval it was recorded in.
     pub first_seq: u64,

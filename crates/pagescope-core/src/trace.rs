@@ -28,6 +28,7 @@ pub struct TraceHeader {
     /// How pages are evicted.
     pub evict: EvictMethod,
     /// The traced command line, or the attached process's.
+    #[serde(deserialize_with = "crate::format::limits::args")]
     pub command: Vec<String>,
     /// Wall-clock start, nanoseconds since the Unix epoch; reference times
     /// are nanoseconds after it.
@@ -107,6 +108,7 @@ pub enum ProcessEventKind {
     /// Tracing of this process began.
     Start {
         /// Its command line.
+        #[serde(deserialize_with = "crate::format::limits::args")]
         command: Vec<String>,
     },
     /// It was created by `fork` of `parent`.
@@ -117,6 +119,7 @@ pub enum ProcessEventKind {
     /// It ran `execve`: a new address space.
     Exec {
         /// The new command line.
+        #[serde(deserialize_with = "crate::format::limits::args")]
         command: Vec<String>,
     },
     /// It exited (code) or was killed (negative signal number).

@@ -4,7 +4,9 @@ use crate::report::{Chart, Column, Report, Style, Table, Value};
 use pagescope_core::analysis::mrc::Mrc;
 use pagescope_core::analysis::refs::{RefCounts, RefStats, TraceMaps};
 use pagescope_core::analysis::total::Total;
-use pagescope_core::analysis::usage::{map_char, ClassCounts, PageCounts, ProcessUsage, Usage};
+use pagescope_core::analysis::usage::{
+    map_char, ClassCounts, PageCounts, ProcessUsage, Usage, MAX_MAP_PAGES,
+};
 use pagescope_core::model::SystemInfo;
 use std::fmt::Write;
 
@@ -415,16 +417,23 @@ pub fn units(u: &Usage) -> Report {
     let mut segs: Vec<_> = u.segments.values().collect();
     segs.sort_by(|a, b| a.path.cmp(&b.path).then(a.start.cmp(&b.start)));
     for s in &segs {
-        let resident = s.resident_by.iter().filter(|&&n| n > 0).count() as u64;
-        let map: String = s.resident_by.iter().map(|&n| map_char(n)).collect();
+        let resident = s.resident_by.len() as u64;
+        // One character a page, for segments small enough to draw.
+        let map: String = if s.pages <= MAX_MAP_PAGES {
+            (0..s.pages)
+                .map(|k| map_char(s.resident_by.get(&k).copied().unwrap_or(0)))
+                .collect()
+        } else {
+            String::new()
+        };
         rows.push(vec![
             Value::from(s.path.as_str()),
             Value::Int(s.start),
             Value::from(s.perms.as_str()),
             Value::Int(s.processes as u64),
-            Value::Int(s.resident_by.len() as u64),
+            Value::Int(s.pages),
             Value::Int(resident),
-            Value::Int(s.resident_by.iter().map(|&n| n as u64).sum()),
+            Value::Int(s.resident_by.values().map(|&n| n as u64).sum()),
             Value::Bool(s.heuristic),
             Value::from(map.as_str()),
         ]);
@@ -435,7 +444,7 @@ pub fn units(u: &Usage) -> Report {
             s.start,
             s.perms,
             s.processes,
-            s.resident_by.len(),
+            s.pages,
             resident,
             if s.heuristic { " (by permissions)" } else { "" }
         );
@@ -471,10 +480,10 @@ pub fn units(u: &Usage) -> Report {
             bars: segs
                 .iter()
                 .map(|s| {
-                    let res = s.resident_by.iter().filter(|&&n| n > 0).count() as f64;
+                    let res = s.resident_by.len() as f64;
                     (
                         format!("{} {}", s.path.rsplit('/').next().unwrap_or(""), s.perms),
-                        vec![res, s.resident_by.len() as f64 - res],
+                        vec![res, s.pages as f64 - res],
                     )
                 })
                 .collect(),

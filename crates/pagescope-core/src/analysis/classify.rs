@@ -116,8 +116,10 @@ impl ElfTable {
     /// data, bss), else by the segment holding it.
     pub fn class_at(&self, elf: usize, addr: u64, page_size: u64) -> Option<PageClass> {
         let f = &self.files[elf];
+        // Link-time addresses come from a wrapping bias: the page may be
+        // the last of the address space.
         let page = addr & !(page_size - 1);
-        let end = page + page_size;
+        let end = page.saturating_add(page_size);
         let mut best: Option<PageClass> = None;
         let rank = |c: PageClass| match c {
             PageClass::Text => 0,
@@ -159,6 +161,43 @@ impl ElfTable {
         })
     }
 
+    /// How far from the page holding link-time address `addr` the next
+    /// page is whose class ([`ElfTable::class_at`]) or segment may differ:
+    /// the nearest page boundary of a section, a segment, or a segment's
+    /// file-backed part above it, or the end of the address space. Every
+    /// page in between is classed as the one at `addr`.
+    pub fn next_change(&self, elf: usize, addr: u64, page_size: u64) -> u64 {
+        let f = &self.files[elf];
+        let page = addr & !(page_size - 1);
+        // Page boundaries; one past the address space is none.
+        let floor = |a: u64| Some(a & !(page_size - 1));
+        let ceil = |a: u64| a.div_ceil(page_size).checked_mul(page_size);
+        let sections = f
+            .sections
+            .iter()
+            .flat_map(|s| [floor(s.addr), ceil(s.addr.saturating_add(s.size))]);
+        let segments = f.segments.iter().flat_map(|s| {
+            [
+                floor(s.vaddr),
+                ceil(s.vaddr.saturating_add(s.memsz)),
+                ceil(s.vaddr.saturating_add(s.filesz)),
+            ]
+        });
+        // The link-time address wraps (a bias is a wrapping difference):
+        // the page after the last one is page 0.
+        let wrap = if page == 0 {
+            u64::MAX
+        } else {
+            page.wrapping_neg()
+        };
+        sections
+            .chain(segments)
+            .flatten()
+            .filter(|&b| b > page)
+            .map(|b| b - page)
+            .fold(wrap, u64::min)
+    }
+
     /// The load bias of file `elf` given one VMA mapping it: the segment
     /// holding the VMA's file offset says which link-time address the
     /// VMA's start corresponds to.
@@ -188,7 +227,9 @@ impl ElfTable {
             .unwrap_or(0);
         (
             bias.wrapping_add(lo) & !(page_size - 1),
-            bias.wrapping_add(hi).div_ceil(page_size) * page_size,
+            bias.wrapping_add(hi)
+                .div_ceil(page_size)
+                .saturating_mul(page_size),
         )
     }
 }
@@ -530,6 +571,57 @@ mod tests {
             vma(b + 0x1cf000, b + 0x1dc000, "rw-p", 0, 0, ""),
             vma(0x7ffd_0000_0000, 0x7ffd_0002_1000, "rw-p", 0, 0, "[stack]"),
         ]
+    }
+
+    /// Every page up to the next change is classed as the page it is
+    /// measured from, and lies in the same segment: a run never spans a
+    /// change of either (it may end where neither changes).
+    #[test]
+    fn runs_end_where_the_class_changes() {
+        let mut t = ElfTable::default();
+        let mut odd = libc();
+        // Unaligned sections, an empty one, one at the top of the space.
+        odd.sections.push(ElfSection {
+            name: ".tbss".into(),
+            addr: 0x1cd123,
+            size: 0,
+            kind: SectionKind::Bss,
+        });
+        odd.sections.push(ElfSection {
+            name: ".top".into(),
+            addr: u64::MAX - 0x1800,
+            size: 0x1000,
+            kind: SectionKind::Text,
+        });
+        odd.inode = 43;
+        t.add(libc());
+        t.add(odd);
+        let segment = |f: usize, page: u64| {
+            t.files[f].segments.iter().position(|s| {
+                let lo = s.vaddr & !(PS - 1);
+                let hi = s.vaddr.saturating_add(s.memsz).div_ceil(PS) * PS;
+                page >= lo && page < hi
+            })
+        };
+        let pages = (0..0x200u64)
+            .map(|i| i * PS)
+            .chain((0..4).map(|i| !(PS - 1) - i * PS));
+        for f in 0..2 {
+            for page in pages.clone() {
+                let run = t.next_change(f, page + 7, PS);
+                assert!(run >= PS && run % PS == 0, "{page:#x}: {run:#x}");
+                let here = (t.class_at(f, page, PS), segment(f, page));
+                let span = run.min(0x40 * PS) / PS;
+                for k in 1..span {
+                    let p = page + k * PS;
+                    assert_eq!(
+                        (t.class_at(f, p, PS), segment(f, p)),
+                        here,
+                        "{page:#x} +{k}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

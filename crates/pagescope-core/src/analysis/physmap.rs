@@ -89,7 +89,7 @@ impl SnapshotSink for Physmap {
         // Count block by block, so that node lookups happen once a block.
         while !rest.is_empty() {
             let block = pfn / bf;
-            let n = ((block + 1) * bf - pfn).min(rest.len() as u64) as usize;
+            let n = (bf - pfn % bf).min(rest.len() as u64) as usize;
             let node = self.system.node_of(pfn).unwrap_or(u16::MAX);
             let mut counts: ClassCounts = [0; ALL.len()];
             for &c in &rest[..n] {

@@ -405,7 +405,7 @@ impl Recording {
                     .find(|n| n.start_pfn <= pfn && pfn < n.end_pfn)
                 {
                     Some(n) => per.entry(n.node).or_default().add(&r.counts),
-                    None => unplaced += r.counts.referenced(),
+                    None => unplaced = r.counts.referenced().saturating_add(unplaced),
                 }
             }
             out.extend(per.into_iter().map(|(node, counts)| NumaRow {
@@ -479,12 +479,13 @@ impl Recording {
                     pages: 0,
                 };
                 for (pages, regions) in self.huge_of(i, per_region) {
-                    row.regions += regions;
-                    row.pages += pages * regions;
+                    row.regions = row.regions.saturating_add(regions);
+                    row.pages = row.pages.saturating_add(pages.saturating_mul(regions));
                     if pages >= per_region {
-                        row.full += regions;
+                        row.full = row.full.saturating_add(regions);
                     }
-                    *all.entry(pages).or_default() += regions;
+                    let n = all.entry(pages).or_default();
+                    *n = n.saturating_add(regions);
                 }
                 row
             })
@@ -537,13 +538,13 @@ impl Recording {
                     Some((p, cs, ce)) if p == pid && s <= ce => cur = Some((p, cs, ce.max(e))),
                     _ => {
                         if let Some((_, cs, ce)) = cur {
-                            total += ce - cs;
+                            total = (ce - cs).saturating_add(total);
                         }
                         cur = Some((pid, s, e));
                     }
                 }
             }
-            total + cur.map_or(0, |(_, s, e)| e - s)
+            cur.map_or(0, |(_, s, e)| e - s).saturating_add(total)
         };
         // A sampled recording's pages stand for 1/fraction pages each, as
         // its counts do.

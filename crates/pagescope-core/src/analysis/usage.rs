@@ -8,7 +8,7 @@
 //! is counted as it streams by. Per-page maps are kept only where a view
 //! needs them (the VMAs of the processes asked for; the units' segments).
 
-use super::classify::{classify_vmas, ElfTable, PageClass, VmaClass};
+use super::classify::{classify_vmas, ElfTable, PageClass, UnitRef, VmaClass};
 use super::{is_resident, VmaCursor};
 use crate::kpageflags::KPageFlags;
 use crate::model::{
@@ -16,7 +16,7 @@ use crate::model::{
     Vma,
 };
 use crate::Result;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 /// Pages per class, in the paper's columns.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -217,8 +217,11 @@ pub struct UnitSegment {
     pub perms: String,
     /// Processes that map it.
     pub processes: u32,
-    /// Per page of the segment: how many processes have it resident.
-    pub resident_by: Vec<u32>,
+    /// Its length in pages.
+    pub pages: u64,
+    /// Per page of the segment resident in any process (by its index in
+    /// the segment): how many processes have it resident.
+    pub resident_by: BTreeMap<u64, u32>,
     /// Classified by permissions, not ELF headers.
     pub heuristic: bool,
 }
@@ -268,10 +271,12 @@ pub struct Usage {
     classes: Vec<VmaClass>,
     cursor: VmaCursor,
     /// Per unit segment of the current process: pages seen resident.
-    seen: BTreeMap<(String, u64), Vec<bool>>,
+    seen: BTreeMap<(String, u64), HashSet<u64>>,
 }
 
-const MAX_MAP_PAGES: u64 = 1 << 20;
+/// The most pages of a VMA or unit segment that get a page map (one
+/// entry per page): larger ones are counted, not drawn.
+pub const MAX_MAP_PAGES: u64 = 1 << 20;
 
 impl Usage {
     /// A fresh analysis.
@@ -308,7 +313,11 @@ fn segment_of(
                 let f = &elfs.files[i];
                 f.segments.iter().find_map(|s| {
                     let lo = s.vaddr & !(ps - 1);
-                    let hi = s.vaddr.saturating_add(s.memsz).div_ceil(ps) * ps;
+                    let hi = s
+                        .vaddr
+                        .saturating_add(s.memsz)
+                        .div_ceil(ps)
+                        .saturating_mul(ps);
                     (link >= lo && link < hi).then(|| {
                         let perms = format!(
                             "{}{}{}",
@@ -409,16 +418,26 @@ impl SnapshotSink for Usage {
                 *h |= c.heuristic;
             }
             let virt = u.virt.as_mut();
-            // Virtual view: unit VMAs page by page, others whole.
+            // Virtual view: unit VMAs run by run (the pages up to the next
+            // section or segment boundary share a class), others whole.
             if c.unit.is_some() {
                 let mut virt = virt;
-                for i in 0..pages {
-                    let addr = v.start + i * ps;
+                let mut addr = v.start;
+                while addr < v.end {
+                    let run = match &c.unit {
+                        Some(UnitRef {
+                            elf: Some(i), bias, ..
+                        }) => self.elfs.next_change(*i, addr.wrapping_sub(*bias), ps),
+                        _ => u64::MAX,
+                    };
+                    let next = addr.saturating_add(run).min(v.end);
+                    let n = (next - addr) / ps;
                     let class = c.page_class(&self.elfs, addr, ps);
                     if let Some(virt) = virt.as_mut() {
-                        virt.add(v, class, c.is_app(), 1);
+                        virt.add(v, class, c.is_app(), n);
                     }
                     if !units {
+                        addr = next;
                         continue;
                     }
                     if let Some((key, _, seg_pages, perms, heuristic)) =
@@ -434,7 +453,7 @@ impl SnapshotSink for Usage {
                                         start: key.1,
                                         perms,
                                         heuristic,
-                                        resident_by: vec![0; seg_pages as usize],
+                                        pages: seg_pages,
                                         ..UnitSegment::default()
                                     });
                             seg.processes += 1;
@@ -447,12 +466,13 @@ impl SnapshotSink for Usage {
                     }
                     let t = self.unit_totals.entry(path).or_default();
                     match class {
-                        PageClass::Text => t.text.0 += 1,
-                        PageClass::Rodata => t.rodata.0 += 1,
-                        PageClass::Data => t.data.0 += 1,
-                        PageClass::Bss => t.bss.0 += 1,
+                        PageClass::Text => t.text.0 += n,
+                        PageClass::Rodata => t.rodata.0 += n,
+                        PageClass::Data => t.data.0 += n,
+                        PageClass::Bss => t.bss.0 += n,
                         _ => {}
                     }
+                    addr = next;
                 }
             } else if let Some(virt) = virt {
                 virt.add(v, c.base, false, pages);
@@ -558,16 +578,11 @@ impl SnapshotSink for Usage {
                 if let Some((key, k, seg_pages, _, _)) =
                     segment_of(&self.elfs, ps, c, vma, page.vaddr)
                 {
-                    let seen = self
-                        .seen
-                        .entry(key.clone())
-                        .or_insert_with(|| vec![false; seg_pages as usize]);
-                    if (k as usize) < seen.len() && !seen[k as usize] {
-                        seen[k as usize] = true;
+                    let fresh =
+                        k < seg_pages && self.seen.entry(key.clone()).or_default().insert(k);
+                    if fresh {
                         if let Some(seg) = self.segments.get_mut(&key) {
-                            if let Some(slot) = seg.resident_by.get_mut(k as usize) {
-                                *slot += 1;
-                            }
+                            *seg.resident_by.entry(k).or_default() += 1;
                         }
                     }
                 }
@@ -590,5 +605,89 @@ pub fn map_char(count: u32) -> char {
         0 => '.',
         1..=9 => char::from(b'0' + count as u8),
         _ => '#',
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ElfSection, ElfSegment, SectionKind, Task};
+
+    /// A library of one text segment mapped over 1 TiB: counted run by
+    /// run, at once, and its segment's pages are a count, not a table.
+    #[test]
+    fn a_huge_unit_mapping_is_counted_by_runs() {
+        const PS: u64 = 4096;
+        let tib: u64 = 1 << 40;
+        let lib = ElfFile {
+            path: "/lib/libhuge.so".into(),
+            dev_major: 8,
+            dev_minor: 1,
+            inode: 7,
+            elf_type: 3,
+            segments: vec![ElfSegment {
+                offset: 0,
+                vaddr: 0,
+                filesz: tib,
+                memsz: tib,
+                flags: 5,
+            }],
+            sections: vec![
+                ElfSection {
+                    name: ".rodata".into(),
+                    addr: 0,
+                    size: 0x3000,
+                    kind: SectionKind::Rodata,
+                },
+                ElfSection {
+                    name: ".text".into(),
+                    addr: 0x3000,
+                    size: tib - 0x3000,
+                    kind: SectionKind::Text,
+                },
+            ],
+        };
+        let start = 0x7f00_0000_0000;
+        let process = ProcessRecord {
+            task: Task {
+                pid: 5,
+                comm: "huge".into(),
+                ..Task::default()
+            },
+            vmas: vec![Vma {
+                start,
+                end: start + tib,
+                perms: "r-xp".into(),
+                dev_major: 8,
+                dev_minor: 1,
+                inode: 7,
+                path: lib.path.clone(),
+                ..Vma::default()
+            }],
+            ..ProcessRecord::default()
+        };
+        let mut u = Usage::new(UsageOptions::default());
+        u.system(&SystemInfo {
+            page_size: PS,
+            ..SystemInfo::default()
+        })
+        .unwrap();
+        u.elf(&lib).unwrap();
+        let t = std::time::Instant::now();
+        u.process(&process).unwrap();
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(1),
+            "{:?}",
+            t.elapsed()
+        );
+        let pages = tib / PS;
+        let p = &u.processes[0];
+        let virt = p.virt.as_ref().expect("the VMAs were read");
+        assert_eq!(virt.classes.lib_text, pages, "{virt:?}");
+        let totals = &u.unit_totals["/lib/libhuge.so"];
+        assert_eq!((totals.rodata.0, totals.text.0), (3, pages - 3));
+        let seg = &u.segments[&("/lib/libhuge.so".to_string(), 0)];
+        assert_eq!((seg.pages, seg.processes), (pages, 1));
+        assert!(seg.resident_by.is_empty());
     }
 }

@@ -9,6 +9,7 @@
 //! LEB128 varints (signed deltas zigzag-encoded), so the common deltas
 //! take one byte before compression.
 
+use super::limits::CHUNK_PAGES;
 use crate::kpageflags::KPageFlags;
 use crate::model::{PageChunk, PageRecord, PhysInfo};
 use crate::pagemap::{PagemapEntry, FRAME_MASK};
@@ -168,10 +169,27 @@ pub fn encode_pages(chunk: &PageChunk, page_size: u64) -> Vec<u8> {
 pub fn decode_pages(bytes: &[u8]) -> Result<PageChunk, String> {
     let c: Columns = postcard::from_bytes(bytes).map_err(|e| format!("bad page chunk: {e}"))?;
     let n = c.pages as usize;
+    if n > CHUNK_PAGES {
+        return Err(format!(
+            "page chunk of {n} pages, more than the {CHUNK_PAGES} a chunk may hold"
+        ));
+    }
     if c.page_size == 0 || !c.page_size.is_power_of_two() {
         return Err(format!("page chunk has page size {}", c.page_size));
     }
-    if c.has_phys.len() != n.div_ceil(8) || c.vpn_delta.len() < n {
+    // Every page takes at least a byte of each per-page column, and every
+    // page with a physical side one of each physical column.
+    let phys = c
+        .has_phys
+        .iter()
+        .map(|b| b.count_ones() as usize)
+        .sum::<usize>();
+    let per_page = [&c.vpn_delta, &c.entry_flags, &c.frame_delta];
+    let per_phys = [&c.kflags, &c.kcount, &c.memcg, &c.node];
+    if c.has_phys.len() != n.div_ceil(8)
+        || per_page.iter().any(|col| col.len() < n)
+        || per_phys.iter().any(|col| col.len() < phys)
+    {
         return Err("page chunk columns differ in length".into());
     }
     let mut vpns = Column::new("vpn_delta", &c.vpn_delta);
@@ -223,6 +241,7 @@ pub fn decode_pages(bytes: &[u8]) -> Result<PageChunk, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::limits;
     use proptest::prelude::*;
 
     fn page(vaddr: u64, entry: u64, phys: Option<(u64, u64)>) -> PageRecord {
@@ -268,6 +287,63 @@ mod tests {
         }
         assert!(Column::new("t", &[0xff; 11]).next().is_err());
         assert!(Column::new("t", &[0x80]).next().is_err());
+    }
+
+    /// The most pages a chunk may hold, each with the longest encoding
+    /// of every column, fit the frame limit and come back; one more page
+    /// is refused from the count alone.
+    #[test]
+    fn a_chunk_of_the_most_pages_round_trips() {
+        let top = u64::MAX / 4096 * 4096;
+        // Addresses far apart both ways (every other page delta wraps),
+        // frames alternating between 0 and the top.
+        let mut pages: Vec<PageRecord> = (0..limits::CHUNK_PAGES as u64)
+            .map(|i| {
+                let vaddr = if i % 2 == 0 { i * 4096 } else { top - i * 4096 };
+                let frame = if i % 2 == 0 { FRAME_MASK } else { 0 };
+                page(vaddr, (0x1ff << 55) | frame, Some((u64::MAX, u64::MAX)))
+            })
+            .collect();
+        for p in pages.iter_mut() {
+            p.phys.as_mut().unwrap().memcg = u64::MAX;
+            p.phys.as_mut().unwrap().node = u16::MAX;
+        }
+        let chunk = PageChunk {
+            pid: u32::MAX,
+            start_time: u64::MAX,
+            pages,
+        };
+        let raw = encode_pages(&chunk, 4096);
+        assert!(
+            raw.len() <= limits::PAGES_RAW as usize,
+            "{} bytes",
+            raw.len()
+        );
+        assert!(raw.len() > limits::CHUNK_PAGES * 50, "{} bytes", raw.len());
+        assert_eq!(decode_pages(&raw).unwrap(), chunk);
+        let mut over = chunk;
+        over.pages.push(page(top, 1 << 63, None));
+        let e = decode_pages(&encode_pages(&over, 4096)).unwrap_err();
+        assert_eq!(
+            e,
+            "page chunk of 65537 pages, more than the 65536 a chunk may hold"
+        );
+    }
+
+    /// A count the columns can't hold is refused before any page is
+    /// decoded.
+    #[test]
+    fn a_count_beyond_the_columns_is_refused() {
+        let chunk = PageChunk {
+            pid: 1,
+            start_time: 1,
+            pages: vec![page(4096, 1 << 63, Some((1, 1))), page(8192, 1 << 63, None)],
+        };
+        let mut c: Columns = postcard::from_bytes(&encode_pages(&chunk, 4096)).unwrap();
+        c.pages = 3;
+        c.has_phys = vec![0b111];
+        let e = decode_pages(&postcard::to_stdvec(&c).unwrap()).unwrap_err();
+        assert_eq!(e, "page chunk columns differ in length");
     }
 
     #[test]

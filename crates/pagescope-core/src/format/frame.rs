@@ -1,6 +1,8 @@
 //! Frames: the unit of writing, checksumming and truncation recovery.
 
-use super::{MAGIC, MAX_RAW, MAX_STORED, VERSION};
+use super::frame_type;
+use super::limits::{self, RECORD_RAW};
+use super::{MAGIC, VERSION};
 use crate::{Error, Result};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
@@ -38,6 +40,15 @@ impl Kind {
 }
 
 const FLAG_ZSTD: u16 = 1;
+
+/// Says that `len` bytes are too many for a frame of `ty`.
+fn too_large(ty: u16, len: u64, max: u32) -> String {
+    let frame = match limits::max_raw(ty) {
+        Some(_) => format!("a {} frame", frame_type::name(ty)),
+        None => format!("a frame of type {ty}"),
+    };
+    format!("{len} bytes of payload, more than the {max} {frame} may hold")
+}
 const FRAME_HEADER: usize = 16;
 const FILE_HEADER: usize = 16;
 
@@ -70,12 +81,20 @@ impl<W: Write> FrameWriter<W> {
         })
     }
 
-    /// Writes one frame of `frame_type` holding `raw`, compressed.
+    /// Writes one frame of `frame_type` holding `raw`, compressed. A
+    /// payload larger than its type's limit ([`limits::max_raw`]) is
+    /// refused: no reader would read it.
     pub fn write_frame(&mut self, frame_type: u16, raw: &[u8]) -> io::Result<()> {
+        let max = limits::max_raw(frame_type).unwrap_or(RECORD_RAW);
         let raw_len = u32::try_from(raw.len())
             .ok()
-            .filter(|&n| n <= MAX_RAW)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "frame too large"))?;
+            .filter(|&n| n <= max)
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    too_large(frame_type, raw.len() as u64, max),
+                )
+            })?;
         let compressed = zstd::bulk::compress(raw, self.level)?;
         let (flags, stored): (u16, &[u8]) = if compressed.len() < raw.len() {
             (FLAG_ZSTD, &compressed)
@@ -110,7 +129,8 @@ impl<W: Write> FrameWriter<W> {
 pub struct Frame {
     /// Frame type (see [`super::frame_type`]).
     pub frame_type: u16,
-    /// Decompressed payload.
+    /// Decompressed payload; empty for a type this build does not know
+    /// (such a frame is checked, not decompressed: readers skip it).
     pub payload: Vec<u8>,
     /// Byte offset of the frame in the file.
     pub offset: u64,
@@ -212,7 +232,9 @@ impl<R: Read> FrameReader<R> {
         &self.path
     }
 
-    /// Reads the next frame, verifying its checksum and decompressing it.
+    /// Reads the next frame, verifying its sizes against the limits of
+    /// its type ([`limits::max_raw`]) before reading it, then its
+    /// checksum, and decompressing it.
     pub fn next_frame(&mut self) -> Result<ReadOutcome> {
         let offset = self.offset;
         let mut h = [0u8; FRAME_HEADER];
@@ -230,17 +252,28 @@ impl<R: Read> FrameReader<R> {
         let crc = u32::from_le_bytes([h[12], h[13], h[14], h[15]]);
         let bad =
             |why: String| Error::corrupt(&self.path, format!("frame at byte {offset}: {why}"));
-        if stored_len > MAX_STORED || raw_len > MAX_RAW {
+        let known = limits::max_raw(frame_type);
+        let max = known.unwrap_or(RECORD_RAW);
+        if raw_len > max {
+            return Err(bad(too_large(frame_type, raw_len.into(), max)));
+        }
+        // A writer stores a frame compressed only when that is smaller.
+        if stored_len > raw_len {
             return Err(bad(format!(
-                "implausible length ({stored_len} stored, {raw_len} raw bytes)"
+                "{stored_len} bytes stored for {raw_len} bytes of payload"
             )));
         }
         if flags & !FLAG_ZSTD != 0 {
             return Err(bad(format!("unknown flags {flags:#x}")));
         }
-        let mut stored = vec![0u8; stored_len as usize];
-        let got = read_full(&mut self.input, &mut stored).map_err(|e| Error::io(&self.path, e))?;
-        if got < stored.len() {
+        // Read what the file holds, growing as it comes: a length the
+        // file does not hold allocates nothing.
+        let mut stored = Vec::new();
+        (&mut self.input)
+            .take(stored_len.into())
+            .read_to_end(&mut stored)
+            .map_err(|e| Error::io(&self.path, e))?;
+        if stored.len() < stored_len as usize {
             return Ok(ReadOutcome::CutShort { offset });
         }
         let mut hasher = crc32fast::Hasher::new();
@@ -249,7 +282,9 @@ impl<R: Read> FrameReader<R> {
         if hasher.finalize() != crc {
             return Err(bad("checksum mismatch: the file is corrupt".into()));
         }
-        let payload = if flags & FLAG_ZSTD != 0 {
+        let payload = if known.is_none() {
+            Vec::new()
+        } else if flags & FLAG_ZSTD != 0 {
             let out = zstd::bulk::decompress(&stored, raw_len as usize)
                 .map_err(|e| bad(format!("cannot decompress: {e}")))?;
             if out.len() != raw_len as usize {
@@ -291,10 +326,25 @@ impl<W: Write> RecordFile<W> {
         })
     }
 
-    /// Writes one postcard-encoded record as a frame.
-    pub(crate) fn put<T: serde::Serialize>(&mut self, frame_type: u16, value: &T) -> Result<()> {
+    /// Writes one postcard-encoded record as a frame, unless a reader
+    /// would refuse it: it is decoded again within the format's limits
+    /// ([`limits::decode_record`]) first.
+    pub(crate) fn put<T>(&mut self, frame_type: u16, value: &T) -> Result<()>
+    where
+        T: serde::Serialize + serde::de::DeserializeOwned,
+    {
         let raw =
             postcard::to_stdvec(value).map_err(|e| Error::corrupt(&self.path, e.to_string()))?;
+        if let Err(why) = limits::decode_record::<T>(&raw) {
+            let why = format!(
+                "cannot write a {} record: {why}",
+                frame_type::name(frame_type)
+            );
+            return Err(Error::io(
+                &self.path,
+                io::Error::new(io::ErrorKind::InvalidInput, why),
+            ));
+        }
         self.raw(frame_type, &raw)
     }
 
@@ -306,14 +356,15 @@ impl<W: Write> RecordFile<W> {
     }
 }
 
-/// Decodes one postcard record; errors name the frame and what it held.
+/// Decodes one postcard record within the format's limits
+/// ([`limits::decode_record`]); errors name the frame and what it held.
 pub(crate) fn decode<T: serde::de::DeserializeOwned>(
     path: &Path,
     offset: u64,
     what: &str,
     bytes: &[u8],
 ) -> Result<T> {
-    postcard::from_bytes(bytes).map_err(|e| {
+    limits::decode_record(bytes).map_err(|e| {
         Error::corrupt(
             path,
             format!("frame at byte {offset}: bad {what} record: {e}"),
@@ -376,8 +427,8 @@ mod tests {
 
     fn sample() -> Vec<u8> {
         let mut w = FrameWriter::new(Vec::new(), Kind::Snapshot).unwrap();
-        w.write_frame(7, b"hello").unwrap();
-        w.write_frame(8, &vec![42u8; 10_000]).unwrap();
+        w.write_frame(frame_type::SYSTEM, b"hello").unwrap();
+        w.write_frame(frame_type::ELF, &vec![42u8; 10_000]).unwrap();
         w.into_inner()
     }
 
@@ -400,7 +451,91 @@ mod tests {
         assert_eq!(frames.len(), 2);
         assert_eq!(frames[0].payload, b"hello");
         assert_eq!(frames[1].payload.len(), 10_000);
-        assert_eq!(frames[1].frame_type, 8);
+        assert_eq!(frames[1].frame_type, frame_type::ELF);
+    }
+
+    /// A frame header: type, flags, sizes, and the checksum of `stored`.
+    fn header(ty: u16, flags: u16, stored: &[u8], raw_len: u32) -> Vec<u8> {
+        let mut h = Vec::new();
+        h.extend_from_slice(&ty.to_le_bytes());
+        h.extend_from_slice(&flags.to_le_bytes());
+        h.extend_from_slice(&(stored.len() as u32).to_le_bytes());
+        h.extend_from_slice(&raw_len.to_le_bytes());
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&h);
+        crc.update(stored);
+        h.extend_from_slice(&crc.finalize().to_le_bytes());
+        h
+    }
+
+    /// Each type's limit holds on write and on read, before anything is
+    /// read or decompressed.
+    #[test]
+    fn frames_beyond_their_limit_are_refused() {
+        let mut w = FrameWriter::new(Vec::new(), Kind::Snapshot).unwrap();
+        let at = vec![0u8; limits::PAGES_RAW as usize];
+        w.write_frame(frame_type::PAGES, &at).unwrap();
+        let e = w.write_frame(frame_type::PAGES, &[&at[..], &[0]].concat());
+        let e = e.unwrap_err().to_string();
+        assert!(
+            e.contains("4194305 bytes of payload, more than the 4194304 a page chunk frame"),
+            "{e}"
+        );
+        let mut w = FrameWriter::new(Vec::new(), Kind::Snapshot).unwrap();
+        let packed = zstd::bulk::compress(&[0; 100], 3).unwrap();
+        let cases = [
+            (
+                frame_type::PAGES,
+                limits::PAGES_RAW + 1,
+                "4194304 a page chunk frame",
+            ),
+            (
+                frame_type::PHYSMAP,
+                limits::PHYSMAP_RAW + 1,
+                "a physical map chunk frame",
+            ),
+            (
+                frame_type::PROCESS,
+                limits::RECORD_RAW + 1,
+                "67108864 a process frame",
+            ),
+            (99, limits::RECORD_RAW + 1, "a frame of type 99 may hold"),
+            (99, u32::MAX, "a frame of type 99 may hold"),
+            (frame_type::PROCESS, 10, "stored for 10 bytes"),
+        ];
+        for (ty, raw_len, says) in cases {
+            let mut file = std::mem::take(&mut w.out);
+            file.truncate(FILE_HEADER);
+            file.extend(header(ty, FLAG_ZSTD, &packed, raw_len));
+            file.extend_from_slice(&packed);
+            let e = read_all(&file).unwrap_err().to_string();
+            assert!(e.contains("frame at byte 16: ") && e.contains(says), "{e}");
+            w.out = file;
+        }
+    }
+
+    /// A frame of a type this build does not know is checked, not
+    /// decompressed; a claimed size the file does not hold is a file cut
+    /// short, whatever the size.
+    #[test]
+    fn unknown_and_short_frames() {
+        let mut file = sample();
+        let packed = zstd::bulk::compress(&[7; 1000], 3).unwrap();
+        file.extend(header(99, FLAG_ZSTD, &packed, 1000));
+        file.extend_from_slice(&packed);
+        let (frames, cut) = read_all(&file).unwrap();
+        assert!(!cut);
+        assert_eq!((frames[2].frame_type, frames[2].payload.len()), (99, 0));
+        let last = file.len() - 1;
+        file[last] ^= 1;
+        let e = read_all(&file).unwrap_err().to_string();
+        assert!(e.contains("checksum mismatch"), "{e}");
+        let mut file = sample();
+        let claimed = vec![0; 1000];
+        file.extend(header(frame_type::PROCESS, 0, &claimed, 1000));
+        file.extend_from_slice(&claimed[..10]);
+        let (frames, cut) = read_all(&file).unwrap();
+        assert!(cut && frames.len() == 2);
     }
 
     #[test]
@@ -423,7 +558,11 @@ mod tests {
             // Must never panic or return a frame whose content differs.
             if let Ok((frames, _)) = read_all(&b) {
                 for f in frames {
-                    assert!(f.payload == b"hello" || f.payload == vec![42u8; 10_000]);
+                    assert!(
+                        f.payload == b"hello"
+                            || f.payload == vec![42u8; 10_000]
+                            || f.payload.is_empty() && limits::max_raw(f.frame_type).is_none()
+                    );
                 }
             }
         }

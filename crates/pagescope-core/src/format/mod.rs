@@ -18,6 +18,7 @@
 
 mod codec;
 mod frame;
+pub mod limits;
 mod record;
 mod snapshot;
 mod trace;
@@ -82,10 +83,26 @@ pub mod frame_type {
     /// snapshot, [`crate::trace::TraceEnd`] in a trace,
     /// [`crate::record::RecordEnd`] in a recording.
     pub const END: u16 = 15;
-}
 
-/// Largest stored payload a reader accepts, so that a corrupt length can't
-/// make it allocate without bound.
-pub const MAX_STORED: u32 = 256 << 20;
-/// Largest decompressed payload a reader accepts.
-pub const MAX_RAW: u32 = 1 << 30;
+    /// What a frame of `frame_type` holds, for messages.
+    pub fn name(frame_type: u16) -> &'static str {
+        match frame_type {
+            SYSTEM => "system",
+            PROCESS => "process",
+            PAGES => "page chunk",
+            ELF => "ELF file",
+            PHYSMAP => "physical map chunk",
+            TRACE_HEADER => "trace header",
+            MAPPING | MAPPING_WITH_DEVICE => "mapping",
+            PROCESS_EVENT => "process event",
+            REFS | REFS_IN_UNITS => "reference chunk",
+            RESIDENCY => "residency",
+            RECORD_HEADER => "record header",
+            INTERVAL => "interval",
+            PROCESS_INFO => "process",
+            RECORD_SAMPLING => "sampling",
+            END => "end",
+            _ => "unknown",
+        }
+    }
+}

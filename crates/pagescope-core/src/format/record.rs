@@ -152,7 +152,11 @@ fn check_interval(i: &Interval, h: &RecordHeader) -> std::result::Result<(), Str
         |c: &Counts, pages: u64| (!scaled && c.referenced() > pages) || c.written > c.referenced();
     for r in &i.phys {
         let c = &r.counts;
-        if r.block.checked_mul(h.block_size).is_none() {
+        if r.block
+            .checked_add(1)
+            .and_then(|b| b.checked_mul(h.block_size))
+            .is_none()
+        {
             return Err(format!(
                 "interval {}: block {} is past any address",
                 i.seq, r.block
@@ -177,13 +181,34 @@ fn check_interval(i: &Interval, h: &RecordHeader) -> std::result::Result<(), Str
             ));
         }
     }
+    // Page runs: each at least a page, the next one after a gap, none
+    // past the address space.
+    let last_page = u64::MAX / h.page_size;
+    for p in &i.pages {
+        let mut end = 0u64;
+        for (k, &(gap, len)) in p.runs.iter().enumerate() {
+            let start = end.checked_add(gap);
+            end = match start.and_then(|s| s.checked_add(len)) {
+                Some(e) if len > 0 && (gap > 0 || k == 0) && e <= last_page + 1 => e,
+                _ => {
+                    return Err(format!(
+                        "interval {}: pid {}: page run {k} (gap {gap}, {len} pages) is empty, \
+                         touches the one before, or passes the address space",
+                        i.seq, p.pid
+                    ))
+                }
+            };
+        }
+    }
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{Backend, Counts, Granularity, PhysRow, Scope, VirtRow, WriteSource};
+    use crate::record::{
+        Backend, Counts, Granularity, PageRuns, PhysRow, Scope, VirtRow, WriteSource,
+    };
 
     fn header() -> RecordHeader {
         RecordHeader {
@@ -348,5 +373,25 @@ mod tests {
         i.end_ns = 0;
         assert!(check_interval(&i, &header()).is_err());
         assert!(check_interval(&interval(3), &header()).is_ok());
+        // Blocks and page runs past what they can be.
+        let mut i = interval(1);
+        i.phys[0].block = u64::MAX / (64 << 20);
+        assert!(check_interval(&i, &header()).is_err());
+        let runs = |runs: Vec<(u64, u64)>| {
+            let mut i = interval(1);
+            i.pages = vec![PageRuns { pid: 1, runs }];
+            check_interval(&i, &header())
+        };
+        assert!(runs(vec![(0, 3), (1, 2), (7, 1)]).is_ok());
+        assert!(runs(vec![(u64::MAX / 4096, 1)]).is_ok());
+        for bad in [
+            vec![(0, 0)],
+            vec![(0, 3), (0, 2)],
+            vec![(u64::MAX / 4096, 2)],
+            vec![(1, u64::MAX)],
+        ] {
+            let e = runs(bad.clone()).unwrap_err();
+            assert!(e.contains("page run"), "{bad:?}: {e}");
+        }
     }
 }

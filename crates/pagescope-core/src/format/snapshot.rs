@@ -2,7 +2,7 @@
 //! stream to a file, and a reader that replays a file into any sink.
 
 use super::frame::{decode, open_kind, Completeness, Kind, RecordFile};
-use super::{codec, frame_type};
+use super::{codec, frame_type, limits};
 use crate::model::{
     ElfFile, PageChunk, PhysChunk, ProcessRecord, SmapsCounters, SnapshotSink, SystemInfo, Task,
     Trailer, Unread, Vma,
@@ -37,7 +37,10 @@ impl<W: Write> SnapshotWriter<W> {
         self.file.frames.bytes
     }
 
-    fn put<T: serde::Serialize>(&mut self, frame_type: u16, value: &T) -> Result<()> {
+    fn put<T>(&mut self, frame_type: u16, value: &T) -> Result<()>
+    where
+        T: serde::Serialize + serde::de::DeserializeOwned,
+    {
         self.file.put(frame_type, value)
     }
 }
@@ -52,7 +55,18 @@ impl<W: Write> SnapshotSink for SnapshotWriter<W> {
         self.put(frame_type::PROCESS, process)
     }
 
+    /// Writes the pages in frames of at most [`limits::CHUNK_PAGES`].
     fn pages(&mut self, chunk: &PageChunk) -> Result<()> {
+        if chunk.pages.len() > limits::CHUNK_PAGES {
+            for pages in chunk.pages.chunks(limits::CHUNK_PAGES) {
+                self.pages(&PageChunk {
+                    pid: chunk.pid,
+                    start_time: chunk.start_time,
+                    pages: pages.to_vec(),
+                })?;
+            }
+            return Ok(());
+        }
         self.encoder
             .encode(chunk, self.page_size, &mut self.encoded);
         self.file.raw(frame_type::PAGES, &self.encoded)
@@ -66,8 +80,17 @@ impl<W: Write> SnapshotSink for SnapshotWriter<W> {
         self.put(frame_type::ELF, elf)
     }
 
+    /// Writes the frames' classes in chunks of at most
+    /// [`limits::CHUNK_FRAMES`].
     fn physmap(&mut self, chunk: &PhysChunk) -> Result<()> {
-        self.put(frame_type::PHYSMAP, chunk)
+        for (i, classes) in chunk.classes.chunks(limits::CHUNK_FRAMES).enumerate() {
+            let part = PhysChunk {
+                start_pfn: chunk.start_pfn + (i * limits::CHUNK_FRAMES) as u64,
+                classes: classes.to_vec(),
+            };
+            self.put(frame_type::PHYSMAP, &part)?;
+        }
+        Ok(())
     }
 }
 
@@ -108,6 +131,27 @@ fn decode_process(path: &Path, at: u64, payload: &[u8]) -> Result<ProcessRecord>
     })
 }
 
+/// Refuses VMAs that can't be: empty or reversed, not on page
+/// boundaries, out of address order or overlapping (the kernel's maps
+/// file lists them in order, each a whole number of pages).
+fn check_vmas(p: &ProcessRecord, page_size: u64) -> std::result::Result<(), String> {
+    let mut prev_end = 0;
+    for v in &p.vmas {
+        if v.start >= v.end
+            || v.start % page_size != 0
+            || v.end % page_size != 0
+            || v.start < prev_end
+        {
+            return Err(format!(
+                "pid {}: VMA {:#x}-{:#x} is empty, not on page boundaries, or out of order",
+                p.task.pid, v.start, v.end
+            ));
+        }
+        prev_end = v.end;
+    }
+    Ok(())
+}
+
 /// Replays a snapshot file into `sink`. Returns whether the file was
 /// complete; a file cut short is replayed up to its last complete frame.
 /// Errors name the file and what is wrong with it.
@@ -119,6 +163,7 @@ pub fn read_snapshot<R: Read>(
     let mut reader = open_kind(input, path, Kind::Snapshot, "a snapshot")?;
     let mut seen_system = false;
     let mut seen_process = false;
+    let mut page_size = 0;
     loop {
         let frame = match reader.next_or_end(seen_system)? {
             Ok(f) => f,
@@ -140,6 +185,7 @@ pub fn read_snapshot<R: Read>(
                         format!("page size {} is impossible", s.page_size),
                     ));
                 }
+                page_size = s.page_size;
                 sink.system(&s)?;
                 seen_system = true;
             }
@@ -148,6 +194,8 @@ pub fn read_snapshot<R: Read>(
             }
             frame_type::PROCESS => {
                 let p = decode_process(path, at, &frame.payload)?;
+                check_vmas(&p, page_size)
+                    .map_err(|why| Error::corrupt(path, format!("frame at byte {at}: {why}")))?;
                 sink.process(&p)?;
                 seen_process = true;
             }
@@ -168,6 +216,18 @@ pub fn read_snapshot<R: Read>(
             }
             frame_type::PHYSMAP => {
                 let c: PhysChunk = decode(path, at, "physical map", &frame.payload)?;
+                let n = c.classes.len();
+                if n > limits::CHUNK_FRAMES || c.start_pfn.checked_add(n as u64).is_none() {
+                    return Err(Error::corrupt(
+                        path,
+                        format!(
+                            "frame at byte {at}: physical map chunk of {n} frames from {}: \
+                             more than the {} a chunk may hold, or past any frame",
+                            c.start_pfn,
+                            limits::CHUNK_FRAMES
+                        ),
+                    ));
+                }
                 sink.physmap(&c)?;
             }
             frame_type::END => {
@@ -287,5 +347,142 @@ mod tests {
         let (t, vmas, rollup): (Task, Vec<Vma>, Option<SmapsCounters>) =
             postcard::from_bytes(&bytes).unwrap();
         assert_eq!((t, vmas, rollup), (new.task, new.vmas, new.rollup));
+    }
+}
+
+#[cfg(test)]
+mod limit_tests {
+    use super::*;
+    use crate::analysis::physmap::Physmap;
+    use crate::model::{PageRecord, PhysInfo};
+    use crate::pagemap::PagemapEntry;
+
+    /// Every page and every frame a sink is handed, in order.
+    #[derive(Default)]
+    struct Collect {
+        chunks: Vec<PageChunk>,
+        phys: Vec<PhysChunk>,
+    }
+
+    impl SnapshotSink for Collect {
+        fn system(&mut self, _: &SystemInfo) -> Result<()> {
+            Ok(())
+        }
+        fn process(&mut self, _: &ProcessRecord) -> Result<()> {
+            Ok(())
+        }
+        fn pages(&mut self, chunk: &PageChunk) -> Result<()> {
+            self.chunks.push(chunk.clone());
+            Ok(())
+        }
+        fn finish(&mut self, _: &Trailer) -> Result<()> {
+            Ok(())
+        }
+        fn physmap(&mut self, chunk: &PhysChunk) -> Result<()> {
+            self.phys.push(chunk.clone());
+            Ok(())
+        }
+    }
+
+    /// A sink handed more pages or frames than a chunk holds writes them
+    /// in chunks of the most it holds, which read back as they were.
+    #[test]
+    fn the_writer_splits_what_a_chunk_cannot_hold() {
+        let n = 2 * limits::CHUNK_PAGES + 5;
+        let pages: Vec<PageRecord> = (0..n as u64)
+            .map(|i| PageRecord {
+                vaddr: (1 << 30) + i * 4096,
+                entry: PagemapEntry((1 << 63) | i),
+                phys: Some(PhysInfo {
+                    flags: crate::kpageflags::KPageFlags::from_bits_retain(1 << 5),
+                    count: 1,
+                    memcg: 0,
+                    node: 0,
+                }),
+            })
+            .collect();
+        let chunk = PageChunk {
+            pid: 9,
+            start_time: 3,
+            pages,
+        };
+        let classes: Vec<u8> = (0..n).map(|i| (i % 12) as u8).collect();
+        let mut file = Vec::new();
+        let mut w = SnapshotWriter::new(&mut file, Path::new("s")).unwrap();
+        w.system(&SystemInfo {
+            page_size: 4096,
+            ..SystemInfo::default()
+        })
+        .unwrap();
+        w.process(&ProcessRecord::default()).unwrap();
+        w.pages(&chunk).unwrap();
+        w.physmap(&PhysChunk {
+            start_pfn: 100,
+            classes: classes.clone(),
+        })
+        .unwrap();
+        w.finish(&Trailer::default()).unwrap();
+        drop(w);
+        let mut c = Collect::default();
+        read_snapshot(&file[..], Path::new("s"), &mut c).unwrap();
+        let sizes: Vec<usize> = c.chunks.iter().map(|c| c.pages.len()).collect();
+        assert_eq!(sizes, [limits::CHUNK_PAGES, limits::CHUNK_PAGES, 5]);
+        assert!(c.chunks.iter().all(|c| (c.pid, c.start_time) == (9, 3)));
+        let all: Vec<PageRecord> = c.chunks.into_iter().flat_map(|c| c.pages).collect();
+        assert_eq!(all, chunk.pages);
+        let starts: Vec<u64> = c.phys.iter().map(|p| p.start_pfn).collect();
+        let step = limits::CHUNK_FRAMES as u64;
+        assert_eq!(starts, [100, 100 + step, 100 + 2 * step]);
+        let all: Vec<u8> = c.phys.iter().flat_map(|p| p.classes.clone()).collect();
+        assert_eq!(all, classes);
+        // And the physical map adds them up as one.
+        let mut p = Physmap::new(0);
+        read_snapshot(&file[..], Path::new("s"), &mut p).unwrap();
+        assert_eq!(p.frames, n as u64);
+    }
+
+    /// VMAs that no maps file lists are refused, naming the process.
+    #[test]
+    fn impossible_vmas_are_refused() {
+        use crate::model::{Task, Vma};
+        let vma = |start: u64, end: u64| Vma {
+            start,
+            end,
+            ..Vma::default()
+        };
+        let good = [vma(0x1000, 0x3000), vma(0x3000, 0x4000)];
+        let bad = [
+            vec![vma(0x3000, 0x1000)],
+            vec![vma(0x1000, 0x1000)],
+            vec![vma(0x1000, 0x1800)],
+            vec![vma(0x1000, 0x3000), vma(0x2000, 0x4000)],
+        ];
+        let file = |vmas: &[Vma]| {
+            let mut file = Vec::new();
+            let mut w = SnapshotWriter::new(&mut file, Path::new("s")).unwrap();
+            w.system(&SystemInfo {
+                page_size: 4096,
+                ..SystemInfo::default()
+            })
+            .unwrap();
+            w.process(&ProcessRecord {
+                task: Task {
+                    pid: 42,
+                    ..Task::default()
+                },
+                vmas: vmas.to_vec(),
+                ..ProcessRecord::default()
+            })
+            .unwrap();
+            drop(w);
+            file
+        };
+        read_snapshot(&file(&good)[..], Path::new("s"), &mut Collect::default()).unwrap();
+        for vmas in bad {
+            let e = read_snapshot(&file(&vmas)[..], Path::new("s"), &mut Collect::default())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("pid 42: VMA"), "{e}");
+        }
     }
 }

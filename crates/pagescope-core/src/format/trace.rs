@@ -13,6 +13,7 @@
 use super::codec::{put, unzigzag, zigzag, Column};
 use super::frame::{decode, open_kind, Completeness, Kind, RecordFile};
 use super::frame_type;
+use super::limits::CHUNK_REFS;
 use crate::trace::{Mapping, ProcessEvent, Ref, Residency, TraceEnd, TraceHeader};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -108,7 +109,23 @@ pub fn decode_refs(bytes: &[u8], in_ns: bool) -> std::result::Result<Vec<Ref>, S
         (chunk.time_unit as u64, chunk.columns)
     };
     let n = c.count as usize;
-    if c.page_shift >= 40 || c.write.len() != n.div_ceil(8) || n > c.time_delta.len() {
+    if n > CHUNK_REFS {
+        return Err(format!(
+            "reference chunk of {n} references, more than the {CHUNK_REFS} a chunk may hold"
+        ));
+    }
+    // Every reference takes at least a byte of each column but `write`.
+    let columns = [
+        &c.time_delta,
+        &c.page_delta,
+        &c.tid_delta,
+        &c.pid_delta,
+        &c.mapping_delta,
+    ];
+    if c.page_shift >= 40
+        || c.write.len() != n.div_ceil(8)
+        || columns.iter().any(|col| col.len() < n)
+    {
         return Err("reference chunk header does not match its columns".into());
     }
     let mut time = Column::new("time", &c.time_delta);
@@ -173,7 +190,10 @@ impl<W: Write> TraceWriter<W> {
         self.file.frames.bytes
     }
 
-    fn put<T: Serialize>(&mut self, frame_type: u16, value: &T) -> Result<()> {
+    fn put<T>(&mut self, frame_type: u16, value: &T) -> Result<()>
+    where
+        T: Serialize + serde::de::DeserializeOwned,
+    {
         self.file.put(frame_type, value)
     }
 
@@ -192,13 +212,13 @@ impl<W: Write> TraceWriter<W> {
         self.put(frame_type::RESIDENCY, r)
     }
 
-    /// A chunk of references.
+    /// References, in chunks of at most [`CHUNK_REFS`].
     pub fn refs(&mut self, refs: &[Ref]) -> Result<()> {
-        if refs.is_empty() {
-            return Ok(());
+        for chunk in refs.chunks(CHUNK_REFS) {
+            encode_refs(chunk, self.page_size, self.time_unit, &mut self.encoded);
+            self.file.raw(frame_type::REFS_IN_UNITS, &self.encoded)?;
         }
-        encode_refs(refs, self.page_size, self.time_unit, &mut self.encoded);
-        self.file.raw(frame_type::REFS_IN_UNITS, &self.encoded)
+        Ok(())
     }
 
     /// The end record.
@@ -332,6 +352,7 @@ pub fn read_trace<R: Read>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::limits;
     use crate::trace::EvictMethod;
 
     fn header() -> TraceHeader {
@@ -475,22 +496,20 @@ mod tests {
             traced: true,
         };
         let mut w = TraceWriter::new(Vec::new(), Path::new("t"), &header(), 1).unwrap();
-        w.put(
-            frame_type::MAPPING,
-            &Old {
-                id: 0,
-                pid: 7,
-                start: 0x1000,
-                end: 0x5000,
-                perms: "rw-s",
-                offset: 0x2000,
-                path: "/dev/shm/x",
-                inode: 42,
-                kind: crate::trace::MappingKind::Shared,
-                traced: true,
-            },
-        )
+        let old = postcard::to_stdvec(&Old {
+            id: 0,
+            pid: 7,
+            start: 0x1000,
+            end: 0x5000,
+            perms: "rw-s",
+            offset: 0x2000,
+            path: "/dev/shm/x",
+            inode: 42,
+            kind: crate::trace::MappingKind::Shared,
+            traced: true,
+        })
         .unwrap();
+        w.file.raw(frame_type::MAPPING, &old).unwrap();
         w.mapping(&new).unwrap();
         w.finish(&TraceEnd::default()).unwrap();
         let bytes = w.file.frames.into_inner();
@@ -507,6 +526,55 @@ mod tests {
                 new
             ]
         );
+    }
+
+    /// The most references a chunk may hold, each with the longest
+    /// encoding of every column, fit the frame limit and come back; the
+    /// writer splits more into chunks of that size.
+    #[test]
+    fn a_chunk_of_the_most_references_round_trips() {
+        let top = u64::MAX / 4096 * 4096;
+        let refs: Vec<Ref> = (0..CHUNK_REFS as u64)
+            .map(|i| {
+                let far = i % 2 == 1;
+                Ref {
+                    time_ns: if far { 1 << 63 } else { 0 },
+                    pid: if far { u32::MAX } else { 0 },
+                    tid: if far { 0 } else { u32::MAX },
+                    addr: if far { top } else { 0 },
+                    write: far,
+                    mapping: if far { u32::MAX } else { 0 },
+                }
+            })
+            .collect();
+        let mut buf = Vec::new();
+        encode_refs(&refs, 4096, 1, &mut buf);
+        assert!(
+            buf.len() <= limits::REFS_RAW as usize,
+            "{} bytes",
+            buf.len()
+        );
+        assert!(buf.len() > CHUNK_REFS * 30, "{} bytes", buf.len());
+        assert_eq!(decode_refs(&buf, false).unwrap(), refs);
+        let more: Vec<Ref> = refs
+            .iter()
+            .chain(&refs)
+            .chain(&refs[..5])
+            .copied()
+            .collect();
+        encode_refs(&more, 4096, 1, &mut buf);
+        let e = decode_refs(&buf, false).unwrap_err();
+        assert_eq!(
+            e,
+            "reference chunk of 131077 references, more than the 65536 a chunk may hold"
+        );
+        let mut w = TraceWriter::new(Vec::new(), Path::new("t"), &header(), 1).unwrap();
+        w.refs(&more).unwrap();
+        w.finish(&TraceEnd::default()).unwrap();
+        let bytes = w.file.frames.into_inner();
+        let mut c = Collect::default();
+        read_trace(&bytes[..], Path::new("t"), &mut c).unwrap();
+        assert_eq!(c.refs, more);
     }
 
     #[test]
