@@ -1626,3 +1626,53 @@ fn a_recording_streams_through_standard_output_and_input() {
         assert_close("a pass", s.user as f64, pages as f64, 2.0);
     }
 }
+
+/// Processes that start and end between two boundaries are counted: three
+/// pagetests run one after another inside one interval of the fault
+/// backend, each writing its 20 MiB (5 120 pages) once, and each shows
+/// its pages in the per-process totals (their frames read when each
+/// exited).
+#[test]
+fn fault_backend_counts_processes_that_live_inside_an_interval() {
+    if !fault_available() {
+        return;
+    }
+    let _guard = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = temp_path(dir.path(), "short.rec");
+    let script = format!(
+        "for i in 1 2 3; do {} --size 20M --mode anon --iterations 1 --sleep 0 >/dev/null; done; sleep 1.5",
+        pagetest_bin().display()
+    );
+    let o = run(
+        &[],
+        &[
+            "record",
+            "-q",
+            "--backend",
+            "fault",
+            "--interval",
+            "2s",
+            "-o",
+            &out,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    );
+    assert!(o.status.success(), "{o:?}");
+    let procs = analyze(&out, "processes", "processes", None);
+    let buffers: Vec<u64> = procs
+        .iter()
+        .map(|p| p["user_pages"].as_u64().unwrap())
+        .filter(|&u| u >= 5120 / 2)
+        .collect();
+    assert_eq!(buffers.len(), 3, "{procs:?}");
+    for u in buffers {
+        assert!(
+            (5120..=5120 * 102 / 100).contains(&u),
+            "a short-lived pagetest shows {u} pages, its buffer 5120: {procs:?}"
+        );
+    }
+}

@@ -24,7 +24,7 @@
 //! Regular-file mappings (program text, mapped files) can't be trapped
 //! this way and are not counted (the header says so).
 
-use super::pages::{resident, ProcessTally};
+use super::pages::{resident, Page, ProcessTally};
 use super::{Launched, Probe};
 use crate::trace::{Counts as TraceCounts, Sampler, Target};
 use crate::Root;
@@ -147,8 +147,31 @@ impl Probe for Fault {
         self.buf = buf;
         // Faults are held from the take to here: the eviction must come.
         let evicted = sampler.evict(self.fraction);
-        let pages = pages?;
+        let mut pages = pages?;
         evicted?;
+        // A process that exited since the last boundary (one that lived
+        // inside the interval) has no pagemap now: its pages carry the
+        // frames the tracer read at its exit, in a VMA taken as the block
+        // that holds them (its mappings are gone too).
+        let found: std::collections::HashSet<u32> = pages.iter().map(|p| p.pid).collect();
+        let block = self.block;
+        pages.extend(
+            refs.iter()
+                .filter(|r| !found.contains(&r.pid))
+                .filter_map(|r| {
+                    let pfn = r.pfn?;
+                    let vb = r.page / block * block;
+                    Some(Page {
+                        pfn,
+                        pid: r.pid,
+                        vaddr: r.page,
+                        vma: (vb, vb + block),
+                        dirty: false,
+                    })
+                }),
+        );
+        pages.sort_unstable_by_key(|p| (p.pfn, p.pid, p.vaddr));
+        pages.dedup_by_key(|p| (p.pfn, p.pid, p.vaddr));
         let mut tally = ProcessTally::new(ps, self.block, true);
         for mut p in pages {
             if let Some(&(write, weight)) = seen.get(&(p.pid, p.vaddr)) {

@@ -464,6 +464,14 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
             }
         ));
     }
+    if probe.backend() != Backend::Fault && matches!(config.target, Target::Command(_)) {
+        notes.push(format!(
+            "the {} backend reads each process at the boundaries: a process that starts \
+             and exits between two of them (a short-lived child) is not seen, nor are the \
+             references a process made after the last boundary before it exited",
+            probe.backend().name()
+        ));
+    }
     if probe.backend() == Backend::Fault {
         notes.push(
             if crate::trace::shmem_supported() {

@@ -145,6 +145,9 @@ pub struct Sampled {
     /// was touched for the first time, 1 for any other (a write to a page
     /// in place, or shared memory mapped here for the first time).
     pub weight: f64,
+    /// Its frame, read when its process exits before the boundary (whose
+    /// pagemap can't be read any more then); `None` while it lives.
+    pub pfn: Option<u64>,
 }
 
 /// A traced mapping in the fault thread's lookup table.
@@ -654,6 +657,7 @@ fn log_ref(
             page,
             write,
             weight,
+            pfn: None,
         });
         counts.references.fetch_add(1, Ordering::Relaxed);
         return Ok(());
@@ -2169,6 +2173,20 @@ impl Ptracer {
         };
         let mut reader = PagemapReader::new(file, format!("/proc/{tid}/pagemap").into(), PAGE);
         let mut st = self.shared.lock();
+        // Sampling for `record`: the pages it referenced since the last
+        // boundary keep their frames, which the recorder reads from
+        // pagemap at the boundary, when this process is gone.
+        if st.writer.is_none() {
+            for s in st
+                .sampled
+                .iter_mut()
+                .filter(|s| s.pid == tid && s.pfn.is_none())
+            {
+                let _ = reader.for_each(s.page, s.page + PAGE, |_, e| {
+                    s.pfn = e.pfn().filter(|_| e.is_present()).map(|p| p.0);
+                });
+            }
+        }
         // Shared memory that is traced has its references instead.
         let traced: HashSet<u64> = ts
             .space
