@@ -6,7 +6,9 @@
 //! section 6.3).
 
 use crate::format::RecordVisitor;
-use crate::record::{Counts, Granularity, Interval, ProcessInfo, RecordEnd, RecordHeader, Scope};
+use crate::record::{
+    Counts, Granularity, Interval, ProcessInfo, RecordEnd, RecordHeader, Scope, WriteSource,
+};
 use crate::{Error, Result};
 use std::collections::BTreeMap;
 
@@ -587,6 +589,14 @@ impl Recording {
                  as referenced in all its resident pages, so counts are estimates",
                 h.backend.name()
             ));
+            if h.writes != WriteSource::None {
+                notes.push(
+                    "written_pages is a lower bound here: a page written in an interval in \
+                     which DAMON did not see its region accessed is not counted (measured 2% \
+                     to 30% short per pass of pagetest: docs/performance.md)"
+                        .into(),
+                );
+            }
         }
         if let Some(f) = h.sample.filter(|&f| f < 1.0) {
             // 0.1 x 100 is 10.000000000000002 in binary: six places, trimmed.
@@ -684,6 +694,28 @@ mod tests {
             });
         }
         r
+    }
+
+    /// Notes say what the figures can't: DAMON's written pages are a lower
+    /// bound, and a machine's user_pages without frames is a sum.
+    #[test]
+    fn notes_name_lower_bounds_and_sums() {
+        let mut r = recording(Scope::Processes(vec![7]));
+        let lower = |r: &Recording| r.notes().iter().any(|n| n.contains("lower bound"));
+        let sum = |r: &Recording| r.notes().iter().any(|n| n.contains("sum over processes"));
+        assert!(!lower(&r) && !sum(&r));
+        let h = r.header.as_mut().unwrap();
+        h.backend = Backend::Damon;
+        h.granularity = Granularity::Region;
+        assert!(lower(&r));
+        r.header.as_mut().unwrap().writes = WriteSource::None;
+        assert!(!lower(&r));
+        let mut m = recording(Scope::System);
+        assert!(!sum(&m), "frames counted once");
+        for i in &mut m.intervals {
+            i.phys.clear();
+        }
+        assert!(sum(&m));
     }
 
     #[test]

@@ -489,9 +489,13 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
     if probe.writes() == WriteSource::PagemapScan {
         notes.push(
             "written pages come from PAGEMAP_SCAN: each recorded process was given a \
-             userfaultfd in asynchronous write-protect mode (its first write to a page in \
-             each interval takes a fault the kernel resolves); writes to mapped files are \
-             not counted"
+             userfaultfd in asynchronous write-protect mode at the first boundary it was \
+             seen (its first write to a page in each interval takes a fault the kernel \
+             resolves); not counted, so written_pages is short there: writes to mapped \
+             files, a process's writes before that boundary (the first interval of a \
+             launched command, the interval of an exec), and writes to mappings made and \
+             unmapped between two boundaries (short-lived heap arenas and large malloc \
+             blocks)"
                 .into(),
         );
     }
