@@ -156,6 +156,10 @@ pub fn trace(args: TraceArgs) -> Result<u8> {
     });
     progress.finish();
     let outcome = outcome.context("trace failed")?;
+    if outcome.end.references == 0 && args.quiet {
+        // Said even when quiet: an empty trace must not pass for a clean one.
+        eprintln!("note: {}", outcome.end.reason);
+    }
     if !args.quiet {
         let e = &outcome.end;
         eprintln!(

@@ -3200,6 +3200,14 @@ fn run(
         .answer
         .get_or_insert(Err(format!("the tracer ended: {reason}")));
     shared.answered.notify_all();
+    // A trace that caught nothing says so in its end record, so that an
+    // empty result never reads as a clean one.
+    if counts.references.load(Ordering::Relaxed) == 0 {
+        reason.push_str(
+            "; no page reference was caught (the program touched no traced page, or \
+             something else held its pages: another userfaultfd, mlock)",
+        );
+    }
     let end = TraceEnd {
         references: counts.references.load(Ordering::Relaxed),
         evictions: counts.evictions.load(Ordering::Relaxed),
