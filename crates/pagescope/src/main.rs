@@ -4,7 +4,8 @@
 //! Exit codes: 0 success; 1 the job failed (a missing process, an
 //! interface that could not be read); 2 bad usage or a bad input file
 //! (empty, foreign, corrupt, or cut short before any data); 130 stopped by
-//! Ctrl-C or SIGTERM before the job was done (`snapshot`).
+//! Ctrl-C or SIGTERM before the job was done (`snapshot`, `record` and
+//! `trace` of running processes, `trace` of a command it lets go).
 
 mod cli;
 mod commands;

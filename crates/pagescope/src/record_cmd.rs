@@ -137,9 +137,15 @@ pub fn record(args: RecordArgs) -> Result<u8> {
             );
         }
     }
-    Ok(outcome
-        .exit_code
-        .map_or(0, |c| u8::try_from(c).unwrap_or(1)))
+    // A launched command's exit code is its own; a recording of running
+    // processes stopped by Ctrl-C or SIGTERM (its file complete, its end
+    // saying `interrupted`) exits 130, as the shell's convention has it.
+    let interrupted = outcome.end.reason.starts_with("interrupted");
+    Ok(match outcome.exit_code {
+        Some(c) => u8::try_from(c).unwrap_or(1),
+        None if interrupted => 130,
+        None => 0,
+    })
 }
 
 /// Runs `analyze` on a recording.

@@ -180,9 +180,13 @@ pub fn trace(args: TraceArgs) -> Result<u8> {
             );
         }
     }
-    // An attached program's exit status is its parent's business.
+    // An attached program's exit status is its parent's business; a trace
+    // stopped by Ctrl-C or SIGTERM (the program let go, the file complete,
+    // its end saying `interrupted`) exits 130.
+    let interrupted = outcome.end.reason.starts_with("interrupted");
     Ok(match (args.pid, outcome.exit_status) {
         (None, Some(s)) => u8::try_from(s).unwrap_or(1),
+        _ if interrupted => 130,
         _ => 0,
     })
 }

@@ -136,12 +136,14 @@ fn signal(child: &Child, sig: rustix::process::Signal) {
     rustix::process::kill_process(rustix::process::Pid::from_child(child), sig).unwrap();
 }
 
-fn finish(child: Child, what: &str) {
+/// Waits for pagescope, which must exit with `code` (0 for a run that
+/// ended by itself, 130 for one stopped by SIGINT).
+fn finish(child: Child, what: &str, code: i32) {
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{what}: {:?}: {}",
-        out.status,
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{what}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
 }
@@ -200,7 +202,7 @@ fn trace_ctrl_c_leaves_the_program_as_it_was() {
         let tracer = spawn(&["trace", "-q", "--pid", &pid.to_string(), "-o", out]);
         std::thread::sleep(Duration::from_secs(1));
         signal(&tracer, rustix::process::Signal::INT);
-        finish(tracer, "trace");
+        finish(tracer, "trace", 130);
         trace_pages(out)
     });
 }
@@ -224,7 +226,7 @@ fn record_fault_duration_leaves_the_program_as_it_was() {
             "-o",
             out,
         ]);
-        finish(recorder, "record");
+        finish(recorder, "record", 0);
         recorded_pages(out)
     });
 }
@@ -340,7 +342,7 @@ fn a_second_observer_is_refused_naming_the_first() {
         );
         assert_eq!(said.lines().count(), 1, "{said}");
     }
-    finish(recorder, "the first recorder");
+    finish(recorder, "the first recorder", 0);
     // Once the first has let go, the process can be observed again.
     let r = run(
         &[],
@@ -395,7 +397,7 @@ fn while_traced_cmdline_and_environ_read_whole() {
         std::thread::sleep(Duration::from_millis(200));
     }
     signal(&tracer, rustix::process::Signal::INT);
-    finish(tracer, "trace");
+    finish(tracer, "trace", 130);
     // Launched: what it was started with.
     let out = temp_path(dir.path(), "l.trace");
     let bin = pagetest_bin();
