@@ -305,35 +305,21 @@ fn a_second_observer_is_refused_naming_the_first() {
     }
     let holder = format!("pid {}", recorder.id());
     let second = temp_path(dir.path(), "second.out");
-    for args in [
-        &["trace", "-q", "--pid", &pid, "-o", &second][..],
-        &[
-            "record",
-            "-q",
-            "--backend",
-            "refs",
-            "--no-freeze",
-            "--pid",
-            &pid,
-            "--duration",
-            "1s",
-            "-o",
-            &second,
-        ][..],
-        &[
-            "record",
-            "-q",
-            "--backend",
-            "fault",
-            "--pid",
-            &pid,
-            "--duration",
-            "1s",
-            "-o",
-            &second,
-        ][..],
-    ] {
-        let r = run(&[], args);
+    let record = |backend: &'static str| -> Vec<String> {
+        let mut args = vec!["record", "-q", "--backend", backend];
+        if backend == "refs" {
+            args.push("--no-freeze");
+        }
+        args.extend(["--pid", &pid, "--duration", "1s", "-o", &second]);
+        args.into_iter().map(String::from).collect()
+    };
+    let trace: Vec<String> = ["trace", "-q", "--pid", &pid, "-o", &second]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    for args in [trace, record("refs"), record("fault")] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let r = run(&[], &args);
         let said = String::from_utf8_lossy(&r.stderr);
         assert_eq!(r.status.code(), Some(1), "{args:?}: {said}");
         assert!(
@@ -344,22 +330,9 @@ fn a_second_observer_is_refused_naming_the_first() {
     }
     finish(recorder, "the first recorder", 0);
     // Once the first has let go, the process can be observed again.
-    let r = run(
-        &[],
-        &[
-            "record",
-            "-q",
-            "--backend",
-            "refs",
-            "--no-freeze",
-            "--pid",
-            &pid,
-            "--duration",
-            "1s",
-            "-o",
-            &second,
-        ],
-    );
+    let again = record("refs");
+    let again: Vec<&str> = again.iter().map(String::as_str).collect();
+    let r = run(&[], &again);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
 }
 

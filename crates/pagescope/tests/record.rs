@@ -1346,19 +1346,6 @@ fn bad_input_is_refused_with_a_message() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/program"));
 }
 
-/// Waits until `pid` is traced (by a recorder that froze it).
-fn wait_traced(pid: u32) -> u32 {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let t = tracer_of(pid);
-        if t != 0 {
-            return t;
-        }
-        assert!(Instant::now() < deadline, "{pid} was not traced in 10 s");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// A refused `record --pid` names the cause that holds here: a kernel
 /// thread, pagescope itself, a process another recorder traces (root),
 /// another user's process (nobody); never Yama where there is none, and
@@ -1402,22 +1389,8 @@ fn refused_recordings_name_their_cause() {
     // A process another recorder holds: the holder is named.
     let pt = Pagetest::start(&[], &["--size", "8M", "--hold"], "done");
     let pid = pt.pid().to_string();
-    let mut holder = Command::new(pagescope_bin())
-        .args([
-            "record",
-            "-q",
-            "--backend",
-            "refs",
-            "--duration",
-            "4s",
-            "--pid",
-            &pid,
-        ])
-        .args(["-o", &temp_path(dir.path(), "holder.rec")])
-        .spawn()
-        .unwrap();
-    let tracer = wait_traced(pt.pid());
-    assert_eq!(tracer, holder.id());
+    let mut holder = hold_with_recorder(pt.pid(), &temp_path(dir.path(), "holder.rec"));
+    let tracer = holder.id();
     let line = failed_with(
         &run(
             &[],

@@ -1920,25 +1920,7 @@ fn refused_traces_name_their_cause() {
     let dir = tempfile::tempdir().unwrap();
     let pt = Pagetest::start(&[], &["--size", "8M", "--hold"], "done");
     let pid = pt.pid().to_string();
-    let mut holder = Command::new(pagescope_bin())
-        .args([
-            "record",
-            "-q",
-            "--backend",
-            "refs",
-            "--duration",
-            "4s",
-            "--pid",
-            &pid,
-        ])
-        .args(["-o", &temp_path(dir.path(), "holder.rec")])
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while tracer_of(pt.pid()) != holder.id() {
-        assert!(Instant::now() < deadline, "the recorder did not attach");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let mut holder = hold_with_recorder(pt.pid(), &temp_path(dir.path(), "holder.rec"));
     let line = failed_with(
         &run(&[], &["trace", "-q", "--pid", &pid, "-o", "/dev/null"]),
         1,

@@ -475,3 +475,19 @@ impl Planted {
         );
     }
 }
+
+/// A `record --backend refs --duration 4s` of `pid` into `out` that holds
+/// it (attached and frozen at each boundary), once it has attached.
+pub fn hold_with_recorder(pid: u32, out: &str) -> Child {
+    let holder = Command::new(pagescope_bin())
+        .args(["record", "-q", "--backend", "refs", "--duration", "4s"])
+        .args(["--pid", &pid.to_string(), "-o", out])
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tracer_of(pid) != holder.id() {
+        assert!(Instant::now() < deadline, "the recorder did not attach");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    holder
+}
