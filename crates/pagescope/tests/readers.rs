@@ -79,10 +79,17 @@ fn zeros_compressed(len: usize) -> Vec<u8> {
 
 /// A snapshot of one process (pid 1) with one VMA, up to its pages.
 fn snapshot_start() -> Vec<u8> {
+    snapshot_start_with(false)
+}
+
+/// The same, from a machine whose frames were visible (or not).
+fn snapshot_start_with(pfns_visible: bool) -> Vec<u8> {
     let mut buf = Vec::new();
     let mut w = SnapshotWriter::new(&mut buf, Path::new("s")).unwrap();
     w.system(&SystemInfo {
         page_size: 4096,
+        pfns_visible,
+        ram_ranges: vec![(0, (1 << 30) - 1)],
         ..SystemInfo::default()
     })
     .unwrap();
@@ -128,6 +135,35 @@ fn page_chunk(n: u64) -> Vec<u8> {
     for _ in 0..4 {
         bytes(&mut raw, &[]); // kflags, kcount, memcg, node
     }
+    raw
+}
+
+/// A page chunk of pid 1 whose consecutive pages are present in
+/// `frames`, each with a physical side.
+fn page_chunk_in(frames: &[u64]) -> Vec<u8> {
+    let n = frames.len();
+    let mut raw = Vec::new();
+    for v in [1, 7, 4096, n as u64] {
+        varint(&mut raw, v); // pid, start_time, page_size, pages
+    }
+    let mut vpn = Vec::new();
+    varint(&mut vpn, 0x1000_0000 / 4096);
+    vpn.resize(vpn.len() + n - 1, 1);
+    bytes(&mut raw, &vpn);
+    bytes(&mut raw, &[0x80, 0x02].repeat(n)); // present
+    let mut deltas = Vec::new();
+    let mut prev = 0u64;
+    for &f in frames {
+        let d = f.wrapping_sub(prev) as i64;
+        varint(&mut deltas, ((d << 1) ^ (d >> 63)) as u64);
+        prev = f;
+    }
+    bytes(&mut raw, &deltas);
+    bytes(&mut raw, &vec![0xff; n.div_ceil(8)]); // has_phys: all
+    bytes(&mut raw, &vec![0; n]); // kflags
+    bytes(&mut raw, &vec![1; n]); // kcount
+    bytes(&mut raw, &vec![0; n]); // memcg
+    bytes(&mut raw, &vec![0; n]); // node
     raw
 }
 
@@ -521,4 +557,25 @@ fn files_at_the_limits_are_read() {
     );
     let temporal = read("rows.rec", &file, &["analyze", "FILE", "temporal"]);
     assert_eq!(temporal["user_pages"], limits::ROWS, "{temporal}");
+}
+
+/// Frames far above the machine's RAM (a damaged file, or device memory)
+/// are counted without a table sized by the highest of them: one frame
+/// at 8 TiB, at 4 PiB, and the most a chunk holds, each in a block of
+/// its own.
+#[test]
+fn frames_far_apart_are_counted_in_little_memory() {
+    let mut frames = vec![(1 << 31) - 1, 1 << 40];
+    frames.extend((0..65534u64).map(|i| (i + 1) << 15));
+    let mut file = snapshot_start_with(true);
+    frame(&mut file, frame_type::PAGES, &page_chunk_in(&frames));
+    let dir = tempfile::tempdir().unwrap();
+    let path = temp_path(dir.path(), "far.snap");
+    std::fs::write(&path, &file).unwrap();
+    let run = measured(&["report", "total", "--input", &path, "--format", "json"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(run.rss_kb < RSS_LIMIT_KB, "{} kB", run.rss_kb);
+    let out = run_ok(&["report", "total", "--input", &path, "--format", "json"]);
+    let total: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(total["user_pages"], 65536, "{total}");
 }

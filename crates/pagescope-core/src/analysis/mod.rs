@@ -5,6 +5,7 @@
 pub mod classify;
 pub mod mrc;
 pub mod pages;
+pub mod pfnset;
 pub mod physmap;
 pub mod refs;
 pub mod temporal;

@@ -3,6 +3,7 @@
 //! the snapshot's meminfo the page cache, the kernel's own memory and the
 //! free pages.
 
+use super::pfnset::PfnSet;
 use super::{is_resident, VmaCursor};
 use crate::kpageflags::KPageFlags;
 use crate::model::{PageChunk, ProcessRecord, SnapshotSink, SystemInfo, Trailer, Vma};
@@ -44,10 +45,6 @@ pub struct TotalFigures {
     pub kernel_stack_pages: u64,
 }
 
-/// PFNs tracked in the bitmap: 2^31 frames (8 TiB of 4 KiB pages) in at
-/// most 256 MiB; higher PFNs go to a hash set.
-const BITMAP_PFNS: u64 = 1 << 31;
-
 /// The `total` analysis.
 #[derive(Debug, Default)]
 pub struct Total {
@@ -59,10 +56,7 @@ pub struct Total {
     pub notes: Vec<String>,
     /// Whether the end record was seen.
     pub complete: bool,
-    seen: Vec<u64>,
-    /// PFNs beyond the bitmap (only from a machine larger than
-    /// [`BITMAP_PFNS`] pages, or a damaged file).
-    seen_far: std::collections::HashSet<u64>,
+    seen: PfnSet,
     vmas: Vec<Vma>,
     /// Whether the pages of the current process count (it was read).
     counting: bool,
@@ -75,22 +69,6 @@ impl Total {
     /// A fresh analysis.
     pub fn new() -> Total {
         Total::default()
-    }
-
-    /// Marks a PFN seen; true the first time.
-    fn first_sight(&mut self, pfn: u64) -> bool {
-        if pfn >= BITMAP_PFNS {
-            return self.seen_far.insert(pfn);
-        }
-        let word = (pfn / 64) as usize;
-        if word >= self.seen.len() {
-            // A PFN beyond the RAM ranges (or none were known): grow.
-            self.seen.resize((word + 1).next_power_of_two(), 0);
-        }
-        let bit = 1u64 << (pfn % 64);
-        let fresh = self.seen[word] & bit == 0;
-        self.seen[word] |= bit;
-        fresh
     }
 
     /// Fills the meminfo-derived figures and closes the counts. Called by
@@ -119,7 +97,7 @@ impl Total {
 impl SnapshotSink for Total {
     fn system(&mut self, system: &SystemInfo) -> Result<()> {
         self.system = system.clone();
-        self.seen = vec![0; (system.max_pfn().min(BITMAP_PFNS) / 64 + 1) as usize];
+        self.seen = PfnSet::new();
         Ok(())
     }
 
@@ -153,7 +131,7 @@ impl SnapshotSink for Total {
             let (Some(pfn), Some(ph)) = (page.entry.pfn(), page.phys) else {
                 continue;
             };
-            if self.first_sight(pfn.0) {
+            if self.seen.insert(pfn.0) {
                 self.distinct += 1;
                 if ph.flags.contains(KPageFlags::ANON) {
                     self.anon += 1;

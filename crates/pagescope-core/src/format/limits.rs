@@ -114,6 +114,10 @@ struct Decoding {
     broken: Option<String>,
 }
 
+// The budget of the record that [`decode_record`] is decoding on this
+// thread: serde's `deserialize_with` functions get only the deserializer,
+// and postcard's has no room for it. Outside a record (`None`), lists
+// keep their counts only.
 thread_local! {
     static DECODING: RefCell<Option<Decoding>> = const { RefCell::new(None) };
 }

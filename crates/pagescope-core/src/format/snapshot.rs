@@ -441,6 +441,39 @@ mod limit_tests {
         assert_eq!(p.frames, n as u64);
     }
 
+    /// A record that breaks a limit is not written: the writer says so in
+    /// the reader's words, and the file stays readable up to it.
+    #[test]
+    fn the_writer_refuses_what_a_reader_would() {
+        use crate::model::Vma;
+        let mut file = Vec::new();
+        let mut w = SnapshotWriter::new(&mut file, Path::new("s")).unwrap();
+        w.system(&SystemInfo {
+            page_size: 4096,
+            ..SystemInfo::default()
+        })
+        .unwrap();
+        let flags = |n: usize| ProcessRecord {
+            vmas: vec![Vma {
+                start: 0x1000,
+                end: 0x2000,
+                vm_flags: vec!["rd".into(); n],
+                ..Vma::default()
+            }],
+            ..ProcessRecord::default()
+        };
+        w.process(&flags(limits::VM_FLAGS)).unwrap();
+        let e = w.process(&flags(limits::VM_FLAGS + 1)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "s: cannot write a process record: 65 VmFlags, more than the 64 a record may hold"
+        );
+        drop(w);
+        let mut c = Collect::default();
+        let done = read_snapshot(&file[..], Path::new("s"), &mut c).unwrap();
+        assert!(matches!(done, Completeness::CutShort { .. }));
+    }
+
     /// VMAs that no maps file lists are refused, naming the process.
     #[test]
     fn impossible_vmas_are_refused() {
