@@ -396,6 +396,18 @@ fn fault_recording_counts_each_short_lived_python_child() {
             .find(|p| p["pid"] == pid)
             .unwrap_or_else(|| panic!("child {pid} not among {procs:?}"));
         let notes = report["notes"].to_string();
+        // It is in the recording (with the pages read at its exit), even
+        // if it never lived at a boundary: no note may say otherwise.
+        assert!(
+            !notes.contains(&format!("process {pid} is not in the recording")),
+            "child {pid} has its row, and a note says it is not there: {notes}"
+        );
+        if row["command"] == "" {
+            assert!(
+                notes.contains(&format!("process {pid} lived between two boundaries")),
+                "child {pid} has no command line, and no note says why: {notes}"
+            );
+        }
         // Per-process counts select whole rows (VMAs, or for a process
         // read at its exit, the blocks that hold its pages): where the
         // buffer's row holds more of the child's memory, that is said.
