@@ -55,7 +55,7 @@ if mode == "passes":
     off = -address(buf) % align
     start = address(buf) + off
     say(event="buffer", start=start, end=start + size, pages=size // PAGE)
-    time.sleep(0.5)
+    time.sleep(1)
     for n in range(5):
         t0 = now()
         for o in range(off, off + size, PAGE):
@@ -217,8 +217,9 @@ fn record_workload(options: &[&str], out: &str, python: &str, script: &str, mode
 
 /// A sampled fault recording of a program that writes its 40 MiB buffer
 /// in full 5 times: each pass is a spike of the buffer's pages in
-/// `temporal`, `wss` agrees interval by interval, `hugepages` counts the
-/// buffer's 20 full 2 MiB regions in an interval that holds a whole pass,
+/// `temporal`, `wss` agrees interval by interval, `hugepages` agrees with
+/// `temporal` of the whole program and counts the buffer's 20 full 2 MiB
+/// regions in an interval that holds a whole pass,
 /// and `processes` holds the 5 passes; written pages the same. The
 /// buffer is made of whole groups of the sample (see [`SCRIPT`]), so the
 /// sample's estimate of it is within 0.6% (a group holds 102 or 103 of
@@ -261,10 +262,11 @@ fn sampled_fault_recording_of_a_python_program_matches_its_log() {
     let intervals = rows(&temporal, "intervals");
     let wss = rows(&analyze(&out, "wss", &["--range", &range]), "intervals");
     let huge = rows(&analyze(&out, "hugepages", &[]), "intervals");
+    let whole = rows(&analyze(&out, "temporal", &[]), "intervals");
     assert_eq!(wss.len(), intervals.len());
     assert_eq!(huge.len(), intervals.len());
     let regions = pages / 512;
-    let mut whole = 0;
+    let mut in_one = 0;
     for (n, pass) in passes.iter().enumerate() {
         // The intervals the pass overlaps (in recording time): they hold
         // its pages, each referenced once.
@@ -287,22 +289,28 @@ fn sampled_fault_recording_of_a_python_program_matches_its_log() {
         );
         within_2pct(&format!("wss: pass {n}"), sum(&wss, "wss_pages"), pages);
         for &i in &inside {
-            assert_eq!(
-                int(&wss[i], "wss_pages"),
-                int(&intervals[i], "user_pages"),
-                "wss and temporal of interval {i}"
+            assert_close(
+                &format!("wss against temporal, interval {i}"),
+                int(&wss[i], "wss_pages") as f64,
+                int(&intervals[i], "user_pages") as f64,
+                2.0,
             );
         }
-        // hugepages has no --range: the whole program's pages, of which
-        // the buffer's are all but a few.
+        // hugepages has no --range: it counts the whole program's pages,
+        // as temporal does without one, the buffer's among them.
+        let all = sum(&whole, "user_pages");
         within_2pct(
-            &format!("hugepages: pass {n}"),
+            &format!("hugepages: pass {n} against temporal"),
             sum(&huge, "referenced_pages"),
-            pages,
+            all,
+        );
+        assert!(
+            all + pages / 50 >= pages,
+            "pass {n}: the program referenced {all} pages, its buffer {pages}"
         );
         let full = sum(&huge, "full_regions");
         if inside.len() == 1 {
-            whole += 1;
+            in_one += 1;
             assert!(
                 (regions..=regions + 1).contains(&full),
                 "hugepages: pass {n} fills {full} 2 MiB regions, the buffer is {regions}"
@@ -312,7 +320,7 @@ fn sampled_fault_recording_of_a_python_program_matches_its_log() {
         }
     }
     assert!(
-        whole >= 1,
+        in_one >= 1,
         "no pass fell inside one interval: {intervals:?}"
     );
     // Nothing in the buffer between passes.
