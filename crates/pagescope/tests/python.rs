@@ -568,6 +568,22 @@ fn system_refs_recording_counts_a_shared_buffer_per_python_child() {
         "the machine's user_pages counts the shared buffer once per child, and no note says so: {notes}"
     );
     let t0 = int(&temporal, "start_monotonic_ns");
+    // What the note says: in an interval both children read throughout,
+    // the machine's figure holds the buffer once per child.
+    let both = |row: &Value| {
+        let (is, ie) = (int(row, "start_ns") + t0, int(row, "end_ns") + t0);
+        readers
+            .iter()
+            .all(|r| int(r, "start_ns") <= is && ie <= int(r, "end_ns"))
+    };
+    for row in rows(&temporal, "intervals").iter().filter(|r| both(r)) {
+        let user = int(row, "user_pages");
+        assert!(
+            user + pages / 25 >= 2 * pages,
+            "interval {}: the machine's {user} pages, two children reading {pages}",
+            row["seq"]
+        );
+    }
     for reader in &readers {
         let pid = int(reader, "pid").to_string();
         let (s, e) = (int(reader, "start_ns"), int(reader, "end_ns"));
