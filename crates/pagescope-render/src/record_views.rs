@@ -50,7 +50,21 @@ fn select_notes(r: &Recording, sel: Select) -> Vec<String> {
     }
     if let Some(pid) = sel.pid {
         if !r.processes.iter().any(|p| p.pid == pid) {
-            notes.push(format!("process {pid} is not in the recording"));
+            // A process that started and exited between two boundaries
+            // has rows (the fault backend reads its pages at its exit)
+            // but was never seen to read its command line.
+            let has_rows = r
+                .intervals
+                .iter()
+                .any(|i| i.virt.iter().any(|v| v.pid == pid));
+            notes.push(if has_rows {
+                format!(
+                    "process {pid} lived between two boundaries: its pages were read at its \
+                     exit, its command line was not"
+                )
+            } else {
+                format!("process {pid} is not in the recording")
+            });
         }
     }
     notes
