@@ -1,0 +1,175 @@
+//! Pages in swap, against the kernel's own accounting. Each test switches
+//! a swapfile on (and off again, and removes it, when it ends, even by a
+//! panic: [`Swapfile`]), pagetest pages out a known part of its buffer
+//! (`--pageout`, `madvise(MADV_PAGEOUT)`), and the pages that really
+//! went, read from the kernel (smaps_rollup `Swap`, pagemap bit 62), are
+//! the truth every figure is checked against.
+
+#[macro_use]
+mod util;
+
+use serde_json::Value;
+use std::path::Path;
+use util::*;
+
+/// Switches a swapfile on for the calling test (bind it for the whole
+/// test), or skips the test saying why.
+macro_rules! require_swap {
+    () => {
+        match Swapfile::on() {
+            Ok(s) => s,
+            Err(why) => skip!("swap", why),
+        }
+    };
+}
+
+/// Pages of pagetest's 64 MiB buffer.
+const PAGES: u64 = 16384;
+
+/// Pages per kB of smaps.
+fn kb_per_page() -> u64 {
+    rustix::param::page_size() as u64 / 1024
+}
+
+/// The range a `pageout` event names, and the pages of it that the
+/// kernel holds in swap now; insists that most of what was asked went.
+fn paged_out(pid: u32, ev: &Value) -> (u64, u64, Vec<u64>) {
+    assert_eq!(ev["event"], "pageout", "{ev}");
+    let (start, end) = (ev["start"].as_u64().unwrap(), ev["end"].as_u64().unwrap());
+    let asked = ev["pages"].as_u64().unwrap();
+    assert_eq!((end - start) / rustix::param::page_size() as u64, asked);
+    let out = pages_in_swap(pid, start, end);
+    assert!(
+        out.len() as u64 * 100 >= asked * 95,
+        "the kernel paged out {} of the {asked} pages asked",
+        out.len()
+    );
+    (start, end, out)
+}
+
+/// The swap of `pid` by smaps_rollup, in pages.
+fn rollup_swap(pid: u32) -> u64 {
+    smaps_rollup(pid)["Swap"] / kb_per_page()
+}
+
+/// A held pagetest with the first quarter of its 64 MiB buffer paged
+/// out: its swapped pages, its swap in smaps_rollup (the pages paged
+/// out, nothing else), and a snapshot of it.
+fn held_and_paged_out(dir: &Path) -> (Pagetest, Vec<u64>, u64, String) {
+    let pt = Pagetest::start(
+        &[],
+        &[
+            "--size",
+            "64M",
+            "--iterations",
+            "1",
+            "--pageout",
+            "0.25",
+            "--hold",
+        ],
+        "done",
+    );
+    assert_eq!(pt.pages(), PAGES);
+    let ev = pt.lines.iter().find(|l| l["event"] == "pageout").unwrap();
+    let (_, _, out) = paged_out(pt.pid(), ev);
+    let swap = rollup_swap(pt.pid());
+    assert_eq!(swap, out.len() as u64, "swap outside the paged-out range");
+    let snap = temp_path(dir, "s.snap");
+    snapshot_pid(pt.pid(), &snap);
+    assert_eq!(
+        rollup_swap(pt.pid()),
+        swap,
+        "swap changed during the snapshot"
+    );
+    (pt, out, swap, snap)
+}
+
+/// `swap_pages` of the processes view, live (from smaps_rollup) and from
+/// a snapshot (counted from its pagemap entries), is the kernel's
+/// `Swap`: the pages paged out.
+#[test]
+fn processes_view_counts_the_pages_in_swap() {
+    let _serial = serial();
+    let _swap = require_swap!();
+    let dir = tempfile::tempdir().unwrap();
+    let (pt, _, swap, snap) = held_and_paged_out(dir.path());
+    let pid = pt.pid().to_string();
+    assert!(swap > 0);
+    let kb = kb_per_page() as f64;
+    for input in [None, Some(snap.as_str())] {
+        let mut args = vec!["report", "processes", "--pid", &pid, "--format", "json"];
+        if let Some(i) = input {
+            args.extend(["--input", i]);
+        }
+        let row = process_row(&report_json(&args), pt.pid());
+        assert_eq!(row["swap_pages"], swap, "{input:?}: {row}");
+        assert_eq!(row["smaps_swap_pages"], swap, "{input:?}: {row}");
+        let rollup = smaps_rollup(pt.pid());
+        assert_close(
+            "rss_pages",
+            row["rss_pages"].as_f64().unwrap(),
+            rollup["Rss"] as f64 / kb,
+            1.0,
+        );
+    }
+}
+
+/// `diff` of a snapshot before the pageout and one after: the process's
+/// swap grew by the pages paged out, and its RSS, anonymous and heap
+/// pages shrank by as many (the kernel's Rss before and after, within 2
+/// pages).
+#[test]
+fn diff_shows_pages_going_to_swap() {
+    let _serial = serial();
+    let _swap = require_swap!();
+    let dir = tempfile::tempdir().unwrap();
+    let mut pt = Pagetest::start(
+        &[],
+        &[
+            "--size",
+            "64M",
+            "--prefault",
+            "--wait-stdin",
+            "--iterations",
+            "1",
+            "--pageout",
+            "0.25",
+            "--hold",
+        ],
+        "ready",
+    );
+    let pid = pt.pid();
+    let before = temp_path(dir.path(), "before.snap");
+    snapshot_pid(pid, &before);
+    let rss_before = smaps_rollup(pid)["Rss"] / kb_per_page();
+    assert_eq!(rollup_swap(pid), 0);
+    pt.go();
+    let ev = pt.until("pageout");
+    let (_, _, out) = paged_out(pid, &ev);
+    pt.until("done");
+    wait_asleep(pid as u64);
+    let after = temp_path(dir.path(), "after.snap");
+    snapshot_pid(pid, &after);
+    let rollup = smaps_rollup(pid);
+    let (rss_after, swap) = (
+        rollup["Rss"] / kb_per_page(),
+        rollup["Swap"] / kb_per_page(),
+    );
+    assert_eq!(swap, out.len() as u64);
+    let v = report_json(&["diff", &before, &after, "--format", "json"]);
+    let row = v["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["pid"] == pid)
+        .unwrap()
+        .clone();
+    assert_eq!(row["swap_pages_delta"], swap, "{row}");
+    let rss = row["rss_pages_delta"].as_i64().unwrap();
+    let truth = rss_after as i64 - rss_before as i64;
+    assert!((rss - truth).abs() <= 2, "RSS {rss}, the kernel's {truth}");
+    for key in ["anon_pages_delta", "heap_delta"] {
+        let d = row[key].as_i64().unwrap();
+        assert!((d + swap as i64).abs() <= 2, "{key} {d}, swapped {swap}");
+    }
+}
