@@ -173,3 +173,90 @@ fn diff_shows_pages_going_to_swap() {
         assert!((d + swap as i64).abs() <= 2, "{key} {d}, swapped {swap}");
     }
 }
+
+/// The pages view lists each page the snapshot's process has in swap, at
+/// its address, with the swap type and offset of the kernel's pagemap
+/// and no frame: exactly the pages paged out. A `--flags` filter, which
+/// selects frames by their flags, leaves them out.
+#[test]
+fn pages_view_lists_the_pages_in_swap() {
+    let _serial = serial();
+    let _swap = require_swap!();
+    let dir = tempfile::tempdir().unwrap();
+    let (pt, out, _, snap) = held_and_paged_out(dir.path());
+    let pid = pt.pid().to_string();
+    let (start, end) = (
+        pt.ready["start"].as_u64().unwrap(),
+        pt.ready["end"].as_u64().unwrap(),
+    );
+    let ps = rustix::param::page_size() as u64;
+    let entries = pagemap_entries(pt.pid(), start, end);
+    let v = report_json(&[
+        "report", "pages", "--input", &snap, "--pid", &pid, "--format", "json",
+    ]);
+    let rows = v["pages"].as_array().unwrap();
+    let swapped: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["pagemap"].as_str().unwrap().contains('S'))
+        .collect();
+    let addrs: Vec<u64> = swapped
+        .iter()
+        .map(|r| r["vaddr"].as_u64().unwrap())
+        .collect();
+    assert_eq!(addrs, out, "the pages in swap, by address");
+    for r in &swapped {
+        let e = entries[((r["vaddr"].as_u64().unwrap() - start) / ps) as usize];
+        assert_eq!(r["swap_type"], e & 0x1f, "{r}");
+        assert_eq!(r["swap_offset"], (e & ((1 << 55) - 1)) >> 5, "{r}");
+        for key in ["pfn", "phys_addr", "kpageflags", "count", "node"] {
+            assert!(r[key].is_null(), "{key}: {r}");
+        }
+        assert_eq!(r["class"], "heap", "{r}");
+    }
+    // The rest of the buffer is resident, with no swap entry.
+    let in_buffer = |r: &&Value| (start..end).contains(&r["vaddr"].as_u64().unwrap());
+    let resident: Vec<&Value> = rows
+        .iter()
+        .filter(in_buffer)
+        .filter(|r| r["pagemap"].as_str().unwrap().starts_with('P'))
+        .collect();
+    assert_eq!(resident.len() as u64 + out.len() as u64, PAGES);
+    assert!(resident.iter().all(|r| r["swap_type"].is_null()));
+    // CSV says the same.
+    let csv = run_ok(&[
+        "report", "pages", "--input", &snap, "--pid", &pid, "--format", "csv",
+    ]);
+    let text = String::from_utf8(csv.stdout).unwrap();
+    let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|&h| h == name).unwrap();
+    let (pagemap, offset) = (col("pagemap"), col("swap_offset"));
+    let csv_swapped: Vec<Vec<&str>> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|c| c[pagemap].contains('S'))
+        .collect();
+    assert_eq!(csv_swapped.len(), out.len());
+    assert!(csv_swapped.iter().all(|c| !c[offset].is_empty()));
+    // Frames only under a flag filter.
+    let anon = report_json(&[
+        "report",
+        "pages",
+        "--input",
+        &snap,
+        "--pid",
+        &pid,
+        "--flags",
+        "anonymous",
+        "--format",
+        "json",
+    ]);
+    let rows = anon["pages"].as_array().unwrap();
+    assert!(rows
+        .iter()
+        .all(|r| !r["pagemap"].as_str().unwrap().contains('S')));
+    assert_eq!(
+        rows.iter().filter(in_buffer).count() as u64 + out.len() as u64,
+        PAGES
+    );
+}
