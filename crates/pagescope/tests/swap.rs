@@ -8,6 +8,7 @@
 #[macro_use]
 mod util;
 
+use pagescope_core::format::Completeness;
 use serde_json::Value;
 use std::path::Path;
 use util::*;
@@ -259,4 +260,218 @@ fn pages_view_lists_the_pages_in_swap() {
         rows.iter().filter(in_buffer).count() as u64 + out.len() as u64,
         PAGES
     );
+}
+
+/// Skips (with the reason) where the kernel can't trace: root, x86_64,
+/// and a userfaultfd with write protection (Linux 5.7), asked of the
+/// kernel.
+macro_rules! require_trace {
+    () => {
+        if !cfg!(target_arch = "x86_64") {
+            skip!("x86_64", "pagescope trace supports x86_64 only");
+        }
+        if !rustix::process::geteuid().is_root() {
+            skip!("root", "tracing another process needs root");
+        }
+        // UFFD_FEATURE_PAGEFAULT_FLAG_WP
+        if !uffd_features().is_some_and(|f| f & 1 != 0) {
+            skip!(
+                "userfaultfd",
+                "this kernel has no userfaultfd with write protection (Linux 5.7)"
+            );
+        }
+    };
+}
+
+/// The eviction methods this kernel has.
+fn methods() -> Vec<&'static str> {
+    if uffd_features().is_some_and(|f| f & UFFD_FEATURE_MOVE != 0) {
+        vec!["move", "copy"]
+    } else {
+        vec!["copy"]
+    }
+}
+
+/// `pagescope trace --pid PID`, in place (every process attached), and
+/// killed when dropped if it still runs.
+struct Tracer {
+    child: std::process::Child,
+    /// What it said until it was in place.
+    said: String,
+    /// What it says after (read all along, so that it never blocks on a
+    /// full pipe).
+    rest: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Tracer {
+    fn attach(pid: u32, evict: &str, trace: &str) -> Tracer {
+        use std::io::{BufRead, BufReader, Read};
+        let mut child = std::process::Command::new(pagescope_bin())
+            .args(["trace", "--evict", evict, "-o", trace, "--pid"])
+            .arg(pid.to_string())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut said = String::new();
+        loop {
+            let mut line = String::new();
+            let n = err.read_line(&mut line).unwrap();
+            said.push_str(&line);
+            if n == 0 {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("the tracer ended before it was in place: {said}");
+            }
+            if line.starts_with("tracing process") {
+                break;
+            }
+        }
+        let rest = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = err.read_to_string(&mut s);
+            s
+        });
+        Tracer {
+            child,
+            said,
+            rest: Some(rest),
+        }
+    }
+
+    /// Waits for the tracer and insists that it succeeded.
+    fn wait_ok(&mut self) {
+        let status = self.child.wait().unwrap();
+        let rest = self
+            .rest
+            .take()
+            .map(|r| r.join().unwrap())
+            .unwrap_or_default();
+        assert!(status.success(), "tracer: {status} {}{rest}", self.said);
+    }
+}
+
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The references of a trace file, and its header's start time.
+fn trace_refs(path: &str) -> (Vec<pagescope_core::trace::Ref>, u64) {
+    use pagescope_core::format::{read_trace, TraceVisitor};
+    use pagescope_core::trace::{Ref, TraceHeader};
+    #[derive(Default)]
+    struct Refs {
+        start: u64,
+        refs: Vec<Ref>,
+    }
+    impl TraceVisitor for Refs {
+        fn header(&mut self, h: &TraceHeader) -> pagescope_core::Result<()> {
+            self.start = h.start_monotonic_ns;
+            Ok(())
+        }
+        fn refs(&mut self, refs: &[Ref]) -> pagescope_core::Result<()> {
+            self.refs.extend_from_slice(refs);
+            Ok(())
+        }
+    }
+    let mut v = Refs::default();
+    let f = std::fs::File::open(path).unwrap();
+    let done = read_trace(std::io::BufReader::new(f), Path::new(path), &mut v).unwrap();
+    assert_eq!(done, Completeness::Complete);
+    (v.refs, v.start)
+}
+
+/// CLOCK_MONOTONIC now, in nanoseconds (pagetest's clock).
+fn now_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// `trace --pid` attached (evicting by `evict`) to a pagetest that has
+/// the first quarter of its buffer in swap, and reads its buffer twice
+/// more: each pass references every page of the buffer exactly once, in
+/// ascending order (the pages in swap move out with the others and fault
+/// like them), and the program reads what it wrote (its checksum).
+fn attach_after_pageout(evict: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = temp_path(dir.path(), "t.trace");
+    let mut pt = Pagetest::start(
+        &[],
+        &[
+            "--size",
+            "64M",
+            "--op",
+            "read",
+            "--iterations",
+            "3",
+            "--sleep",
+            "3s",
+            "--pageout",
+            "0.25",
+        ],
+        "pageout",
+    );
+    let pid = pt.pid();
+    let ev = pt.lines.last().unwrap().clone();
+    let (start, end, out) = paged_out(pid, &ev);
+    assert!(!out.is_empty());
+    let (start, end) = (
+        start.min(pt.ready["start"].as_u64().unwrap()),
+        end.max(pt.ready["end"].as_u64().unwrap()),
+    );
+    let mut tracer = Tracer::attach(pid, evict, &trace);
+    let in_place = now_ns();
+    let passes = [pt.until("iteration"), pt.until("iteration")];
+    assert!(
+        passes[0]["start_ns"].as_u64().unwrap() > in_place,
+        "{evict}: the tracer took more than 3 s to attach"
+    );
+    let done = pt.until("done");
+    assert_eq!(
+        done["checksum"],
+        3 * PAGES,
+        "{evict}: pages lost their data"
+    );
+    assert!(pt.child.wait().unwrap().success());
+    tracer.wait_ok();
+    let (refs, base) = trace_refs(&trace);
+    let in_buf: Vec<_> = refs
+        .iter()
+        .filter(|r| r.addr >= start && r.addr < end)
+        .collect();
+    assert_eq!(
+        in_buf.len() as u64,
+        2 * PAGES,
+        "{evict}: references to the buffer"
+    );
+    for it in &passes {
+        let (t0, t1) = (
+            it["start_ns"].as_u64().unwrap() - base,
+            it["end_ns"].as_u64().unwrap() - base,
+        );
+        let pass: Vec<u64> = in_buf
+            .iter()
+            .filter(|r| r.time_ns >= t0 && r.time_ns <= t1)
+            .map(|r| r.addr)
+            .collect();
+        assert_eq!(pass.len() as u64, PAGES, "{evict}: pass {}", it["index"]);
+        assert!(
+            pass.windows(2).all(|w| w[0] + 4096 == w[1]) && pass[0] == start,
+            "{evict}: pass {} is not every page in ascending order",
+            it["index"]
+        );
+    }
+}
+
+#[test]
+fn trace_attached_counts_the_pages_in_swap() {
+    require_trace!();
+    let _serial = serial();
+    let _swap = require_swap!();
+    for evict in methods() {
+        attach_after_pageout(evict);
+    }
 }
