@@ -475,3 +475,55 @@ fn trace_attached_counts_the_pages_in_swap() {
         attach_after_pageout(evict);
     }
 }
+
+/// The tracer SIGKILLed while it holds the pages of a program that had a
+/// quarter of its buffer in swap (moved out as swap entries, or read in
+/// and copied): `trace --release` puts every page back, and the
+/// program's next pass reads what it wrote.
+#[test]
+fn release_after_a_kill_puts_back_the_pages_in_swap() {
+    require_trace!();
+    let _serial = serial();
+    let _swap = require_swap!();
+    for evict in methods() {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = temp_path(dir.path(), "t.trace");
+        let mut pt = Pagetest::start(
+            &[],
+            &[
+                "--size",
+                "64M",
+                "--op",
+                "read",
+                "--iterations",
+                "2",
+                "--sleep",
+                "4s",
+                "--pageout",
+                "0.25",
+            ],
+            "pageout",
+        );
+        let pid = pt.pid();
+        let ev = pt.lines.last().unwrap().clone();
+        let (_, _, out) = paged_out(pid, &ev);
+        assert!(!out.is_empty());
+        let mut tracer = Tracer::attach(pid, evict, &trace);
+        // Every page of the buffer is away, those in swap too.
+        let (start, end) = (
+            pt.ready["start"].as_u64().unwrap(),
+            pt.ready["end"].as_u64().unwrap(),
+        );
+        let left = pagemap_entries(pid, start, end)
+            .iter()
+            .filter(|&&e| e != 0)
+            .count();
+        assert_eq!(left, 0, "{evict}: pages of the buffer left in place");
+        let _ = tracer.child.kill();
+        let _ = tracer.child.wait();
+        run_ok(&["trace", "--release", &pid.to_string()]);
+        let done = pt.until("done");
+        assert_eq!(done["checksum"], 2 * PAGES, "{evict}: pages lost");
+        assert!(pt.child.wait().unwrap().success());
+    }
+}
