@@ -8,7 +8,7 @@
 #[macro_use]
 mod util;
 
-use pagescope_core::format::Completeness;
+use pagescope_core::format::{read_record, Completeness};
 use serde_json::Value;
 use std::path::Path;
 use util::*;
@@ -526,4 +526,110 @@ fn release_after_a_kill_puts_back_the_pages_in_swap() {
         assert_eq!(done["checksum"], 2 * PAGES, "{evict}: pages lost");
         assert!(pt.child.wait().unwrap().success());
     }
+}
+
+/// A recording, read whole.
+fn read_rec(path: &str) -> pagescope_core::analysis::temporal::Recording {
+    let mut r = pagescope_core::analysis::temporal::Recording::default();
+    let f = std::fs::File::open(path).unwrap();
+    let done = read_record(std::io::BufReader::new(f), Path::new(path), &mut r).unwrap();
+    assert_eq!(done, Completeness::Complete);
+    r
+}
+
+/// `analyze PATH temporal` rows, over `[start, end)` if given.
+fn temporal(path: &str, range: Option<(u64, u64)>) -> Vec<Value> {
+    let mut args = vec![
+        "analyze".to_string(),
+        path.into(),
+        "temporal".into(),
+        "--format".into(),
+        "json".into(),
+    ];
+    if let Some((s, e)) = range {
+        args.extend(["--range".into(), format!("{s:#x}-{e:#x}")]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    report_json(&args)["intervals"].as_array().unwrap().clone()
+}
+
+/// `record --backend fault` of a pagetest that pages out a quarter of its
+/// buffer right after its first pass, before the boundary that ends the
+/// pass's interval: the pages in swap were referenced (they faulted in),
+/// and count in that interval as the others do; the next pass, in the
+/// next interval, faults every page back, those in swap included. Each
+/// pass is the buffer's pages exactly, and the program reads what it
+/// wrote.
+#[test]
+fn fault_recording_counts_pages_that_went_to_swap() {
+    require_trace!();
+    let _serial = serial();
+    let _swap = require_swap!();
+    let dir = tempfile::tempdir().unwrap();
+    let rec = temp_path(dir.path(), "f.rec");
+    let bin = pagescope_bin();
+    let wrapper = [
+        bin.to_str().unwrap(),
+        "record",
+        "-q",
+        "--backend",
+        "fault",
+        "--interval",
+        "2s",
+        "-o",
+        &rec,
+        "--",
+    ];
+    let mut pt = Pagetest::start(
+        &wrapper,
+        &[
+            "--size",
+            "64M",
+            "--op",
+            "read",
+            "--iterations",
+            "2",
+            "--sleep",
+            "2.5s",
+            "--pageout",
+            "0.25",
+        ],
+        "pageout",
+    );
+    let pid = pt.pid();
+    let ev = pt.lines.last().unwrap().clone();
+    // Paged out from the buffer, or moved on into the store inside the
+    // program if a boundary came first: smaps counts both.
+    let asked = ev["pages"].as_u64().unwrap();
+    let swap = rollup_swap(pid);
+    assert!(
+        swap * 100 >= asked * 95,
+        "the kernel paged out {swap} of the {asked} pages asked"
+    );
+    let second = pt.until("iteration");
+    let done = pt.until("done");
+    assert_eq!(done["checksum"], 2 * PAGES, "pages lost their data");
+    let status = pt.child.wait().unwrap();
+    assert!(status.success(), "record: {status}");
+    let r = read_rec(&rec);
+    // The fill, the first pass and the pageout in the first interval, the
+    // second pass after it.
+    let first_end = r.header().start_monotonic_ns + r.intervals[0].end_ns;
+    assert!(
+        ev["time_ns"].as_u64().unwrap() < first_end,
+        "the first pass and its pageout took more than the first interval"
+    );
+    assert!(
+        second["start_ns"].as_u64().unwrap() > first_end,
+        "the second pass began in the first interval"
+    );
+    let (start, end) = (
+        pt.ready["start"].as_u64().unwrap(),
+        pt.ready["end"].as_u64().unwrap(),
+    );
+    let rows = temporal(&rec, Some((start, end)));
+    let user = |r: &Value| r["user_pages"].as_u64().unwrap();
+    assert_eq!(user(&rows[0]), PAGES, "the first pass: {rows:?}");
+    let rest: u64 = rows[1..].iter().map(user).sum();
+    assert_eq!(rest, PAGES, "the second pass: {rows:?}");
 }

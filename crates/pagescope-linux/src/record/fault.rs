@@ -24,7 +24,7 @@
 //! Regular-file mappings (program text, mapped files) can't be trapped
 //! this way and are not counted (the header says so).
 
-use super::pages::{resident, ProcessTally};
+use super::pages::{resident_or_in_swap, ProcessTally};
 use super::{Launched, Probe};
 use crate::trace::{Counts as TraceCounts, Sampler, Target};
 use crate::Root;
@@ -130,10 +130,12 @@ impl Probe for Fault {
         let mut pids: Vec<u32> = refs.iter().map(|r| r.pid).collect();
         pids.dedup();
         // The pages are in the program until they are moved out below:
-        // their frames come from pagemap now, while faults are held.
+        // their frames come from pagemap now, while faults are held. A
+        // page the program had paged out to swap since it faulted was
+        // referenced too: it counts in its process's rows.
         let ps = self.page_size;
         let mut buf = std::mem::take(&mut self.buf);
-        let pages = resident(&self.root.proc, ps, &pids, &mut buf, |pid| {
+        let pages = resident_or_in_swap(&self.root.proc, ps, &pids, &mut buf, |pid| {
             let mut runs: Vec<(u64, u64)> = Vec::new();
             for r in refs.iter().filter(|r| r.pid == pid) {
                 match runs.last_mut() {
