@@ -633,3 +633,114 @@ fn fault_recording_counts_pages_that_went_to_swap() {
     let rest: u64 = rows[1..].iter().map(user).sum();
     assert_eq!(rest, PAGES, "the second pass: {rows:?}");
 }
+
+/// Sums of runs of consecutive intervals holding more than `quiet`
+/// pages: one per pass over the buffer (a pass may straddle boundaries).
+fn spikes(rows: &[Value], quiet: u64) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut inside = false;
+    for r in rows {
+        let user = r["user_pages"].as_u64().unwrap();
+        if user > quiet {
+            if !inside {
+                out.push(0);
+            }
+            *out.last_mut().unwrap() += user;
+        }
+        inside = user > quiet;
+    }
+    out
+}
+
+/// `record --backend refs` of a pagetest that pages out a quarter of its
+/// buffer right after its first pass and then reads the whole buffer
+/// three more times. The `refs` backend counts the pages in RAM whose
+/// reference bits are set at a boundary, and a page's bits go with it to
+/// swap: the first pass counts the buffer less the pages paged out
+/// before the boundary that ended its interval (all of them when no
+/// boundary came between the pass's start and the pageout), and the
+/// header says so. Pages read back from swap count as referenced: each
+/// later pass is the whole buffer.
+#[test]
+fn refs_recording_counts_pages_read_back_from_swap() {
+    let _serial = serial();
+    let _swap = require_swap!();
+    let dir = tempfile::tempdir().unwrap();
+    let rec = temp_path(dir.path(), "r.rec");
+    let bin = pagescope_bin();
+    let wrapper = [
+        bin.to_str().unwrap(),
+        "record",
+        "-q",
+        "--backend",
+        "refs",
+        "--interval",
+        "100ms",
+        "-o",
+        &rec,
+        "--",
+    ];
+    let mut pt = Pagetest::start(
+        &wrapper,
+        &[
+            "--size",
+            "64M",
+            "--iterations",
+            "4",
+            "--sleep",
+            "1s",
+            "--delay",
+            "1s",
+            "--pageout",
+            "0.25",
+        ],
+        "pageout",
+    );
+    let ev = pt.lines.last().unwrap().clone();
+    let (_, _, out) = paged_out(pt.pid(), &ev);
+    let out = out.len() as u64;
+    pt.until("done");
+    let status = pt.child.wait().unwrap();
+    assert!(status.success(), "record: {status}");
+    let r = read_rec(&rec);
+    assert!(
+        r.header()
+            .notes
+            .iter()
+            .any(|n| n.contains("swap") && n.contains("not counted")),
+        "no note on swap: {:?}",
+        r.header().notes
+    );
+    let (start, end) = (
+        pt.ready["start"].as_u64().unwrap(),
+        pt.ready["end"].as_u64().unwrap(),
+    );
+    let rows = temporal(&rec, Some((start, end)));
+    let found = spikes(&rows, 64);
+    assert_eq!(found.len(), 4, "{found:?}");
+    // A boundary between the first pass's start and the pageout?
+    let base = r.header().start_monotonic_ns;
+    let first = pt.lines.iter().find(|l| l["event"] == "iteration").unwrap();
+    let (t0, t1) = (
+        first["start_ns"].as_u64().unwrap() - base,
+        ev["time_ns"].as_u64().unwrap() - base,
+    );
+    let cut = r.intervals.iter().any(|i| i.end_ns > t0 && i.end_ns < t1);
+    let tol = PAGES / 100;
+    if cut {
+        assert!(
+            found[0] + out + tol >= PAGES && found[0] <= PAGES + tol,
+            "first pass {}, paged out {out}",
+            found[0]
+        );
+    } else {
+        assert!(
+            found[0].abs_diff(PAGES - out) <= tol,
+            "first pass {}, the buffer less the {out} pages paged out",
+            found[0]
+        );
+    }
+    for (i, &s) in found.iter().enumerate().skip(1) {
+        assert!(s.abs_diff(PAGES) <= tol, "pass {i}: {s} pages");
+    }
+}
