@@ -744,3 +744,99 @@ fn refs_recording_counts_pages_read_back_from_swap() {
         assert!(s.abs_diff(PAGES) <= tol, "pass {i}: {s} pages");
     }
 }
+
+/// A python program that maps 64 pages, writes them, installs guard
+/// regions (`MADV_GUARD_INSTALL`) on the first 16, prints its pid, the
+/// address and madvise's errno, and waits for its stdin to close.
+const GUARDS: &str = r#"
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_long]
+libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+ps = os.sysconf("SC_PAGE_SIZE")
+p = libc.mmap(None, 64 * ps, 3, 0x22, -1, 0)
+ctypes.memset(p, 1, 64 * ps)
+err = 0 if libc.madvise(p, 16 * ps, 102) == 0 else ctypes.get_errno()
+print(os.getpid(), p, err, flush=True)
+sys.stdin.read()
+"#;
+
+/// Guard regions (`MADV_GUARD_INSTALL`, Linux 6.13) are marked swapped in
+/// pagemap (bit 62, with bit 58), though nothing is in swap: a
+/// snapshot's `swap_pages` counts the pages in swap only, as smaps'
+/// `Swap` does (here none), and the pages view lists no guard as a page
+/// in swap.
+#[test]
+fn guard_regions_are_not_swap() {
+    use std::io::BufRead;
+    let _serial = serial();
+    let child = std::process::Command::new("python3")
+        .args(["-c", GUARDS])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn();
+    let Ok(mut child) = child else {
+        skip!("python3", "python3 is not installed");
+    };
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .map(|w| w.parse().unwrap())
+        .collect();
+    let (pid, addr, err) = (f[0] as u32, f[1], f[2]);
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _child = Kill(child);
+    if err == libc::EINVAL as u64 {
+        skip!(
+            "guard-regions",
+            "this kernel has no MADV_GUARD_INSTALL (Linux 6.13)"
+        );
+    }
+    assert_eq!(err, 0, "madvise(MADV_GUARD_INSTALL)");
+    let ps = rustix::param::page_size() as u64;
+    let entries = pagemap_entries(pid, addr, addr + 64 * ps);
+    let guards = entries
+        .iter()
+        .filter(|&&e| e >> 62 & 1 == 1 && e >> 58 & 1 == 1);
+    assert_eq!(guards.count(), 16, "pagemap shows the guards swapped");
+    let dir = tempfile::tempdir().unwrap();
+    let snap = temp_path(dir.path(), "g.snap");
+    snapshot_pid(pid, &snap);
+    let swap = rollup_swap(pid);
+    let pid_arg = pid.to_string();
+    let row = process_row(
+        &report_json(&[
+            "report",
+            "processes",
+            "--input",
+            &snap,
+            "--pid",
+            &pid_arg,
+            "--format",
+            "json",
+        ]),
+        pid,
+    );
+    assert_eq!(row["swap_pages"], swap, "{row}");
+    let pages = report_json(&[
+        "report", "pages", "--input", &snap, "--pid", &pid_arg, "--format", "json",
+    ]);
+    let swapped = pages["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["pagemap"].as_str().unwrap().contains('S'))
+        .count() as u64;
+    assert_eq!(swapped, swap, "pages listed as in swap");
+}
