@@ -22,6 +22,12 @@ use crate::units::Pfn;
 use bitflags::bitflags;
 use serde::{Deserialize, Serialize};
 
+/// The swap type the kernel gives its PTE markers (`SWP_PTE_MARKER`,
+/// include/linux/swapops.h: the last of the 32 types): a guard region
+/// (`MADV_GUARD_INSTALL`), a uffd-wp marker on an empty PTE, a poisoned
+/// page. pagemap marks them swapped (bit 62), though nothing is in swap.
+pub const PTE_MARKER_SWAP_TYPE: u8 = 31;
+
 /// Mask of the frame bits (0-54): the PFN of a present page, or the swap
 /// type and offset of a swapped one.
 pub const FRAME_MASK: u64 = (1 << 55) - 1;
@@ -71,6 +77,16 @@ impl PagemapEntry {
     /// Bit 62: the page is in swap.
     pub fn is_swapped(self) -> bool {
         self.0 & PagemapFlags::SWAPPED.bits() != 0
+    }
+
+    /// Whether the page is in swap, as smaps' `Swap` counts: bit 62, but
+    /// not a guard region (bit 58) nor another PTE marker (swap type
+    /// [`PTE_MARKER_SWAP_TYPE`], visible with CAP_SYS_ADMIN), which
+    /// pagemap marks swapped too.
+    pub fn is_in_swap(self) -> bool {
+        self.is_swapped()
+            && !self.flags().contains(PagemapFlags::GUARD)
+            && (self.frame_bits() == 0 || self.swap_type() != Some(PTE_MARKER_SWAP_TYPE))
     }
 
     /// Bit 61: a file page or shared anonymous page.
@@ -161,6 +177,24 @@ mod tests {
         assert_eq!(e.pfn(), None);
         assert_eq!(e.swap_type(), Some(3));
         assert_eq!(e.swap_offset(), Some(0x777));
+        assert!(e.is_in_swap());
+        // Without CAP_SYS_ADMIN the type and offset read as zero.
+        assert!(PagemapEntry(1 << 62).is_in_swap());
+    }
+
+    #[test]
+    fn markers_are_not_in_swap() {
+        // A guard region as this kernel (6.18) shows it to root: swapped,
+        // guard, marker type 31, offset PTE_MARKER_GUARD (4).
+        let guard = PagemapEntry(0x4400_0000_0000_009f);
+        assert!(guard.is_swapped());
+        assert!(!guard.is_in_swap());
+        // The same without CAP_SYS_ADMIN.
+        assert!(!PagemapEntry((1 << 62) | (1 << 58)).is_in_swap());
+        // A uffd-wp marker on an empty PTE (PTE_MARKER_UFFD_WP, 1), as
+        // root sees it.
+        let wp = PagemapEntry((1 << 62) | (1 << 57) | (1 << 5) | 31);
+        assert!(!wp.is_in_swap());
     }
 
     #[test]

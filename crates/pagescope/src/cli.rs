@@ -349,7 +349,8 @@ pub enum View {
     UnitTotals,
     /// VMAs holding both single-use and shared pages.
     Alerts,
-    /// Every resident page: frame, flags, share count, owner.
+    /// Every resident page (frame, flags, share count, owner) and every
+    /// page in swap (its swap entry).
     Pages,
     /// The whole machine by physical address: frames by class per block.
     Physmap,

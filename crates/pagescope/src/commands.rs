@@ -246,7 +246,7 @@ fn output_format(format: OutputFormat) -> Format {
 }
 
 /// The columns of the page dump.
-const PAGE_COLUMNS: [StreamColumn; 13] = [
+const PAGE_COLUMNS: [StreamColumn; 15] = [
     StreamColumn {
         key: "pid",
         title: "PID",
@@ -308,6 +308,16 @@ const PAGE_COLUMNS: [StreamColumn; 13] = [
         width: 4,
     },
     StreamColumn {
+        key: "swap_type",
+        title: "SWTYPE",
+        width: 6,
+    },
+    StreamColumn {
+        key: "swap_offset",
+        title: "SWAP-OFFSET",
+        width: 11,
+    },
+    StreamColumn {
         key: "owner",
         title: "OWNER",
         width: 0,
@@ -335,6 +345,11 @@ fn pages(args: &ReportArgs) -> Result<()> {
     let mut dump = PageDump::new(filter, |r: &PageRow<'_>| {
         let phys = r.phys.filter(|_| r.entry.pfn().is_some());
         let pfn = r.entry.pfn().filter(|_| phys.is_some()).map(|p| p.0);
+        let swap = r
+            .entry
+            .swap_type()
+            .zip(r.entry.swap_offset())
+            .filter(|&(_, o)| r.entry.is_in_swap() && o != 0);
         pagemap_syms.clear();
         pagemap_syms.push_str(&r.entry.symbols());
         if let Some(p) = phys {
@@ -359,6 +374,10 @@ fn pages(args: &ReportArgs) -> Result<()> {
                     Cell::Int(p.node as u64)
                 }
             }),
+            // A page in swap: its swap entry (zero, and so missing,
+            // without CAP_SYS_ADMIN; offset 0 is the swap header).
+            swap.map_or(Cell::Missing, |(t, _)| Cell::Int(t as u64)),
+            swap.map_or(Cell::Missing, |(_, o)| Cell::Hex(o)),
             Cell::Text(r.owner),
         ];
         stream

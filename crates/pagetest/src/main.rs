@@ -18,7 +18,10 @@
 //! the parent says `{"event":"forked","pids":[...]}`), the first writing
 //! `--child-writes` pages; with `--grow SIZE --every
 //! DUR`, more anonymous memory is mapped and written at each step
-//! (`{"event":"grow","bytes":B,"total_bytes":T,...}`). In `read` mode the buffer is
+//! (`{"event":"grow","bytes":B,"total_bytes":T,...}`); with `--pageout
+//! AMOUNT`, the first AMOUNT of the buffer is paged out after the first
+//! iteration (`{"event":"pageout","start":ADDR,"end":ADDR,"pages":N}`,
+//! the range and the pages asked out). In `read` mode the buffer is
 //! first filled (before `ready`), since reading never-written anonymous
 //! memory maps only the shared zero page. With `--hold` it keeps the
 //! memory after `done` until killed.
@@ -115,6 +118,44 @@ struct Args {
     /// Interval of `--grow`.
     #[arg(long, value_parser = parse_duration, requires = "grow")]
     every: Option<Duration>,
+    /// After the first iteration, page out the first AMOUNT of the
+    /// buffer (`madvise(MADV_PAGEOUT)`) and say so in a `pageout` event:
+    /// a number of pages, or a fraction of the buffer with a decimal
+    /// point (0.25). The kernel pages out only pages this process alone
+    /// maps, and anonymous memory only where there is swap: how many
+    /// went is the kernel's to tell (smaps `Swap`, pagemap bit 62).
+    #[arg(long, value_name = "AMOUNT", value_parser = parse_amount)]
+    pageout: Option<Amount>,
+}
+
+/// A part of the buffer: pages, or a fraction of it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Amount {
+    Pages(u64),
+    Fraction(f64),
+}
+
+impl Amount {
+    /// The pages of a buffer of `pages` this amount is (at most all).
+    fn of(self, pages: usize) -> usize {
+        match self {
+            Amount::Pages(n) => usize::try_from(n).unwrap_or(usize::MAX).min(pages),
+            Amount::Fraction(f) => ((pages as f64 * f).round() as usize).min(pages),
+        }
+    }
+}
+
+fn parse_amount(s: &str) -> Result<Amount, String> {
+    if s.contains('.') {
+        match s.parse::<f64>() {
+            Ok(f) if f > 0.0 && f <= 1.0 => Ok(Amount::Fraction(f)),
+            _ => Err(format!("{s:?}: a fraction must be in (0, 1]")),
+        }
+    } else {
+        s.parse::<u64>()
+            .map(Amount::Pages)
+            .map_err(|_| format!("{s:?}: pages (a whole number) or a fraction (0.25)"))
+    }
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -319,6 +360,9 @@ fn run(args: Args) -> Result<()> {
         checksum = checksum.wrapping_add(touch(&buf, page, args.op, i + 2));
         let t1 = now_ns();
         emit(json!({"event": "iteration", "index": i, "start_ns": t0, "end_ns": t1}))?;
+        if let (0, Some(amount)) = (i, args.pageout) {
+            pageout(&buf, page, amount.of(len / page))?;
+        }
         if !args.sleep.is_zero() {
             std::thread::sleep(args.sleep);
         }
@@ -335,6 +379,36 @@ fn run(args: Args) -> Result<()> {
         hold();
     }
     Ok(())
+}
+
+/// Pages out the first `pages` whole pages of the buffer (from its first
+/// page boundary: a malloc'd buffer may start inside a page) and says
+/// which.
+fn pageout(buf: &Buffer, page: usize, pages: usize) -> Result<()> {
+    let base = buf.base as usize;
+    let first = base.next_multiple_of(page);
+    let pages = pages.min((base + buf.len).saturating_sub(first) / page);
+    if pages > 0 {
+        // SAFETY: the range is whole pages inside the buffer, which stays
+        // mapped; MADV_PAGEOUT only moves its pages to swap (or drops
+        // clean ones), keeping their contents.
+        #[allow(unsafe_code)]
+        unsafe {
+            rustix::mm::madvise(
+                first as *mut std::ffi::c_void,
+                pages * page,
+                rustix::mm::Advice::LinuxPageOut,
+            )
+        }
+        .context("madvise(MADV_PAGEOUT)")?;
+    }
+    emit(json!({
+        "event": "pageout",
+        "start": first,
+        "end": first + pages * page,
+        "pages": pages,
+        "time_ns": now_ns(),
+    }))
 }
 
 fn hold() -> ! {

@@ -1,8 +1,9 @@
-//! The physical page dump: each present page of the selected processes
-//! with its frame, its pagemap and kpageflags bits, its share count and
-//! its owner, streamed to a callback so that a dump of millions of pages
-//! never sits in memory. `--flags anon,~lru` selects pages by kpageflags,
-//! as the kernel's page-types does.
+//! The page dump: each present page of the selected processes with its
+//! frame, its pagemap and kpageflags bits, its share count and its
+//! owner, and each page they have in swap (its pagemap entry holds the
+//! swap entry), streamed to a callback so that a dump of millions of
+//! pages never sits in memory. `--flags anon,~lru` selects present pages
+//! by kpageflags, as the kernel's page-types does.
 
 use super::classify::{classify_vmas, ElfTable, PageClass, VmaClass};
 use super::{is_resident, VmaCursor};
@@ -83,7 +84,7 @@ pub struct PageRow<'a> {
 }
 
 /// The analysis: calls `emit` for every present page that passes the
-/// filter.
+/// filter, and, without a filter, for every page in swap.
 pub struct PageDump<F: FnMut(&PageRow<'_>) -> Result<()>> {
     /// The machine.
     pub system: SystemInfo,
@@ -171,9 +172,10 @@ impl<F: FnMut(&PageRow<'_>) -> Result<()>> SnapshotSink for PageDump<F> {
         for page in &chunk.pages {
             let idx = self.cursor.index_by(&self.vmas, page.vaddr, |v| v);
             let vma = idx.map(|i| &self.vmas[i]);
-            if !is_resident(vma, page) {
+            if !is_resident(vma, page) && !page.entry.is_in_swap() {
                 continue;
             }
+            // Pages in swap have no frame, and so no flags to pass.
             if !self.filter.is_empty() && !page.phys.is_some_and(|p| self.filter.accepts(p.flags)) {
                 continue;
             }

@@ -509,7 +509,9 @@ impl SnapshotSink for Usage {
         }
         for page in &chunk.pages {
             let u = self.processes.last_mut().expect("checked above");
-            if page.entry.is_swapped() {
+            // Pages in swap, as smaps counts them: not guard regions or
+            // other markers, which pagemap marks swapped too.
+            if page.entry.is_in_swap() {
                 if u.from_pages {
                     bump(&mut u.swap);
                 }

@@ -24,7 +24,7 @@
 //! Regular-file mappings (program text, mapped files) can't be trapped
 //! this way and are not counted (the header says so).
 
-use super::pages::{resident, Page, ProcessTally};
+use super::pages::{resident_or_in_swap, Page, ProcessTally};
 use super::{Launched, Probe};
 use crate::trace::{Counts as TraceCounts, Sampler, Target};
 use crate::Root;
@@ -130,10 +130,12 @@ impl Probe for Fault {
         let mut pids: Vec<u32> = refs.iter().map(|r| r.pid).collect();
         pids.dedup();
         // The pages are in the program until they are moved out below:
-        // their frames come from pagemap now, while faults are held.
+        // their frames come from pagemap now, while faults are held. A
+        // page the program had paged out to swap since it faulted was
+        // referenced too: it counts in its process's rows.
         let ps = self.page_size;
         let mut buf = std::mem::take(&mut self.buf);
-        let pages = resident(&self.root.proc, ps, &pids, &mut buf, |pid| {
+        let pages = resident_or_in_swap(&self.root.proc, ps, &pids, &mut buf, |pid| {
             let mut runs: Vec<(u64, u64)> = Vec::new();
             for r in refs.iter().filter(|r| r.pid == pid) {
                 match runs.last_mut() {
@@ -163,6 +165,7 @@ impl Probe for Fault {
                     let vb = r.page / block * block;
                     Some(Page {
                         pfn,
+                        in_swap: false,
                         pid: r.pid,
                         vaddr: r.page,
                         vma: (vb, vb + block),
@@ -170,8 +173,9 @@ impl Probe for Fault {
                     })
                 }),
         );
-        pages.sort_unstable_by_key(|p| (p.pfn, p.pid, p.vaddr));
-        pages.dedup_by_key(|p| (p.pfn, p.pid, p.vaddr));
+        // The tally takes pages in swap first, then by frame.
+        pages.sort_unstable_by_key(|p| (!p.in_swap, p.pfn, p.pid, p.vaddr));
+        pages.dedup_by_key(|p| (p.in_swap, p.pfn, p.pid, p.vaddr));
         let mut tally = ProcessTally::new(ps, self.block, true);
         for mut p in pages {
             if let Some(&(write, weight)) = seen.get(&(p.pid, p.vaddr)) {

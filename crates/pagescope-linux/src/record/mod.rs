@@ -190,6 +190,16 @@ pub fn kernel_resident(proc_root: &Path, page_size: u64) -> Result<KernelResiden
     })
 }
 
+/// Whether the machine has swap switched on (`SwapTotal` of
+/// `/proc/meminfo` above 0).
+fn has_swap(proc_root: &Path) -> bool {
+    std::fs::read_to_string(proc_root.join("meminfo"))
+        .ok()
+        .and_then(|t| meminfo::parse(&t).ok())
+        .and_then(|m| m.into_iter().find(|(k, _)| k == "SwapTotal"))
+        .is_some_and(|(_, kb)| kb > 0)
+}
+
 /// Picks the backend: the best this kernel offers for the target, or the
 /// one asked for if the kernel has it. Returns it with the reason.
 ///
@@ -485,6 +495,16 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
             }
             .into(),
         );
+    }
+    // A page's reference bit lives with its frame, and every other
+    // backend counts pages in RAM at the boundary.
+    if probe.backend() != Backend::Fault && has_swap(&root.proc) {
+        notes.push(format!(
+            "this machine has swap: a page referenced and then swapped out before the end of \
+             its interval is not counted (the {} backend counts the pages in RAM at each \
+             boundary); a page read back from swap counts as referenced",
+            probe.backend().name()
+        ));
     }
     if probe.writes() == WriteSource::PagemapScan {
         notes.push(

@@ -11,10 +11,14 @@ use pagescope_core::Result;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// One resident page of a recorded process.
+/// One resident page of a recorded process (or one in swap, from
+/// [`resident_or_in_swap`]).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Page {
+    /// Its frame (0 for a page in swap, which has none).
     pub pfn: u64,
+    /// In swap: a page with no frame.
+    pub in_swap: bool,
     pub pid: u32,
     pub vaddr: u64,
     /// The VMA holding it.
@@ -31,7 +35,31 @@ pub(super) fn resident(
     page_size: u64,
     pids: &[u32],
     buf: &mut Vec<u8>,
+    ranges: impl FnMut(u32) -> Vec<(u64, u64)>,
+) -> Result<Vec<Page>> {
+    pages_of(proc_root, page_size, pids, buf, ranges, false)
+}
+
+/// [`resident`], and the pages of the ranges that are in swap (first,
+/// with no frame): a page the `fault` backend saw referenced may have
+/// gone to swap before the boundary.
+pub(super) fn resident_or_in_swap(
+    proc_root: &Path,
+    page_size: u64,
+    pids: &[u32],
+    buf: &mut Vec<u8>,
+    ranges: impl FnMut(u32) -> Vec<(u64, u64)>,
+) -> Result<Vec<Page>> {
+    pages_of(proc_root, page_size, pids, buf, ranges, true)
+}
+
+fn pages_of(
+    proc_root: &Path,
+    page_size: u64,
+    pids: &[u32],
+    buf: &mut Vec<u8>,
     mut ranges: impl FnMut(u32) -> Vec<(u64, u64)>,
+    in_swap: bool,
 ) -> Result<Vec<Page>> {
     let mut out = Vec::new();
     for &pid in pids {
@@ -54,9 +82,11 @@ pub(super) fn resident(
                 while j < want.len() && want[j].0 < m.end {
                     let (s, e) = (want[j].0.max(m.start), want[j].1.min(m.end));
                     pm.for_each(s, e, |vaddr, e| {
-                        if let Some(pfn) = e.pfn().filter(|_| e.is_present()) {
+                        let pfn = e.pfn().filter(|_| e.is_present());
+                        if pfn.is_some() || (in_swap && e.is_in_swap()) {
                             out.push(Page {
-                                pfn: pfn.0,
+                                pfn: pfn.map_or(0, |p| p.0),
+                                in_swap: pfn.is_none(),
                                 pid,
                                 vaddr,
                                 vma: (m.start, m.end),
@@ -71,7 +101,7 @@ pub(super) fn resident(
         })();
         gone_ok(r)?;
     }
-    out.sort_unstable_by_key(|p| p.pfn);
+    out.sort_unstable_by_key(|p| (!p.in_swap, p.pfn));
     Ok(out)
 }
 
@@ -200,7 +230,8 @@ impl ProcessTally {
     }
 
     /// Counts a referenced page as `weight` pages (a page of a random
-    /// sample); pages must come sorted by frame.
+    /// sample); pages must come sorted by frame. A page in swap counts in
+    /// its process's rows but in no physical block (it has no frame).
     pub fn add_weighted(&mut self, p: &Page, weight: f64) {
         let (ps, block) = (self.page_size, self.block);
         self.referenced.push((p.pid, p.vaddr / ps));
@@ -210,7 +241,7 @@ impl ProcessTally {
         } else {
             0.0
         };
-        if self.last_pfn != Some(p.pfn) {
+        if !p.in_swap && self.last_pfn != Some(p.pfn) {
             self.last_pfn = Some(p.pfn);
             let c = self.phys.entry(p.pfn * ps / block).or_default();
             c.user += weight;

@@ -812,8 +812,8 @@ fn batch(
 }
 
 /// The pages held in the store of `pid` (store at `store`, index at
-/// `index`), as (slot, page address): every slot that holds a page and is
-/// named in the index. This is the truth after a fork (the child's store
+/// `index`), as (slot, page address): every slot that holds a page (in
+/// RAM or in swap) and is named in the index. This is the truth after a fork (the child's store
 /// and index are copies made in one step) and after the tracer died.
 pub fn stored_pages(pid: u32, store: u64, index: u64) -> io::Result<Vec<(u64, u64)>> {
     let read = |at: u64, out: &mut [u64]| -> io::Result<()> {
@@ -828,14 +828,15 @@ pub fn stored_pages(pid: u32, store: u64, index: u64) -> io::Result<Vec<(u64, u6
     let slots = high[0].clamp(1, STORE_SLOTS);
     let mut names = vec![0u64; slots as usize];
     read(index, &mut names)?;
-    // Only slots that hold a page: an empty one may be named by an
+    // Only slots that hold a page, in RAM or in swap (a page moved out
+    // of swap moves as its swap entry): an empty one may be named by an
     // eviction that never happened (the tracer died, or the process
     // forked, between the index write and the move).
     let path = format!("/proc/{pid}/pagemap");
     let mut present = Vec::new();
     crate::pagemap::PagemapReader::new(File::open(&path)?, path.into(), PAGE)
         .for_each(store, store + slots * PAGE, |addr, e| {
-            if e.is_present() {
+            if e.is_present() || e.is_in_swap() {
                 present.push((addr - store) / PAGE);
             }
         })

@@ -2719,9 +2719,11 @@ fn exit_of(info: &libc::ptrace_syscall_info) -> i64 {
     e.sval
 }
 
-/// Moves every resident page of `[start, end)` that is in the sample of
-/// `fraction` into the store (of shared memory: unmaps it here), runs of
-/// neighbours together. Returns the pages moved.
+/// Moves every page of `[start, end)` that is resident or in swap and in
+/// the sample of `fraction` into the store (of shared memory: unmaps it
+/// here), runs of neighbours together: a page in swap moves as its swap
+/// entry (or, by copy, is read in), so that its next touch faults as any
+/// other's. Returns the pages moved.
 fn empty_range(mm: &mut Mm, start: u64, end: u64, shared: bool, fraction: f64) -> Result<Vec<u64>> {
     let path = format!("/proc/{}/pagemap", mm.pid);
     let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
@@ -2729,7 +2731,10 @@ fn empty_range(mm: &mut Mm, start: u64, end: u64, shared: bool, fraction: f64) -
     let mut present = Vec::new();
     let kept = mm.kept();
     reader.for_each(start, end, |addr, e| {
-        if e.is_present() && in_sample(addr, fraction) && !(kept.0..kept.1).contains(&addr) {
+        if (e.is_present() || e.is_in_swap())
+            && in_sample(addr, fraction)
+            && !(kept.0..kept.1).contains(&addr)
+        {
             present.push(addr);
         }
     })?;

@@ -102,7 +102,7 @@ pub struct Pagetest {
 }
 
 /// Waits until process `pid` sleeps in `nanosleep` (pagetest's hold).
-fn wait_asleep(pid: u64) {
+pub fn wait_asleep(pid: u64) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default();
@@ -130,6 +130,9 @@ impl Pagetest {
             }
             None => Command::new(&bin),
         };
+        if args.contains(&"--wait-stdin") {
+            cmd.stdin(Stdio::piped());
+        }
         let mut child = cmd
             .args(args)
             .stdout(Stdio::piped())
@@ -177,6 +180,23 @@ impl Pagetest {
         let v: Value = serde_json::from_str(&line).unwrap();
         self.lines.push(v.clone());
         v
+    }
+
+    /// Lets a pagetest started with `--wait-stdin` go on.
+    pub fn go(&mut self) {
+        use std::io::Write;
+        let mut stdin = self.child.stdin.take().expect("started with --wait-stdin");
+        stdin.write_all(b"go\n").unwrap();
+    }
+
+    /// Reads pagetest's lines up to the next `event` line, and returns it.
+    pub fn until(&mut self, event: &str) -> Value {
+        loop {
+            let v = self.next_line();
+            if v["event"] == event {
+                return v;
+            }
+        }
     }
 
     /// The pagetest process's pid (from its own ready line).
@@ -490,4 +510,178 @@ pub fn hold_with_recorder(pid: u32, out: &str) -> Child {
         std::thread::sleep(Duration::from_millis(10));
     }
     holder
+}
+
+/// Where test swapfiles go: on the root filesystem (swapon refuses
+/// tmpfs), named after the test binary's pid so that a leftover can be
+/// told from a live one.
+const SWAPFILE_PREFIX: &str = "/var/tmp/pagescope-test-swap-";
+
+/// A swapfile switched on for as long as it lives: dropped (at the end
+/// of the test, or while a failing test unwinds), it is switched off and
+/// removed. Hold it for the whole test, under [`serial`], and declare it
+/// before the workloads, so that they are killed first (and swapoff has
+/// little to read back).
+#[derive(Debug)]
+pub struct Swapfile {
+    path: PathBuf,
+}
+
+impl Swapfile {
+    /// Size of each swapfile.
+    const BYTES: &'static str = "256M";
+
+    /// Makes a 256 MiB swapfile and switches it on, or says why not
+    /// (not root, or the kernel or filesystem refused).
+    pub fn on() -> Result<Swapfile, String> {
+        if !rustix::process::geteuid().is_root() {
+            return Err("switching a swapfile on needs root (run the tests as root)".into());
+        }
+        Swapfile::remove_leftovers();
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let path = PathBuf::from(format!("{SWAPFILE_PREFIX}{}-{n}", std::process::id()));
+        // From here on, Drop removes whatever was made.
+        let swap = Swapfile { path };
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&swap.path)
+                .map_err(|e| format!("cannot create {}: {e}", swap.path.display()))?;
+        }
+        let path = swap.path.to_str().unwrap();
+        for argv in [
+            &["fallocate", "-l", Swapfile::BYTES, path][..],
+            &["mkswap", path][..],
+        ] {
+            match Command::new(argv[0]).args(&argv[1..]).output() {
+                Ok(o) if o.status.success() => {}
+                Ok(o) => {
+                    return Err(format!(
+                        "{argv:?} failed: {}",
+                        String::from_utf8_lossy(&o.stderr).trim()
+                    ))
+                }
+                Err(e) => return Err(format!("{} (util-linux) does not run: {e}", argv[0])),
+            }
+        }
+        let c = std::ffi::CString::new(path).unwrap();
+        // SAFETY: swapon(2) reads a NUL-terminated path that outlives
+        // the call.
+        #[allow(unsafe_code)]
+        if unsafe { libc::swapon(c.as_ptr(), 0) } != 0 {
+            return Err(format!(
+                "the kernel refused swapon of a swapfile on {}: {}",
+                Path::new(SWAPFILE_PREFIX).parent().unwrap().display(),
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(swap)
+    }
+
+    /// Whether `path` is switched on (listed in /proc/swaps).
+    fn active(path: &Path) -> bool {
+        std::fs::read_to_string("/proc/swaps")
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+            .any(|l| l.split_whitespace().next() == path.to_str())
+    }
+
+    /// Switches `path` off (if on) and removes it; says on stderr what
+    /// it could not do.
+    fn off(path: &Path) {
+        let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        // swapoff reads every page in the file back into memory; it can
+        // fail for want of memory, or while another swapoff runs.
+        for _ in 0..10 {
+            if !Swapfile::active(path) {
+                break;
+            }
+            // SAFETY: swapoff(2) reads a NUL-terminated path that
+            // outlives the call.
+            #[allow(unsafe_code)]
+            if unsafe { libc::swapoff(c.as_ptr()) } != 0 {
+                eprintln!(
+                    "swapoff {}: {}",
+                    path.display(),
+                    std::io::Error::last_os_error()
+                );
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+        if Swapfile::active(path) {
+            eprintln!("{} is still switched on: not removed", path.display());
+            return;
+        }
+        if let Err(e) = std::fs::remove_file(path) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                eprintln!("cannot remove {}: {e}", path.display());
+            }
+        }
+    }
+
+    /// Switches off and removes the swapfiles of test binaries that died
+    /// without doing it (killed, say), leaving those of live ones alone.
+    fn remove_leftovers() {
+        let Ok(dir) = std::fs::read_dir(Path::new(SWAPFILE_PREFIX).parent().unwrap()) else {
+            return;
+        };
+        let name = Path::new(SWAPFILE_PREFIX)
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap();
+        for entry in dir.flatten() {
+            let file = entry.file_name();
+            let Some(rest) = file.to_str().and_then(|f| f.strip_prefix(name)) else {
+                continue;
+            };
+            let pid = rest.split('-').next().unwrap_or_default();
+            if !pid.is_empty() && !Path::new("/proc").join(pid).exists() {
+                Swapfile::off(&entry.path());
+            }
+        }
+    }
+}
+
+impl Drop for Swapfile {
+    fn drop(&mut self) {
+        Swapfile::off(&self.path);
+    }
+}
+
+/// The raw pagemap entries of `[start, end)` in process `pid`.
+pub fn pagemap_entries(pid: u32, start: u64, end: u64) -> Vec<u64> {
+    use std::os::unix::fs::FileExt;
+    let ps = rustix::param::page_size() as u64;
+    let f = std::fs::File::open(format!("/proc/{pid}/pagemap")).unwrap();
+    let mut bytes = vec![0u8; ((end - start) / ps * 8) as usize];
+    f.read_exact_at(&mut bytes, start / ps * 8).unwrap();
+    bytes
+        .chunks_exact(8)
+        .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+        .collect()
+}
+
+/// Whether a pagemap entry is a page in swap, by the kernel's
+/// Documentation/admin-guide/mm/pagemap.rst: bit 62 (swapped), but not a
+/// guard region (bit 58), which pagemap marks swapped too.
+pub fn entry_in_swap(e: u64) -> bool {
+    e >> 62 & 1 == 1 && e >> 58 & 1 == 0
+}
+
+/// The addresses of the pages of `[start, end)` that process `pid` has
+/// in swap, by its pagemap.
+pub fn pages_in_swap(pid: u32, start: u64, end: u64) -> Vec<u64> {
+    let ps = rustix::param::page_size() as u64;
+    pagemap_entries(pid, start, end)
+        .into_iter()
+        .enumerate()
+        .filter(|&(_, e)| entry_in_swap(e))
+        .map(|(i, _)| start + i as u64 * ps)
+        .collect()
 }
