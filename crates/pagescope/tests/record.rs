@@ -1614,7 +1614,7 @@ fn fault_backend_counts_processes_that_live_inside_an_interval() {
     let dir = tempfile::tempdir().unwrap();
     let out = temp_path(dir.path(), "short.rec");
     let script = format!(
-        "for i in 1 2 3; do {} --size 20M --mode anon --iterations 1 --sleep 0 >/dev/null; done; sleep 1.5",
+        "for i in 1 2 3; do {} --size 20M --mode anon --iterations 1 --sleep 0 >/dev/null; done; sleep 3",
         pagetest_bin().display()
     );
     let o = run(
@@ -1648,4 +1648,55 @@ fn fault_backend_counts_processes_that_live_inside_an_interval() {
             "a short-lived pagetest shows {u} pages, its buffer 5120: {procs:?}"
         );
     }
+}
+
+/// A launched program that exits before the first boundary is counted in
+/// the last interval, and named by its own command line (it was first
+/// seen as pagescope's fork, before its exec).
+#[test]
+fn fault_backend_counts_a_program_that_ends_before_the_first_boundary() {
+    if !fault_available() {
+        return;
+    }
+    let _guard = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = temp_path(dir.path(), "brief.rec");
+    let bin = pagetest_bin();
+    let bin = bin.to_str().unwrap();
+    let o = run(
+        &[],
+        &[
+            "record",
+            "-q",
+            "--backend",
+            "fault",
+            "--interval",
+            "5s",
+            "-o",
+            &out,
+            "--",
+            bin,
+            "--size",
+            "20M",
+            "--mode",
+            "anon",
+            "--iterations",
+            "1",
+            "--sleep",
+            "0",
+        ],
+    );
+    assert!(o.status.success(), "{o:?}");
+    let procs = analyze(&out, "processes", "processes", None);
+    assert_eq!(procs.len(), 1, "{procs:?}");
+    let user = procs[0]["user_pages"].as_u64().unwrap();
+    assert!(
+        (5120..=5120 * 102 / 100).contains(&user),
+        "{user} pages for a 5120-page buffer"
+    );
+    let command = procs[0]["command"].to_string();
+    assert!(
+        command.contains("pagetest") && command.contains("20M") && !command.contains("record"),
+        "{command}"
+    );
 }

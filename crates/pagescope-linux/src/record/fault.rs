@@ -42,6 +42,9 @@ pub struct Fault {
     /// The fraction of the resident pages moved out at each boundary.
     fraction: f64,
     sampler: Option<Sampler>,
+    /// What the tracer logged after the last boundary when the program
+    /// ended (taken as the tracer was stopped), for the last interval.
+    last: Vec<crate::trace::Sampled>,
     buf: Vec<u8>,
 }
 
@@ -55,6 +58,7 @@ impl Fault {
             block,
             fraction,
             sampler: None,
+            last: Vec::new(),
             buf: Vec::new(),
         }
     }
@@ -96,6 +100,10 @@ impl Probe for Fault {
     }
 
     fn let_go(&mut self) -> Launched {
+        // The references since the last boundary go in the last interval.
+        if let Some(s) = &self.sampler {
+            self.last = s.take();
+        }
         match self.sampler.take().map(Sampler::stop) {
             Some(Ok(o)) => match o.exit_status {
                 Some(code) => Launched::Exited(code),
@@ -114,10 +122,14 @@ impl Probe for Fault {
     }
 
     fn collect(&mut self, _pids: &[u32], out: &mut Interval) -> Result<()> {
-        let Some(sampler) = &self.sampler else {
-            return Ok(());
+        let sampler = self.sampler.as_ref();
+        let mut refs = match sampler {
+            Some(s) => s.take(),
+            None => std::mem::take(&mut self.last),
         };
-        let mut refs = sampler.take();
+        if refs.is_empty() && sampler.is_none() {
+            return Ok(());
+        }
         // A page faults again in the same interval if it was moved out
         // after it came back (at the boundary just past): once is enough.
         refs.sort_unstable_by_key(|r| (r.pid, r.page));
@@ -148,9 +160,13 @@ impl Probe for Fault {
         });
         self.buf = buf;
         // Faults are held from the take to here: the eviction must come.
-        let evicted = sampler.evict(self.fraction);
+        let evicted = sampler.map(|s| (s.evict(self.fraction), s.finished()));
         let mut pages = pages?;
-        evicted?;
+        // Once the traced program has exited (the tracer has ended) there
+        // is nothing to move out, and its last references still count.
+        if let Some((evicted, false)) = evicted {
+            evicted?;
+        }
         // A process that exited since the last boundary (one that lived
         // inside the interval) has no pagemap now: its pages carry the
         // frames the tracer read at its exit, in a VMA taken as the block

@@ -412,9 +412,18 @@ impl Recorder<'_> {
             if !new && !per_process {
                 continue;
             }
-            let command = ProcDir::open(&self.root.proc, pid)
+            let mut command = ProcDir::open(&self.root.proc, pid)
                 .and_then(|d| d.cmdline(&mut self.buf))
                 .unwrap_or_default();
+            // The launched command, seen before its exec, is still
+            // pagescope's fork: it is named by the command it runs.
+            if Some(pid) == self.child {
+                if let Target::Command(argv) = &self.config.target {
+                    if command.is_empty() || command == std::env::args().collect::<Vec<_>>() {
+                        command = argv.clone();
+                    }
+                }
+            }
             let first_seq = match self.commands.get(&pid) {
                 Some((_, c)) if command.is_empty() || c == &command => continue,
                 Some(&(first, _)) => first,
