@@ -13,6 +13,7 @@
 pub mod cpuidle;
 pub mod elf;
 pub mod kpage;
+pub mod launched;
 pub mod node;
 pub mod output;
 pub mod pagemap;
