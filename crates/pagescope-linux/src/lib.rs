@@ -14,6 +14,7 @@ pub mod cause;
 pub mod cpuidle;
 pub mod elf;
 pub mod kpage;
+pub mod launched;
 pub mod node;
 pub mod observer;
 pub mod output;

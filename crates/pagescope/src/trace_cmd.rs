@@ -149,12 +149,17 @@ pub fn trace(args: TraceArgs) -> Result<u8> {
         })
     };
     let quiet = args.quiet;
+    let traced = std::cell::Cell::new(None);
     let outcome = pagescope_linux::trace::trace(&config, counts, |pid| {
+        traced.set(Some(pid));
         if args.pid.is_some() && !quiet {
             eprintln!("tracing process {pid}: Ctrl-C puts its pages back and lets it run on");
         }
     });
     progress.finish();
+    if outcome.is_err() && args.pid.is_none() {
+        end_launched(traced.get());
+    }
     let outcome = outcome.context("trace failed")?;
     if outcome.end.references == 0 && args.quiet {
         // Said even when quiet: an empty trace must not pass for a clean one.
@@ -189,6 +194,23 @@ pub fn trace(args: TraceArgs) -> Result<u8> {
         _ if interrupted => 130,
         _ => 0,
     })
+}
+
+/// After a failed trace, ends the program pagescope launched (`pid`, or
+/// if the tracer failed before it said which, every child pagescope still
+/// has: the tracer's own helpers are gone by then) and the processes
+/// below it, and reaps it: pagescope does not exit and leave it running
+/// untraced.
+fn end_launched(pid: Option<u32>) {
+    let proc_root = pagescope_linux::Root::default().proc;
+    let roots = pid.map_or_else(
+        || pagescope_linux::launched::own_children(&proc_root),
+        |p| vec![p],
+    );
+    for root in roots {
+        pagescope_linux::launched::kill_tree(&proc_root, root);
+        pagescope_linux::launched::reap(root);
+    }
 }
 
 /// Holds idle CPUs polling while faults are served, unless `off`; where

@@ -1700,3 +1700,73 @@ fn fault_backend_counts_a_program_that_ends_before_the_first_boundary() {
         "{command}"
     );
 }
+
+/// `record -- CMD` on a filesystem that fills: `free` bytes left (0: the
+/// header can't be written; a page: a few intervals can). pagescope
+/// fails (1), and the program it launched does not run on without it.
+fn full_filesystem_ends_the_launched_program(backend: &str, free: u64) {
+    let _guard = serial();
+    let Some(fs) = SmallFs::mount("256k") else {
+        return;
+    };
+    fs.fill(free);
+    let out = fs.path("r.rec");
+    let token = fs.dir.path().to_str().unwrap();
+    let stdout = temp_path(
+        &std::env::temp_dir(),
+        &format!("pagetest-{backend}-{free}.out"),
+    );
+    let bin = pagetest_bin();
+    let (status, stderr, lines) = run_and_check_nothing_left(
+        &[
+            "record",
+            "-q",
+            "--backend",
+            backend,
+            "--interval",
+            "10ms",
+            "-o",
+            &out,
+            "--",
+            bin.to_str().unwrap(),
+            "--size",
+            "8M",
+            "--iterations",
+            "100000",
+            "--sleep",
+            "20ms",
+            "--dir",
+            token,
+        ],
+        &stdout,
+        token,
+    );
+    let _ = std::fs::remove_file(&stdout);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    assert!(stderr.contains(&out), "{stderr}");
+    if free > 0 {
+        // It failed mid-run: the program ran, and the file holds intervals.
+        assert!(lines.iter().any(|l| l["event"] == "ready"), "{lines:?}");
+        let (r, _) = read(&out);
+        assert!(!r.intervals.is_empty(), "no interval was written");
+    }
+}
+
+#[test]
+fn full_filesystem_at_the_header_ends_the_launched_program() {
+    full_filesystem_ends_the_launched_program("refs", 0);
+}
+
+#[test]
+fn full_filesystem_mid_run_ends_the_launched_program() {
+    full_filesystem_ends_the_launched_program("refs", 4096);
+}
+
+#[test]
+fn full_filesystem_mid_run_ends_the_program_the_fault_backend_launched() {
+    if fault_available() {
+        full_filesystem_ends_the_launched_program("fault", 0);
+        full_filesystem_ends_the_launched_program("fault", 4096);
+    }
+}

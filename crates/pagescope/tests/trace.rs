@@ -2050,3 +2050,66 @@ fn traces_are_private_and_stream_through_standard_output() {
     assert_eq!(v["references"], 2 * pages);
     assert_eq!(v["distinct_pages"], pages);
 }
+
+/// `trace -- CMD` on a filesystem that fills: `free` bytes left (0: the
+/// header can't be written, and nothing is launched; a page: the trace
+/// fails mid-run). pagescope fails (1), and the program it launched does
+/// not run on without it.
+fn full_filesystem_ends_the_traced_program(free: u64) {
+    let _serial = serial();
+    let Some(fs) = SmallFs::mount("256k") else {
+        return;
+    };
+    fs.fill(free);
+    let out = fs.path("t.trace");
+    let token = fs.dir.path().to_str().unwrap();
+    let stdout = temp_path(&std::env::temp_dir(), &format!("pagetest-trace-{free}.out"));
+    let bin = pagetest_bin();
+    let (status, stderr, lines) = run_and_check_nothing_left(
+        &[
+            "trace",
+            "-q",
+            "-o",
+            &out,
+            "--",
+            bin.to_str().unwrap(),
+            "--size",
+            "8M",
+            "--op",
+            "write",
+            "--iterations",
+            "100000",
+            "--sleep",
+            "20ms",
+            "--dir",
+            token,
+        ],
+        &stdout,
+        token,
+    );
+    let _ = std::fs::remove_file(&stdout);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    if free > 0 {
+        // It failed mid-run: the program ran, and the file holds its start.
+        assert!(lines.iter().any(|l| l["event"] == "ready"), "{lines:?}");
+        let mut all = All::default();
+        let f = std::fs::File::open(&out).unwrap();
+        read_trace(std::io::BufReader::new(f), Path::new(&out), &mut all).unwrap();
+        assert!(all.header.is_some());
+    } else {
+        assert!(lines.is_empty(), "the program ran: {lines:?}");
+    }
+}
+
+#[test]
+fn full_filesystem_at_the_header_launches_nothing() {
+    require_trace!();
+    full_filesystem_ends_the_traced_program(0);
+}
+
+#[test]
+fn full_filesystem_mid_trace_ends_the_traced_program() {
+    require_trace!();
+    full_filesystem_ends_the_traced_program(4096);
+}

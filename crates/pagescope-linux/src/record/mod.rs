@@ -385,6 +385,25 @@ impl Recorder<'_> {
         }
     }
 
+    /// After a failure, ends the launched command (if it still runs) and
+    /// the processes below it, and reaps it: pagescope does not exit and
+    /// leave it running unrecorded. Called once the freezer has let go;
+    /// a backend that follows the program lets go of it here, after the
+    /// kill. Returns whether there was one to end.
+    fn end_launched(&mut self) -> bool {
+        let Some(child) = self.child.filter(|_| self.exit_code.is_none()) else {
+            return false;
+        };
+        crate::launched::kill_tree(&self.root.proc, child);
+        if self.probe_launched {
+            // Its tracer sees the exits, and reaps what it launched.
+            let _ = self.probe.let_go();
+        }
+        crate::launched::reap(child);
+        self.exit_code = Some(128 + libc::SIGKILL);
+        true
+    }
+
     /// Attaches the freezer to targets it does not hold yet.
     fn attach_new(&mut self, pids: &[u32]) -> Result<()> {
         if let Some(f) = self.freezer.as_mut() {
@@ -633,7 +652,13 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
             .and_then(|bs| crate::node::node_ranges(&rec.root.sys, bs, page_size))
             .unwrap_or_default(),
     };
-    let mut out = RecordWriter::new(file, &config.output, &header)?;
+    let mut out = match RecordWriter::new(file, &config.output, &header) {
+        Ok(out) => out,
+        Err(e) => {
+            rec.end_launched();
+            return Err(e);
+        }
+    };
     let result = run(&mut rec, &mut out, start, live);
     if let Some(f) = rec.freezer.as_mut() {
         for e in f.detach_all() {
@@ -643,10 +668,14 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
     let (intervals, mut reason) = match result {
         Ok(r) => r,
         Err(e) => {
+            let mut reason = format!("error: {e}");
+            if rec.end_launched() {
+                reason.push_str("; the launched command was killed");
+            }
             // Finish the file so that it reads as complete up to here.
             let _ = out.finish(&RecordEnd {
                 intervals: live.intervals.load(Ordering::Relaxed),
-                reason: format!("error: {e}"),
+                reason,
                 overruns: rec.overruns,
             });
             return Err(e);

@@ -685,3 +685,169 @@ pub fn pages_in_swap(pid: u32, start: u64, end: u64) -> Vec<u64> {
         .map(|(i, _)| start + i as u64 * ps)
         .collect()
 }
+
+/// A small tmpfs mounted on a temporary directory: a filesystem that
+/// fills. Unmounted when dropped.
+pub struct SmallFs {
+    pub dir: tempfile::TempDir,
+}
+
+impl SmallFs {
+    /// Mounts a tmpfs of `size` (e.g. `1M`); `None` (with the reason
+    /// printed) where this process may not mount.
+    pub fn mount(size: &str) -> Option<SmallFs> {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: mounting a tmpfs needs root");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let ok = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(dir.path())
+            .status()
+            .expect("mount runs")
+            .success();
+        assert!(ok, "cannot mount a tmpfs on {}", dir.path().display());
+        Some(SmallFs { dir })
+    }
+
+    /// A path in the filesystem.
+    pub fn path(&self, name: &str) -> String {
+        temp_path(self.dir.path(), name)
+    }
+
+    /// Fills the filesystem but for `free` bytes (a multiple of the page
+    /// size): writes a file until the filesystem refuses, then gives the
+    /// last `free` bytes back.
+    pub fn fill(&self, free: u64) {
+        use std::io::Write;
+        let path = self.path("filler");
+        let mut f = std::fs::File::create(&path).unwrap();
+        let mut len = 0u64;
+        for chunk in [65536, 4096, 1] {
+            let zeros = vec![0u8; chunk];
+            loop {
+                match f.write(&zeros) {
+                    Ok(n) if n > 0 => len += n as u64,
+                    Ok(_) => break,
+                    Err(e) => {
+                        let enospc = rustix::io::Errno::NOSPC.raw_os_error();
+                        assert_eq!(e.raw_os_error(), Some(enospc), "{e}");
+                        break;
+                    }
+                }
+            }
+        }
+        f.set_len(len - free).unwrap();
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// The processes (other than this one) whose command line holds `token`.
+pub fn processes_with(token: &str) -> Vec<u32> {
+    let me = std::process::id();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&p| p != me)
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(token))
+        })
+        .collect()
+}
+
+/// SIGKILLs, when dropped, every process whose command line holds the
+/// token: what a test that failed would leave running.
+pub struct KillTokenOnDrop(pub String);
+
+impl Drop for KillTokenOnDrop {
+    fn drop(&mut self) {
+        for p in processes_with(&self.0) {
+            if let Some(pid) = rustix::process::Pid::from_raw(p as i32) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
+        }
+    }
+}
+
+/// Runs pagescope with `args` (ending in a command to launch that holds
+/// `token` in its arguments), the launched program's standard output
+/// into the file `stdout`; waits for pagescope and then checks that it
+/// left nothing of what it launched: no process holds `token`, and the
+/// pids pagetest announced (its `ready` lines in `stdout`) are gone.
+/// Returns pagescope's exit status and standard error.
+pub fn run_and_check_nothing_left(
+    args: &[&str],
+    stdout: &str,
+    token: &str,
+) -> (std::process::ExitStatus, String, Vec<Value>) {
+    let _cleanup = KillTokenOnDrop(token.to_string());
+    // Files, not pipes: a program left running would hold a pipe open.
+    let out = std::fs::File::create(stdout).unwrap();
+    let err_path = format!("{stdout}.stderr");
+    let err = std::fs::File::create(&err_path).unwrap();
+    let mut child = Command::new(pagescope_bin())
+        .args(args)
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("pagescope {args:?} ran for a minute");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let stderr = std::fs::read_to_string(&err_path).unwrap();
+    let _ = std::fs::remove_file(&err_path);
+
+    // Right at pagescope's exit: nothing it launched still runs.
+    let running: Vec<(u32, String)> = processes_with(token)
+        .into_iter()
+        .filter_map(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+            let state = stat.rsplit_once(") ")?.1.chars().next()?;
+            (state != 'Z').then_some((p, stat))
+        })
+        .collect();
+    assert!(
+        running.is_empty(),
+        "pagescope exited ({status}) and left {running:?} running; it said: {stderr}"
+    );
+    let lines: Vec<Value> = std::fs::read_to_string(stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    // And each is gone for good (pagescope reaped it, or init will).
+    for l in lines.iter().filter(|l| l["event"] == "ready") {
+        let pid = l["pid"].as_u64().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Path::new(&format!("/proc/{pid}")).exists() {
+            assert!(Instant::now() < deadline, "pagetest {pid} is still there");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    (status, stderr, lines)
+}
