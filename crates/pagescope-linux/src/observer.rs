@@ -36,7 +36,7 @@ impl ObserverLock {
     /// a process that does not exist is `NotFound`. Where the lock
     /// directory can't be made (no permission on /run), the lock is not
     /// taken and `None` says so (also where the directory or the lock
-    /// belongs to another user).
+    /// belongs to another user, and on a kernel without file locking).
     pub fn acquire(proc_root: &Path, pid: u32, what: &str) -> Result<Option<ObserverLock>> {
         Self::acquire_in(Path::new(LOCK_DIR), proc_root, pid, what)
     }
@@ -68,6 +68,16 @@ impl ObserverLock {
         };
         let mut file = std::fs::File::from(fd);
         if let Err(e) = flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            // A kernel built without CONFIG_FILE_LOCKING has no flock:
+            // observers can't see each other there.
+            if matches!(
+                e,
+                rustix::io::Errno::NOSYS | rustix::io::Errno::NOLCK | rustix::io::Errno::OPNOTSUPP
+            ) {
+                drop(file);
+                let _ = std::fs::remove_file(&path);
+                return Ok(None);
+            }
             if e == rustix::io::Errno::WOULDBLOCK {
                 let mut holder = String::new();
                 let _ = file.read_to_string(&mut holder);
