@@ -169,8 +169,8 @@ impl Probe for Fault {
         }
         // A process that exited since the last boundary (one that lived
         // inside the interval) has no pagemap now: its pages carry the
-        // frames the tracer read at its exit, in a VMA taken as the block
-        // that holds them (its mappings are gone too).
+        // frames and mappings the tracer read at its exit (a page whose
+        // mapping was not found goes in the block that holds it).
         let found: std::collections::HashSet<u32> = pages.iter().map(|p| p.pid).collect();
         let block = self.block;
         pages.extend(
@@ -184,7 +184,7 @@ impl Probe for Fault {
                         in_swap: false,
                         pid: r.pid,
                         vaddr: r.page,
-                        vma: (vb, vb + block),
+                        vma: r.vma.unwrap_or((vb, vb + block)),
                         dirty: false,
                     })
                 }),

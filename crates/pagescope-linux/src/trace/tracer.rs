@@ -148,6 +148,8 @@ pub struct Sampled {
     /// Its frame, read when its process exits before the boundary (whose
     /// pagemap can't be read any more then); `None` while it lives.
     pub pfn: Option<u64>,
+    /// The mapping that held it, read with its frame.
+    pub vma: Option<(u64, u64)>,
 }
 
 /// A traced mapping in the fault thread's lookup table.
@@ -658,6 +660,7 @@ fn log_ref(
             write,
             weight,
             pfn: None,
+            vma: None,
         });
         counts.references.fetch_add(1, Ordering::Relaxed);
         return Ok(());
@@ -2185,6 +2188,10 @@ impl Ptracer {
                 let _ = reader.for_each(s.page, s.page + PAGE, |_, e| {
                     s.pfn = e.pfn().filter(|_| e.is_present()).map(|p| p.0);
                 });
+                s.vma = lines
+                    .iter()
+                    .find(|l| l.start <= s.page && s.page < l.end)
+                    .map(|l| (l.start, l.end));
             }
         }
         // Shared memory that is traced has its references instead.
