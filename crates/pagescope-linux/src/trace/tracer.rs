@@ -1001,12 +1001,11 @@ fn on_event(st: &mut State, key: u32, msg: Msg) -> Result<()> {
     }
 }
 
-/// Puts every evicted page back and unregisters every range of `mm`, so
-/// the program runs on untraced; then frees the store and ends the mover.
-/// Returns the mover it ended, as (the program's pid, the mover's pid,
-/// its code address): a zombie child of the program until reaped.
-/// Puts every page of `space` back, unregisters it and ends its mover;
-/// returns what stays in the program for the ptrace thread to remove.
+/// Puts every evicted page back and unregisters every range of `space`,
+/// so the program runs on untraced; then frees the store's pages and
+/// ends the mover. Returns what stays in the program (the mover, a zombie
+/// child of it until reaped, its descriptor, store, index and code page)
+/// for the ptrace thread to remove ([`Ptracer::clean_up`]).
 fn release_space(space: &mut Space) -> Result<Option<Leftover>> {
     let mm = &mut space.mm;
     let pages: Vec<u64> = mm.evicted.keys().copied().collect();
@@ -1636,7 +1635,7 @@ impl Ptracer {
             Ok((u, fd, store, index as u64, brk, mover))
         })();
         let (u, fd, store, index, brk, mover) = match set_up {
-            Ok(made) => made,
+            Ok(set) => set,
             Err(e) => {
                 // The mover waits in its loop; killed, it is reaped below.
                 for &m in &made.movers {
@@ -1649,8 +1648,10 @@ impl Ptracer {
         };
         inj.finish().map_err(|e| sys("ptrace SETREGS", e))?;
         die_here_for_tests("exec-done");
-        let shmem = self.shared.lock().shmem;
-        let method = self.shared.lock().method;
+        let (method, shmem) = {
+            let st = self.shared.lock();
+            (st.method, st.shmem)
+        };
         let u = Arc::new(u);
         let mut space = Space {
             mm: Mm::new(
