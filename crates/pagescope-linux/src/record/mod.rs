@@ -434,11 +434,14 @@ impl Recorder<'_> {
             let mut command = ProcDir::open(&self.root.proc, pid)
                 .and_then(|d| d.cmdline(&mut self.buf))
                 .unwrap_or_default();
-            // The launched command, seen before its exec, is still
-            // pagescope's fork: it is named by the command it runs.
+            // The launched command is named by the command it runs when
+            // first seen (it may be pagescope's fork still, or in the
+            // middle of its exec, whose arguments are not all in place),
+            // and later by what it shows, once that is its own.
             if Some(pid) == self.child {
                 if let Target::Command(argv) = &self.config.target {
-                    if command.is_empty() || command == std::env::args().collect::<Vec<_>>() {
+                    if new || command.is_empty() || command == std::env::args().collect::<Vec<_>>()
+                    {
                         command = argv.clone();
                     }
                 }
