@@ -435,18 +435,38 @@ impl Recording {
         let Some(f) = self.fraction() else {
             return i.huge.iter().map(|&(p, r)| (p as u64, r as u64)).collect();
         };
-        if i.pages.is_empty() {
-            return i
-                .huge
+        let scaled = || {
+            i.huge
                 .iter()
                 .map(|&(p, r)| (((p as f64 / f).round() as u64).min(per_region), r as u64))
-                .collect();
+                .collect()
+        };
+        if i.pages.is_empty() {
+            return scaled();
         }
+        // Pages per region, run by run; past REGIONS_MAX regions (128 GiB
+        // of them, far more than a sample's pages fill) the runs can't be
+        // a sample's, and the histogram is scaled instead.
+        const REGIONS_MAX: u64 = 1 << 16;
+        let mut budget = REGIONS_MAX;
         let mut seen: BTreeMap<(u32, u64), u64> = BTreeMap::new();
         for p in &i.pages {
             for (start, len) in p.absolute() {
-                for page in start..start.saturating_add(len) {
-                    *seen.entry((p.pid, page / per_region)).or_default() += 1;
+                let end = start.saturating_add(len);
+                let mut at = start;
+                while at < end {
+                    if budget == 0 {
+                        return scaled();
+                    }
+                    budget -= 1;
+                    let region = at / per_region;
+                    let next = region
+                        .saturating_add(1)
+                        .saturating_mul(per_region)
+                        .min(end)
+                        .max(at + 1);
+                    *seen.entry((p.pid, region)).or_default() += next - at;
+                    at = next;
                 }
             }
         }
