@@ -1,0 +1,8 @@
+//! pagescope's raw kernel calls, with safe interfaces.
+//!
+//! Every `unsafe` block of pagescope is in this crate. Constants and
+//! request numbers come from `linux-raw-sys` (or `rustix`), never written
+//! by hand. The crates above it (`pagescope-linux`, the binary, the test
+//! program) forbid unsafe code and call the safe functions here.
+
+#![deny(missing_docs)]
