@@ -7,11 +7,17 @@
 //! Ctrl-C or SIGTERM before the job was done (`snapshot`, `record` and
 //! `trace` of running processes, `trace` of a command it lets go).
 
+//!
+//! Modules depend one way: `main` -> `commands` (one module per
+//! subcommand) -> `cli` (what clap parses) and the helpers `input`,
+//! `output`, `progress` and `idle`, which depend on no command.
+
 mod cli;
 mod commands;
+mod idle;
+mod input;
+mod output;
 mod progress;
-mod record_cmd;
-mod trace_cmd;
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -161,30 +161,6 @@ fn log_lines(log: &str) -> Vec<Value> {
         .collect()
 }
 
-/// `--range` of a log line's buffer.
-fn range_of(line: &Value) -> String {
-    format!(
-        "{:#x}-{:#x}",
-        line["start"].as_u64().unwrap(),
-        line["end"].as_u64().unwrap()
-    )
-}
-
-/// `analyze PATH VIEW --format json` with more options.
-fn analyze(path: &str, view: &str, options: &[&str]) -> Value {
-    let mut args = vec!["analyze", path, view, "--format", "json"];
-    args.extend_from_slice(options);
-    report_json(&args)
-}
-
-/// The rows of table `key` of a report.
-fn rows(report: &Value, key: &str) -> Vec<Value> {
-    report[key]
-        .as_array()
-        .unwrap_or_else(|| panic!("no table {key}: {report}"))
-        .clone()
-}
-
 /// An integer figure of a row, which must not be null.
 fn int(row: &Value, key: &str) -> u64 {
     row[key]
@@ -204,9 +180,8 @@ fn within_2pct(what: &str, got: u64, truth: u64) {
 
 /// Runs `record OPTIONS -o OUT -- PYTHON SCRIPT MODE LOG` to its end.
 fn record_workload(options: &[&str], out: &str, python: &str, script: &str, mode: &str, log: &str) {
-    let mut args = vec!["record", "-q"];
-    args.extend_from_slice(options);
-    args.extend(["-o", out, "--", python, script, mode, log]);
+    let mut args = record_args(options, out);
+    args.extend(["--", python, script, mode, log]);
     let o = run(&[], &args);
     assert!(
         o.status.success(),
@@ -255,14 +230,17 @@ fn sampled_fault_recording_of_a_python_program_matches_its_log() {
     let pages = int(buffer, "pages");
     let passes: Vec<&Value> = lines.iter().filter(|l| l["event"] == "pass").collect();
     assert_eq!(passes.len(), 5, "{lines:?}");
-    let range = range_of(buffer);
+    let range = range_arg(buffer_of(buffer));
 
-    let temporal = analyze(&out, "temporal", &["--range", &range]);
+    let temporal = analyze_json(&out, "temporal", &["--range", &range]);
     let t0 = int(&temporal, "start_monotonic_ns");
     let intervals = rows(&temporal, "intervals");
-    let wss = rows(&analyze(&out, "wss", &["--range", &range]), "intervals");
-    let huge = rows(&analyze(&out, "hugepages", &[]), "intervals");
-    let whole = rows(&analyze(&out, "temporal", &[]), "intervals");
+    let wss = rows(
+        &analyze_json(&out, "wss", &["--range", &range]),
+        "intervals",
+    );
+    let huge = rows(&analyze_json(&out, "hugepages", &[]), "intervals");
+    let whole = rows(&analyze_json(&out, "temporal", &[]), "intervals");
     assert_eq!(wss.len(), intervals.len());
     assert_eq!(huge.len(), intervals.len());
     let regions = pages / 512;
@@ -335,7 +313,7 @@ fn sampled_fault_recording_of_a_python_program_matches_its_log() {
     }
     // The program's totals over its buffer: the 5 passes.
     let procs = rows(
-        &analyze(&out, "processes", &["--range", &range]),
+        &analyze_json(&out, "processes", &["--range", &range]),
         "processes",
     );
     let row = procs
@@ -390,14 +368,14 @@ fn fault_recording_counts_each_short_lived_python_child() {
     for child in children_of(&log) {
         let pid = int(&child, "pid");
         let pages = int(&child, "pages");
-        let range = range_of(&child);
+        let range = range_arg(buffer_of(&child));
         let select = ["--pid", &pid.to_string(), "--range", &range];
         // The working set over the child's buffer counts its pages, each
         // once (page by page, whatever the interval it fell in).
-        let wss = rows(&analyze(&out, "wss", &select), "intervals");
+        let wss = rows(&analyze_json(&out, "wss", &select), "intervals");
         let sum: u64 = wss.iter().map(|r| int(r, "wss_pages")).sum();
         within_2pct(&format!("child {pid}: wss"), sum, pages);
-        let report = analyze(&out, "processes", &select);
+        let report = analyze_json(&out, "processes", &select);
         let procs = rows(&report, "processes");
         let row = procs
             .iter()
@@ -455,7 +433,7 @@ fn refs_recording_notes_the_short_lived_python_children_it_cannot_see() {
         "children",
         &log,
     );
-    let temporal = analyze(&out, "temporal", &[]);
+    let temporal = analyze_json(&out, "temporal", &[]);
     let t0 = int(&temporal, "start_monotonic_ns");
     let intervals = rows(&temporal, "intervals");
     let notes = temporal["notes"].to_string();
@@ -465,7 +443,7 @@ fn refs_recording_notes_the_short_lived_python_children_it_cannot_see() {
     );
     // A child that lived inside one interval has no row: not a row of
     // zeros that would pass for a child that touched nothing.
-    let procs = rows(&analyze(&out, "processes", &[]), "processes");
+    let procs = rows(&analyze_json(&out, "processes", &[]), "processes");
     for child in children_of(&log) {
         let (s, e) = (int(&child, "start_ns") - t0, int(&child, "end_ns") - t0);
         let within_one = intervals
@@ -530,22 +508,7 @@ fn system_refs_recording_counts_a_shared_buffer_per_python_child() {
             .unwrap(),
     );
     let ready = wait_for_line(&log, "ready");
-    let recorded = run(
-        &[],
-        &[
-            "record",
-            "-q",
-            "--system",
-            "--backend",
-            "refs",
-            "--interval",
-            "1s",
-            "--duration",
-            "4s",
-            "-o",
-            &out,
-        ],
-    );
+    let recorded = run(&[], &record_args(&system_refs("4s"), &out));
     let status = workload.0.wait().unwrap();
     assert!(
         recorded.status.success(),
@@ -554,14 +517,14 @@ fn system_refs_recording_counts_a_shared_buffer_per_python_child() {
     );
     assert!(status.success(), "the workload failed: {status}");
     let pages = int(&ready, "pages");
-    let range = range_of(&ready);
+    let range = range_arg(buffer_of(&ready));
     let readers: Vec<Value> = log_lines(&log)
         .into_iter()
         .filter(|l| l["event"] == "reader")
         .collect();
     assert_eq!(readers.len(), 2, "{readers:?}");
 
-    let temporal = analyze(&out, "temporal", &[]);
+    let temporal = analyze_json(&out, "temporal", &[]);
     let notes = temporal["notes"].to_string();
     assert!(
         notes.contains("sum over processes"),
@@ -588,7 +551,7 @@ fn system_refs_recording_counts_a_shared_buffer_per_python_child() {
         let pid = int(reader, "pid").to_string();
         let (s, e) = (int(reader, "start_ns"), int(reader, "end_ns"));
         let rows_of = rows(
-            &analyze(&out, "temporal", &["--pid", &pid, "--range", &range]),
+            &analyze_json(&out, "temporal", &["--pid", &pid, "--range", &range]),
             "intervals",
         );
         // Intervals the child read throughout.
@@ -609,7 +572,7 @@ fn system_refs_recording_counts_a_shared_buffer_per_python_child() {
             "child {pid} read throughout only {held} intervals"
         );
         let procs = rows(
-            &analyze(&out, "processes", &["--pid", &pid, "--range", &range]),
+            &analyze_json(&out, "processes", &["--pid", &pid, "--range", &range]),
             "processes",
         );
         assert_eq!(procs.len(), 1, "{procs:?}");

@@ -6,35 +6,12 @@
 #[macro_use]
 mod util;
 
-use pagescope_core::analysis::temporal::Recording;
-use pagescope_core::format::{read_record, Completeness};
+use pagescope_core::format::Completeness;
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use util::*;
-
-fn read(path: &str) -> (Recording, Completeness) {
-    let mut r = Recording::default();
-    let f = std::fs::File::open(path).unwrap();
-    let done = read_record(std::io::BufReader::new(f), Path::new(path), &mut r).unwrap();
-    (r, done)
-}
-
-/// The rows (table `key`) of `analyze PATH VIEW --format json`.
-fn analyze(path: &str, view: &str, key: &str, range: Option<(u64, u64)>) -> Vec<Value> {
-    let mut args = vec!["analyze", path, view, "--format", "json"];
-    let r;
-    if let Some((s, e)) = range {
-        r = format!("{s:#x}-{e:#x}");
-        args.extend(["--range", &r]);
-    }
-    report_json(&args)[key].as_array().unwrap().clone()
-}
-
-fn temporal(path: &str, range: Option<(u64, u64)>) -> Vec<Value> {
-    analyze(path, "temporal", "intervals", range)
-}
 
 /// A spike: a run of consecutive intervals with references to the buffer
 /// (an iteration may straddle interval boundaries).
@@ -84,22 +61,11 @@ fn verify_with(backend: &str, op: &str, options: &[&str]) {
     let _guard = serial();
     let dir = tempfile::tempdir().unwrap();
     let out = temp_path(dir.path(), "r.rec");
-    let bin = pagescope_bin();
-    let mut wrapper = vec![
-        bin.to_str().unwrap(),
-        "record",
-        "-q",
-        "--backend",
-        backend,
-        "--interval",
-        "100ms",
-        "-o",
+    let mut record_options = vec!["--backend", backend, "--interval", "100ms"];
+    record_options.extend_from_slice(options);
+    let mut pt = Pagetest::recorded(
+        &record_options,
         &out,
-    ];
-    wrapper.extend_from_slice(options);
-    wrapper.push("--");
-    let mut pt = Pagetest::start(
-        &wrapper,
         &[
             "--size",
             "1G",
@@ -116,10 +82,7 @@ fn verify_with(backend: &str, op: &str, options: &[&str]) {
         ],
         "done",
     );
-    let status = pt.child.wait().unwrap();
-    assert!(status.success(), "record exited with {status}");
-    let (rec, done) = read(&out);
-    assert_eq!(done, Completeness::Complete);
+    let rec = pt.recording(&out);
     assert_eq!(rec.end.as_ref().unwrap().reason, "exited");
     let h = rec.header();
     // Every page counts once, but with --sample.
@@ -128,8 +91,7 @@ fn verify_with(backend: &str, op: &str, options: &[&str]) {
         .position(|&o| o == "--sample")
         .map_or(1.0, |i| options[i + 1].parse().unwrap());
     assert_eq!(h.sample, Some(sample));
-    let start = pt.ready["start"].as_u64().unwrap();
-    let end = pt.ready["end"].as_u64().unwrap();
+    let (start, end) = pt.buffer();
     let pages = pt.pages();
     let rows = temporal(&out, Some((start, end)));
     assert_eq!(rows.len(), rec.intervals.len());
@@ -169,7 +131,7 @@ fn verify_with(backend: &str, op: &str, options: &[&str]) {
     }
     // The launched program is named by its own command line, not by
     // pagescope's (it is first seen as pagescope's fork).
-    let procs = analyze(&out, "processes", "processes", None);
+    let procs = analyze_rows(&out, "processes", "processes", None);
     let row = procs
         .iter()
         .find(|p| p["pid"].as_u64() == Some(pt.pid() as u64))
@@ -180,7 +142,7 @@ fn verify_with(backend: &str, op: &str, options: &[&str]) {
         "{backend}: {command}"
     );
     // The heat map's cells over the buffer add up to the same intervals.
-    let cells = analyze(&out, "heatmap", "cells", Some((start, end)));
+    let cells = analyze_rows(&out, "heatmap", "cells", Some((start, end)));
     for row in &rows {
         let seq = &row["seq"];
         let sum: u64 = cells
@@ -197,8 +159,8 @@ fn verify_with(backend: &str, op: &str, options: &[&str]) {
         // counts (scaled the same way for a sample) on the buffer's
         // intervals: the working set over the buffer, and the pages of
         // the 2 MiB regions, most of them referenced in every page.
-        let wss = analyze(&out, "wss", "intervals", Some((start, end)));
-        let huge = analyze(&out, "hugepages", "intervals", None);
+        let wss = analyze_rows(&out, "wss", "intervals", Some((start, end)));
+        let huge = analyze_rows(&out, "hugepages", "intervals", None);
         let whole = temporal(&out, None);
         let buffer_regions = pages / 512;
         for (i, row) in rows.iter().enumerate() {
@@ -304,19 +266,7 @@ fn system_wide_refs_recording_has_each_process() {
         "ready",
     );
     let recorder = Command::new(pagescope_bin())
-        .args([
-            "record",
-            "-q",
-            "--system",
-            "--backend",
-            "refs",
-            "--interval",
-            "1s",
-            "--duration",
-            "10s",
-            "-o",
-            &out,
-        ])
+        .args(record_args(&system_refs("10s"), &out))
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -332,8 +282,7 @@ fn system_wide_refs_recording_has_each_process() {
     while pt.next_line()["event"] != "done" {}
     let o = recorder.wait_with_output().unwrap();
     assert!(o.status.success(), "{o:?}");
-    let (rec, done) = read(&out);
-    assert_eq!(done, Completeness::Complete);
+    let rec = read_complete_recording(&out);
     let h = rec.header();
     let notes = h.notes.join("\n");
     // Why writes are not recorded names what this kernel has (soft-dirty
@@ -358,26 +307,13 @@ fn system_wide_refs_recording_has_each_process() {
     }
     let pid = pt.pid();
     let pages = pt.pages();
-    let range = format!(
-        "{:#x}-{:#x}",
-        pt.ready["start"].as_u64().unwrap(),
-        pt.ready["end"].as_u64().unwrap()
-    );
+    let range = range_arg(pt.buffer());
+    let pid_arg = pid.to_string();
     let json = |view: &str, key: &str| -> Vec<Value> {
-        report_json(&[
-            "analyze",
-            &out,
-            view,
-            "--format",
-            "json",
-            "--pid",
-            &pid.to_string(),
-            "--range",
-            &range,
-        ])[key]
-            .as_array()
-            .unwrap()
-            .clone()
+        rows(
+            &analyze_json(&out, view, &["--pid", &pid_arg, "--range", &range]),
+            key,
+        )
     };
     let rows = json("temporal", "intervals");
     assert_eq!(rows.len(), rec.intervals.len());
@@ -640,22 +576,14 @@ fn attach_and_verify(sample: Option<f64>) {
     );
     let pages = ready["pages"].as_u64().unwrap();
     let fraction = sample.map(|f| f.to_string());
-    let mut args = vec![
-        "record",
-        "-q",
-        "--backend",
-        "fault",
-        "--interval",
-        "100ms",
-        "--pid",
-        &pid,
-        "-o",
-        &out,
-    ];
+    let mut options = vec!["--backend", "fault", "--interval", "100ms", "--pid", &pid];
     if let Some(f) = &fraction {
-        args.extend(["--sample", f]);
+        options.extend(["--sample", f]);
     }
-    let mut rec = Command::new(pagescope_bin()).args(&args).spawn().unwrap();
+    let mut rec = Command::new(pagescope_bin())
+        .args(record_args(&options, &out))
+        .spawn()
+        .unwrap();
     // The header is written once the process is attached.
     assert!(
         wait_for(Duration::from_secs(30), || std::fs::metadata(&out)
@@ -674,8 +602,7 @@ fn attach_and_verify(sample: Option<f64>) {
     assert!(rest.last().unwrap().contains("done"), "{rest:?}");
     let status = rec.wait().unwrap();
     assert!(status.success(), "record exited with {status}");
-    let (r, done) = read(&out);
-    assert_eq!(done, Completeness::Complete);
+    let r = read_complete_recording(&out);
     assert_eq!(r.end.as_ref().unwrap().reason, "exited");
     // The header says what the counts stand for.
     assert_eq!(r.header().sample, Some(sample.unwrap_or(1.0)));
@@ -709,22 +636,8 @@ fn a_command_that_execs_is_recorded_with_its_writes() {
     let _guard = serial();
     let dir = tempfile::tempdir().unwrap();
     let out = temp_path(dir.path(), "r.rec");
-    let bin = pagescope_bin();
-    let wrapper = [
-        bin.to_str().unwrap(),
-        "record",
-        "-q",
-        "--backend",
-        "refs",
-        "--interval",
-        "100ms",
-        "-o",
-        &out,
-        "--",
-        "sh",
-        "-c",
-        "sleep 0.5; exec \"$0\" \"$@\"",
-    ];
+    let mut wrapper = recorder(&["--backend", "refs", "--interval", "100ms"], &out);
+    wrapper.extend(["sh", "-c", "sleep 0.5; exec \"$0\" \"$@\""]);
     let args = [
         "--size",
         "64M",
@@ -736,15 +649,9 @@ fn a_command_that_execs_is_recorded_with_its_writes() {
         "1s",
     ];
     let mut pt = Pagetest::start(&wrapper, &args, "done");
-    let status = pt.child.wait().unwrap();
-    assert!(status.success(), "record exited with {status}");
-    let (rec, done) = read(&out);
-    assert_eq!(done, Completeness::Complete);
+    let rec = pt.recording(&out);
     assert_eq!(rec.end.as_ref().unwrap().reason, "exited");
-    let (start, end) = (
-        pt.ready["start"].as_u64().unwrap(),
-        pt.ready["end"].as_u64().unwrap(),
-    );
+    let (start, end) = pt.buffer();
     let pages = pt.pages();
     let first = pt.lines[1]["start_ns"].as_u64().unwrap() - rec.header().start_monotonic_ns;
     let after: Vec<Value> = temporal(&out, Some((start, end)))
@@ -765,7 +672,7 @@ fn a_command_that_execs_is_recorded_with_its_writes() {
         }
     }
     // The process is named by its command line after the exec.
-    let procs = analyze(&out, "processes", "processes", None);
+    let procs = analyze_rows(&out, "processes", "processes", None);
     let row = procs
         .iter()
         .find(|p| p["pid"].as_u64() == Some(pt.pid() as u64))
@@ -994,7 +901,7 @@ fn killed_recorder_leaves_readable_file_and_running_program() {
     rec.kill().unwrap();
     rec.wait().unwrap();
     assert!(grown, "the recorder wrote nothing");
-    let (r, done) = read(&out);
+    let (r, done) = read_recording(&out);
     assert!(matches!(done, Completeness::CutShort { .. }));
     assert!(r.intervals.len() >= 3, "{} intervals", r.intervals.len());
     assert!(r.intervals.iter().any(|i| i.total().user > 0));
@@ -1105,8 +1012,7 @@ fn interrupted_recorder_completes_its_file_and_lets_go() {
     .unwrap();
     let status = rec.wait_with_output().unwrap().status;
     assert_eq!(status.code(), Some(130), "{status}");
-    let (r, done) = read(&out);
-    assert_eq!(done, Completeness::Complete);
+    let r = read_complete_recording(&out);
     assert_eq!(r.end.as_ref().unwrap().reason, "interrupted");
     assert!(r.header().frozen);
     assert!(r.intervals.len() >= 5);
@@ -1141,8 +1047,7 @@ fn launched_command_and_its_children_are_recorded() {
         "-c",
         &script,
     ]);
-    let (r, done) = read(&out);
-    assert_eq!(done, Completeness::Complete);
+    let r = read_complete_recording(&out);
     let pagetests: Vec<u32> = r
         .processes
         .iter()
@@ -1233,7 +1138,7 @@ fn cgroup_processes_are_recorded() {
     moved.unwrap();
     let o = o.unwrap();
     assert!(o.status.success(), "{o:?}");
-    let (r, _) = read(&out);
+    let (r, _) = read_recording(&out);
     assert_eq!(r.processes.len(), 1, "{:?}", r.processes);
     assert!(r.intervals.iter().any(|i| i.total().user >= 4096));
 }
@@ -1257,8 +1162,7 @@ fn duration_ends_a_recording() {
         "--no-freeze",
     ]);
     assert!(t.elapsed() < Duration::from_secs(5));
-    let (r, done) = read(&out);
-    assert_eq!(done, Completeness::Complete);
+    let r = read_complete_recording(&out);
     assert_eq!(r.end.as_ref().unwrap().reason, "duration");
     // 100 ms intervals cut at 450 ms: 5, or fewer if a boundary overran
     // on a loaded machine; the last one ends at the duration.
@@ -1531,8 +1435,7 @@ fn recordings_are_private_and_never_written_through_a_symlink() {
     ]);
     assert!(out.status.success(), "{out:?}");
     planted.assert_replaced();
-    let (r, done) = read(&planted.link);
-    assert_eq!(done, Completeness::Complete);
+    let r = read_complete_recording(&planted.link);
     assert!(r.intervals.len() >= 3, "{} intervals", r.intervals.len());
 }
 
@@ -1635,7 +1538,7 @@ fn fault_backend_counts_processes_that_live_inside_an_interval() {
         ],
     );
     assert!(o.status.success(), "{o:?}");
-    let procs = analyze(&out, "processes", "processes", None);
+    let procs = analyze_rows(&out, "processes", "processes", None);
     let buffers: Vec<u64> = procs
         .iter()
         .map(|p| p["user_pages"].as_u64().unwrap())
@@ -1687,7 +1590,7 @@ fn fault_backend_counts_a_program_that_ends_before_the_first_boundary() {
         ],
     );
     assert!(o.status.success(), "{o:?}");
-    let procs = analyze(&out, "processes", "processes", None);
+    let procs = analyze_rows(&out, "processes", "processes", None);
     assert_eq!(procs.len(), 1, "{procs:?}");
     let user = procs[0]["user_pages"].as_u64().unwrap();
     assert!(
@@ -1748,7 +1651,7 @@ fn full_filesystem_ends_the_launched_program(backend: &str, free: u64) {
     if free > 0 {
         // It failed mid-run: the program ran, and the file holds intervals.
         assert!(lines.iter().any(|l| l["event"] == "ready"), "{lines:?}");
-        let (r, _) = read(&out);
+        let (r, _) = read_recording(&out);
         assert!(!r.intervals.is_empty(), "no interval was written");
     }
 }

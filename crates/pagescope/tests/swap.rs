@@ -8,7 +8,7 @@
 #[macro_use]
 mod util;
 
-use pagescope_core::format::{read_record, Completeness};
+use pagescope_core::format::Completeness;
 use serde_json::Value;
 use std::path::Path;
 use util::*;
@@ -528,31 +528,6 @@ fn release_after_a_kill_puts_back_the_pages_in_swap() {
     }
 }
 
-/// A recording, read whole.
-fn read_rec(path: &str) -> pagescope_core::analysis::temporal::Recording {
-    let mut r = pagescope_core::analysis::temporal::Recording::default();
-    let f = std::fs::File::open(path).unwrap();
-    let done = read_record(std::io::BufReader::new(f), Path::new(path), &mut r).unwrap();
-    assert_eq!(done, Completeness::Complete);
-    r
-}
-
-/// `analyze PATH temporal` rows, over `[start, end)` if given.
-fn temporal(path: &str, range: Option<(u64, u64)>) -> Vec<Value> {
-    let mut args = vec![
-        "analyze".to_string(),
-        path.into(),
-        "temporal".into(),
-        "--format".into(),
-        "json".into(),
-    ];
-    if let Some((s, e)) = range {
-        args.extend(["--range".into(), format!("{s:#x}-{e:#x}")]);
-    }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    report_json(&args)["intervals"].as_array().unwrap().clone()
-}
-
 /// `record --backend fault` of a pagetest that pages out a quarter of its
 /// buffer right after its first pass, before the boundary that ends the
 /// pass's interval: the pages in swap were referenced (they faulted in),
@@ -567,21 +542,9 @@ fn fault_recording_counts_pages_that_went_to_swap() {
     let _swap = require_swap!();
     let dir = tempfile::tempdir().unwrap();
     let rec = temp_path(dir.path(), "f.rec");
-    let bin = pagescope_bin();
-    let wrapper = [
-        bin.to_str().unwrap(),
-        "record",
-        "-q",
-        "--backend",
-        "fault",
-        "--interval",
-        "2s",
-        "-o",
+    let mut pt = Pagetest::recorded(
+        &["--backend", "fault", "--interval", "2s"],
         &rec,
-        "--",
-    ];
-    let mut pt = Pagetest::start(
-        &wrapper,
         &[
             "--size",
             "64M",
@@ -609,9 +572,7 @@ fn fault_recording_counts_pages_that_went_to_swap() {
     let second = pt.until("iteration");
     let done = pt.until("done");
     assert_eq!(done["checksum"], 2 * PAGES, "pages lost their data");
-    let status = pt.child.wait().unwrap();
-    assert!(status.success(), "record: {status}");
-    let r = read_rec(&rec);
+    let r = pt.recording(&rec);
     // The fill, the first pass and the pageout in the first interval, the
     // second pass after it.
     let first_end = r.header().start_monotonic_ns + r.intervals[0].end_ns;
@@ -623,11 +584,7 @@ fn fault_recording_counts_pages_that_went_to_swap() {
         second["start_ns"].as_u64().unwrap() > first_end,
         "the second pass began in the first interval"
     );
-    let (start, end) = (
-        pt.ready["start"].as_u64().unwrap(),
-        pt.ready["end"].as_u64().unwrap(),
-    );
-    let rows = temporal(&rec, Some((start, end)));
+    let rows = temporal(&rec, Some(pt.buffer()));
     let user = |r: &Value| r["user_pages"].as_u64().unwrap();
     assert_eq!(user(&rows[0]), PAGES, "the first pass: {rows:?}");
     let rest: u64 = rows[1..].iter().map(user).sum();
@@ -667,21 +624,9 @@ fn refs_recording_counts_pages_read_back_from_swap() {
     let _swap = require_swap!();
     let dir = tempfile::tempdir().unwrap();
     let rec = temp_path(dir.path(), "r.rec");
-    let bin = pagescope_bin();
-    let wrapper = [
-        bin.to_str().unwrap(),
-        "record",
-        "-q",
-        "--backend",
-        "refs",
-        "--interval",
-        "100ms",
-        "-o",
+    let mut pt = Pagetest::recorded(
+        &["--backend", "refs", "--interval", "100ms"],
         &rec,
-        "--",
-    ];
-    let mut pt = Pagetest::start(
-        &wrapper,
         &[
             "--size",
             "64M",
@@ -700,9 +645,7 @@ fn refs_recording_counts_pages_read_back_from_swap() {
     let (_, _, out) = paged_out(pt.pid(), &ev);
     let out = out.len() as u64;
     pt.until("done");
-    let status = pt.child.wait().unwrap();
-    assert!(status.success(), "record: {status}");
-    let r = read_rec(&rec);
+    let r = pt.recording(&rec);
     assert!(
         r.header()
             .notes
@@ -711,11 +654,7 @@ fn refs_recording_counts_pages_read_back_from_swap() {
         "no note on swap: {:?}",
         r.header().notes
     );
-    let (start, end) = (
-        pt.ready["start"].as_u64().unwrap(),
-        pt.ready["end"].as_u64().unwrap(),
-    );
-    let rows = temporal(&rec, Some((start, end)));
+    let rows = temporal(&rec, Some(pt.buffer()));
     let found = spikes(&rows, 64);
     assert_eq!(found.len(), 4, "{found:?}");
     // A boundary between the first pass's start and the pageout?

@@ -21,6 +21,7 @@ pub use release::{
     end_orphaned_movers, end_stray_mover, is_parked, release, release_order, remove_leftovers,
     still_traced, unpark, Held,
 };
+pub use release::{release_all, ReleaseError, ReleaseReport, ReleaseStep};
 pub(crate) use tracer::userfaultfd_of;
 pub use tracer::{
     evict_method, shmem_supported, trace, Counts, Sampled, Sampler, Target, TraceConfig,

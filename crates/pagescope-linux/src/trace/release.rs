@@ -21,6 +21,233 @@ pub struct Released {
     pub copied: u64,
 }
 
+/// What [`release_all`] did, step by step in the order it did them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReleaseReport {
+    /// The steps; each says itself in one line (its `Display`).
+    pub steps: Vec<ReleaseStep>,
+}
+
+/// One thing [`release_all`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReleaseStep {
+    /// A mover that pagescope never attached, found among the released
+    /// processes, was ended.
+    EndedStrayMover(u32),
+    /// A child forked just before pagescope died got its pages back
+    /// through the descriptor a holder kept.
+    ReleasedThroughHolder {
+        /// The process.
+        pid: u32,
+        /// Pages copied back.
+        copied: u64,
+    },
+    /// Threads of a process, parked by pagescope in the middle of setting
+    /// it up, went on.
+    Unparked {
+        /// The process.
+        pid: u32,
+        /// How many threads.
+        threads: usize,
+    },
+    /// A process got its pages back through its own userfaultfd, and runs
+    /// on untraced.
+    Released {
+        /// The process.
+        pid: u32,
+        /// Pages copied back.
+        copied: u64,
+    },
+    /// Movers left behind programs that exited were ended (their pids).
+    EndedOrphanedMovers(Vec<u32>),
+    /// Holders left by killed pagescopes were ended (how many).
+    EndedHolders(usize),
+    /// What pagescope had put into a process (descriptors, store, index,
+    /// code, dead movers) was removed.
+    RemovedLeftovers(u32),
+}
+
+impl std::fmt::Display for ReleaseStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReleaseStep::EndedStrayMover(pid) => {
+                write!(f, "ended mover {pid} left by a killed pagescope")
+            }
+            ReleaseStep::ReleasedThroughHolder { pid, copied } => write!(
+                f,
+                "released {pid}: {copied} pages put back through the descriptor \
+                 pagescope's holder kept"
+            ),
+            ReleaseStep::Unparked { pid, threads } => {
+                let noun = if *threads == 1 { "thread" } else { "threads" };
+                write!(
+                    f,
+                    "released {pid}: {threads} {noun} went on from where pagescope stopped them"
+                )
+            }
+            ReleaseStep::Released { pid, copied } => write!(
+                f,
+                "released {pid}: {copied} pages put back; it runs on untraced"
+            ),
+            ReleaseStep::EndedOrphanedMovers(pids) => write!(
+                f,
+                "ended {} mover(s) left by a killed pagescope behind a program that exited",
+                pids.len()
+            ),
+            ReleaseStep::EndedHolders(n) => {
+                write!(f, "ended {n} holder(s) left by a killed pagescope")
+            }
+            ReleaseStep::RemovedLeftovers(pid) => {
+                write!(
+                    f,
+                    "released {pid}: pagescope's descriptors and mappings removed"
+                )
+            }
+        }
+    }
+}
+
+/// Why [`release_all`] stopped.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ReleaseError {
+    /// The process to release does not exist.
+    NoSuchProcess(u32),
+    /// Releasing one of the processes failed.
+    Failed {
+        /// The process.
+        pid: u32,
+        /// What was done before the failure.
+        done: ReleaseReport,
+        /// What failed.
+        source: Error,
+    },
+}
+
+impl ReleaseError {
+    /// What was done before the release stopped.
+    pub fn done(&self) -> Option<&ReleaseReport> {
+        match self {
+            ReleaseError::NoSuchProcess(_) => None,
+            ReleaseError::Failed { done, .. } => Some(done),
+        }
+    }
+}
+
+impl std::fmt::Display for ReleaseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReleaseError::NoSuchProcess(pid) => {
+                write!(f, "cannot release process {pid}: no such process")
+            }
+            ReleaseError::Failed { pid, .. } => write!(f, "cannot release process {pid}"),
+        }
+    }
+}
+
+impl std::error::Error for ReleaseError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ReleaseError::NoSuchProcess(_) => None,
+            ReleaseError::Failed { source, .. } => Some(source),
+        }
+    }
+}
+
+/// `pagescope trace --release ROOT`: after a tracer was killed, puts back
+/// every page it had evicted from `root` and from the traced processes
+/// `root` forked, lets them run on untraced, and takes out what pagescope
+/// had put into them; ends the movers and holders a killed pagescope left.
+///
+/// In order: the processes to release are listed first ([`release_order`]),
+/// and the descriptors that holders kept gathered ([`Held::gather`]). Then,
+/// for each process: a stray mover is ended; a child with no userfaultfd
+/// of its own gets its pages through a held descriptor; threads parked in
+/// the middle of an injection go on ([`unpark`]); and a process still
+/// traced is released through its own userfaultfd ([`release`]). Then the
+/// orphaned movers and the holders end (closing what they held wakes
+/// whatever still waits on it), and last, with every page back and
+/// nothing waiting, each process's leftovers go ([`remove_leftovers`]).
+pub fn release_all(root: u32) -> Result<ReleaseReport, ReleaseError> {
+    if crate::procfs::ProcDir::open(&crate::Root::default().proc, root).is_err() {
+        return Err(ReleaseError::NoSuchProcess(root));
+    }
+    let mut report = ReleaseReport::default();
+    match release_tree(root, &mut report) {
+        Ok(()) => Ok(report),
+        Err((pid, source)) => Err(ReleaseError::Failed {
+            pid,
+            done: report,
+            source,
+        }),
+    }
+}
+
+/// The steps of [`release_all`], each added to `report` as it is done; an
+/// error names the process it concerns.
+fn release_tree(root: u32, report: &mut ReleaseReport) -> Result<(), (u32, Error)> {
+    let steps = &mut report.steps;
+    // The traced processes it forked were traced too: release them all.
+    let order = release_order(root);
+    // Descriptors of children forked just before pagescope died, kept by
+    // its holder.
+    let mut held = Held::gather(&order);
+    for &pid in &order {
+        let failed = |e| (pid, e);
+        if pid != root && end_stray_mover(pid) {
+            steps.push(ReleaseStep::EndedStrayMover(pid));
+            continue;
+        }
+        if let Some(done) = held.release(pid, is_parked(pid)).map_err(failed)? {
+            steps.push(ReleaseStep::ReleasedThroughHolder {
+                pid,
+                copied: done.copied,
+            });
+        }
+        // A process caught in the middle of pagescope's setting it up goes
+        // on first.
+        let threads = unpark(pid).map_err(failed)?;
+        if threads > 0 {
+            steps.push(ReleaseStep::Unparked { pid, threads });
+        }
+        if (pid != root || threads > 0) && !still_traced(pid) {
+            continue;
+        }
+        let done = match release(pid) {
+            Ok(done) => done,
+            // A child that exited meanwhile, or was released through its
+            // parent and then exec'd (its descriptor and store went with
+            // its old image), has nothing left to release.
+            Err(_) if pid != root && !still_traced(pid) => continue,
+            Err(e) => return Err(failed(e)),
+        };
+        steps.push(ReleaseStep::Released {
+            pid,
+            copied: done.copied,
+        });
+    }
+    // Movers left behind programs that exited hold copies of their
+    // descriptors (a pipe's write end keeps its reader waiting).
+    let orphans = end_orphaned_movers();
+    if !orphans.is_empty() {
+        steps.push(ReleaseStep::EndedOrphanedMovers(orphans));
+    }
+    // Closing what they held wakes whatever still waits on it.
+    let ended = held.end();
+    if ended > 0 {
+        steps.push(ReleaseStep::EndedHolders(ended));
+    }
+    // Every page is back and nothing waits: what pagescope put into each
+    // process (descriptors, store, index, code, dead movers) goes.
+    for &pid in &order {
+        if remove_leftovers(pid).map_err(|e| (pid, e))? {
+            steps.push(ReleaseStep::RemovedLeftovers(pid));
+        }
+    }
+    Ok(())
+}
+
 /// `pid`, then each of its descendants that has a pagescope store (or a
 /// thread parked by pagescope): a traced program's children were traced
 /// too, and each must be released.

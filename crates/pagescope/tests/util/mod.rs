@@ -25,6 +25,8 @@ macro_rules! require_pfns {
     };
 }
 
+use pagescope_core::analysis::temporal::Recording;
+use pagescope_core::format::{read_record, Completeness};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -208,6 +210,27 @@ impl Pagetest {
     pub fn pages(&self) -> u64 {
         self.ready["pages"].as_u64().unwrap()
     }
+
+    /// Starts pagetest with `args` under `pagescope record -q OPTIONS -o
+    /// OUT --` (see [`recorder`]), up to its line `until`: the recorder
+    /// is the child, and launches pagetest.
+    pub fn recorded(options: &[&str], out: &str, args: &[&str], until: &str) -> Pagetest {
+        Pagetest::start(&recorder(options, out), args, until)
+    }
+
+    /// Waits for the recorder of a [`Pagetest::recorded`] to exit, which
+    /// must succeed, and reads its recording `out`, which must be
+    /// complete.
+    pub fn recording(&mut self, out: &str) -> Recording {
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "record exited with {status}");
+        read_complete_recording(out)
+    }
+
+    /// Its buffer, `[start, end)` (from its ready line).
+    pub fn buffer(&self) -> (u64, u64) {
+        buffer_of(&self.ready)
+    }
 }
 
 impl Drop for Pagetest {
@@ -247,6 +270,94 @@ pub fn process_row(report: &Value, pid: u32) -> Value {
         .find(|r| r["pid"] == pid)
         .unwrap_or_else(|| panic!("pid {pid} not in the report"))
         .clone()
+}
+
+/// The words of `pagescope record -q OPTIONS -o OUT` (after the binary).
+pub fn record_args<'a>(options: &[&'a str], out: &'a str) -> Vec<&'a str> {
+    let mut args = vec!["record", "-q"];
+    args.extend_from_slice(options);
+    args.extend(["-o", out]);
+    args
+}
+
+/// The `record` options of a recording of the whole machine with the
+/// refs backend, in 1 s intervals, for `duration`.
+pub fn system_refs(duration: &str) -> [&str; 7] {
+    [
+        "--system",
+        "--backend",
+        "refs",
+        "--interval",
+        "1s",
+        "--duration",
+        duration,
+    ]
+}
+
+/// `pagescope record -q OPTIONS -o OUT --`: a wrapper (for
+/// [`Pagetest::start`]) that launches and records the program after it.
+pub fn recorder<'a>(options: &[&'a str], out: &'a str) -> Vec<&'a str> {
+    let mut wrapper = vec![env!("CARGO_BIN_EXE_pagescope")];
+    wrapper.extend(record_args(options, out));
+    wrapper.push("--");
+    wrapper
+}
+
+/// A recording file, read whole, and whether it is complete.
+pub fn read_recording(path: &str) -> (Recording, Completeness) {
+    let mut r = Recording::default();
+    let f = std::fs::File::open(path).unwrap();
+    let done = read_record(BufReader::new(f), Path::new(path), &mut r).unwrap();
+    (r, done)
+}
+
+/// A recording file, read whole; it must be complete.
+pub fn read_complete_recording(path: &str) -> Recording {
+    let (r, done) = read_recording(path);
+    assert_eq!(done, Completeness::Complete, "{path}");
+    r
+}
+
+/// `pagescope analyze PATH VIEW --format json OPTIONS`, parsed.
+pub fn analyze_json(path: &str, view: &str, options: &[&str]) -> Value {
+    let mut args = vec!["analyze", path, view, "--format", "json"];
+    args.extend_from_slice(options);
+    report_json(&args)
+}
+
+/// The rows of table `key` of a report.
+pub fn rows(report: &Value, key: &str) -> Vec<Value> {
+    report[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no table {key}: {report}"))
+        .clone()
+}
+
+/// The buffer `[start, end)` that a JSON line (pagetest's, or a
+/// workload's log) names.
+pub fn buffer_of(line: &Value) -> (u64, u64) {
+    (
+        line["start"].as_u64().unwrap(),
+        line["end"].as_u64().unwrap(),
+    )
+}
+
+/// The `--range` of `[start, end)`.
+pub fn range_arg((start, end): (u64, u64)) -> String {
+    format!("{start:#x}-{end:#x}")
+}
+
+/// The rows (table `key`) of `analyze PATH VIEW --format json`, over
+/// `range` if given.
+pub fn analyze_rows(path: &str, view: &str, key: &str, range: Option<(u64, u64)>) -> Vec<Value> {
+    let range = range.map(range_arg);
+    let options: Vec<&str> = range.iter().flat_map(|r| ["--range", r]).collect();
+    rows(&analyze_json(path, view, &options), key)
+}
+
+/// `analyze PATH temporal` rows (one per interval), over `range` if given.
+pub fn temporal(path: &str, range: Option<(u64, u64)>) -> Vec<Value> {
+    analyze_rows(path, "temporal", "intervals", range)
 }
 
 /// Whether this process can see page frame numbers (root with

@@ -1,14 +1,14 @@
-//! `pagescope record`, and `analyze` of a recording.
+//! `pagescope record`.
 
-use crate::cli::{AnalyzeArgs, AnalyzeView, BackendArg, RecordArgs};
+use crate::cli::{BackendArg, RecordArgs};
+use crate::idle::idle_poll;
+use crate::input::process_exists;
+use crate::output::{note, output_name};
 use crate::progress::Spinner;
 use crate::BadInput;
 use anyhow::{anyhow, Context, Result};
-use pagescope_core::analysis::temporal::{Recording, Select};
-use pagescope_core::format::read_record;
 use pagescope_core::record::Backend;
 use pagescope_linux::record::{Choice, DamonSettings, Live, RecordConfig, Target};
-use pagescope_render::record_views;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -37,10 +37,8 @@ fn target(args: &RecordArgs) -> Result<Target> {
     if args.system {
         return Ok(Target::System);
     }
-    for pid in &args.pids {
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            return Err(anyhow!("no process {pid}"));
-        }
+    if let Some(pid) = args.pids.iter().find(|&&pid| !process_exists(pid)) {
+        return Err(anyhow!("no process {pid}"));
     }
     let mut pids = args.pids.clone();
     pids.sort_unstable();
@@ -49,7 +47,8 @@ fn target(args: &RecordArgs) -> Result<Target> {
 }
 
 /// Runs `record`; returns the exit code: the launched command's own.
-pub fn record(args: RecordArgs) -> Result<u8> {
+pub fn run(args: RecordArgs) -> Result<u8> {
+    let quiet = args.progress.quiet;
     let config = RecordConfig {
         target: target(&args)?,
         interval: args.interval,
@@ -90,7 +89,7 @@ pub fn record(args: RecordArgs) -> Result<u8> {
     let progress = {
         let live = live.clone();
         let page_size = pagescope_linux::system::page_size();
-        Spinner::start(args.quiet, move || {
+        Spinner::start(quiet, move || {
             format!(
                 "interval {} · referenced {:.1} MiB · recorder CPU {:.1}% · {} KiB written",
                 live.intervals.load(Ordering::Relaxed),
@@ -100,16 +99,16 @@ pub fn record(args: RecordArgs) -> Result<u8> {
             )
         })
     };
-    let _idle_poll = (args.backend == BackendArg::Fault)
-        .then(|| crate::trace_cmd::idle_poll(args.no_idle_poll, args.quiet));
+    let _idle_poll =
+        (args.backend == BackendArg::Fault).then(|| idle_poll(args.no_idle_poll, quiet));
     let outcome = pagescope_linux::record::record(&config, &live);
     progress.finish();
     let outcome = outcome.context("record failed")?;
-    if !args.quiet {
+    if !quiet {
         let h = &outcome.header;
         eprintln!(
             "wrote {}: {} intervals of {:?} with the {} backend ({}), {} bytes; {}",
-            crate::commands::output_name(&args.output).display(),
+            output_name(&args.output).display(),
             outcome.end.intervals,
             args.interval,
             h.backend.name(),
@@ -118,23 +117,23 @@ pub fn record(args: RecordArgs) -> Result<u8> {
             outcome.end.reason
         );
         for n in &h.notes {
-            eprintln!("note: {n}");
+            note(n);
         }
         if !outcome.denied_later.is_empty() {
-            eprintln!(
-                "note: of the processes that started while recording, {}",
+            note(&format!(
+                "of the processes that started while recording, {}",
                 pagescope_linux::procfs::denied_note(
                     &outcome.denied_later,
                     pagescope_linux::record::DENIED_MISSING
                 )
-            );
+            ));
         }
         if outcome.end.overruns > 0 {
-            eprintln!(
-                "note: {} boundaries took longer than half an interval, and the next interval \
+            note(&format!(
+                "{} boundaries took longer than half an interval, and the next interval \
                  was started late so that the programs ran (try a longer --interval)",
                 outcome.end.overruns
-            );
+            ));
         }
     }
     // A launched command's exit code is its own; a recording of running
@@ -146,34 +145,4 @@ pub fn record(args: RecordArgs) -> Result<u8> {
         None if interrupted => 130,
         None => 0,
     })
-}
-
-/// Runs `analyze` on a recording.
-pub fn analyze(args: &AnalyzeArgs) -> Result<u8> {
-    let mut r = Recording::default();
-    let (input, name) = crate::commands::open_input(&args.file)?;
-    read_record(input, &name, &mut r).context(BadInput)?;
-    let sel = Select {
-        range: args.range,
-        pid: args.pid,
-    };
-    let report = match args.view {
-        AnalyzeView::Temporal => record_views::temporal(&r, sel),
-        AnalyzeView::Spatial => record_views::spatial(&r, sel),
-        AnalyzeView::Heatmap => record_views::heatmap(&r, sel),
-        AnalyzeView::Wss => record_views::wss(&r, args.window as usize, sel),
-        AnalyzeView::Processes => record_views::processes(&r, sel),
-        AnalyzeView::Hugepages | AnalyzeView::Numa if !sel.is_all() => {
-            return Err(anyhow!(
-                "--range and --pid apply to temporal, spatial, heatmap, wss and processes"
-            )
-            .context(BadInput))
-        }
-        AnalyzeView::Hugepages => record_views::hugepages(&r),
-        AnalyzeView::Numa => record_views::numa(&r),
-        AnalyzeView::Refs | AnalyzeView::Mrc => unreachable!("trace views go to trace_cmd"),
-    }
-    .context(BadInput)?;
-    crate::commands::emit(&report, args.format)?;
-    Ok(0)
 }

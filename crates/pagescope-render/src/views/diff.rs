@@ -1,0 +1,281 @@
+//! The `diff` view: what grew and shrank between two snapshots.
+
+use super::{class_values, col, float, notes, opt, CLASSES};
+use crate::report::{Chart, Report, Style, Table, Value};
+use pagescope_core::analysis::total::Total;
+use pagescope_core::analysis::usage::{ProcessUsage, Usage};
+
+/// Matches the processes of two snapshots: by pid and start time, then
+/// (for the rest) by command line. Returns (old, new) index pairs, then
+/// the unmatched old and new indexes.
+type Matching = (Vec<(usize, usize)>, Vec<usize>, Vec<usize>);
+
+fn match_processes(old: &Usage, new: &Usage) -> Matching {
+    let mut pairs = Vec::new();
+    let mut used_new = vec![false; new.processes.len()];
+    let mut unmatched_old = Vec::new();
+    for (i, o) in old.processes.iter().enumerate() {
+        match new
+            .processes
+            .iter()
+            .position(|n| n.pid == o.pid && n.start_time == o.start_time)
+        {
+            Some(j) => {
+                used_new[j] = true;
+                pairs.push((i, j));
+            }
+            None => unmatched_old.push(i),
+        }
+    }
+    let mut still_old = Vec::new();
+    for i in unmatched_old {
+        let o = &old.processes[i];
+        let found = new
+            .processes
+            .iter()
+            .enumerate()
+            .position(|(j, n)| !used_new[j] && !o.cmdline.is_empty() && n.cmdline == o.cmdline);
+        match found {
+            Some(j) => {
+                used_new[j] = true;
+                pairs.push((i, j));
+            }
+            None => still_old.push(i),
+        }
+    }
+    let new_only = (0..new.processes.len()).filter(|&j| !used_new[j]).collect();
+    (pairs, still_old, new_only)
+}
+
+fn delta(a: u64, b: u64) -> Value {
+    Value::Signed(b as i64 - a as i64)
+}
+
+/// The change of a figure known on both sides, or missing.
+fn opt_delta(a: Option<u64>, b: Option<u64>) -> Value {
+    match (a, b) {
+        (Some(a), Some(b)) => delta(a, b),
+        _ => Value::Missing,
+    }
+}
+
+/// The `diff` view: what grew and shrank between two snapshots, per
+/// process (with its classes; unchanged processes left out), per unit and
+/// in total; processes whose
+/// anonymous memory grew are listed as suspected leaks with the growth in
+/// bytes and per second.
+pub fn diff(old: &Usage, new: &Usage, old_total: &Total, new_total: &Total) -> Report {
+    let ps = new.system.page_size.max(1);
+    let secs = (new
+        .system
+        .time_unix_ns
+        .saturating_sub(old.system.time_unix_ns)) as f64
+        / 1e9;
+    let (pairs, gone, born) = match_processes(old, new);
+    let empty = ProcessUsage::absent();
+    let mut rows = Vec::new();
+    let mut leaks = Vec::new();
+    let mut entries: Vec<(&ProcessUsage, &ProcessUsage, &str)> = pairs
+        .iter()
+        .map(|&(i, j)| (&old.processes[i], &new.processes[j], "both"))
+        .collect();
+    entries.extend(gone.iter().map(|&i| (&old.processes[i], &empty, "gone")));
+    entries.extend(born.iter().map(|&j| (&empty, &new.processes[j], "new")));
+    // Processes that did not change at all are left out; one whose
+    // figures are unknown on either side is not known to be unchanged.
+    entries.retain(|(o, n, status)| {
+        *status != "both"
+            || o.rss.is_none()
+            || n.rss.is_none()
+            || o.rss != n.rss
+            || o.swap != n.swap
+            || o.anon != n.anon
+            || o.phys != n.phys
+    });
+    // Largest change in RSS first, unknown changes last.
+    let rss_change = |o: &ProcessUsage, n: &ProcessUsage| match (o.rss, n.rss) {
+        (Some(a), Some(b)) => Some((b as i64 - a as i64).abs()),
+        _ => None,
+    };
+    entries.sort_by_key(|(o, n, _)| std::cmp::Reverse(rss_change(o, n)));
+    for (o, n, status) in &entries {
+        let who = if *status == "gone" { o } else { n };
+        let mut r = vec![
+            Value::Int(who.pid as u64),
+            Value::from(who.comm.as_str()),
+            Value::from(*status),
+            opt_delta(o.rss, n.rss),
+            float(o.pss.zip(n.pss).map(|(a, b)| b - a)),
+            opt_delta(o.uss, n.uss),
+            opt_delta(o.swap, n.swap),
+            opt_delta(o.anon, n.anon),
+        ];
+        match (&o.phys, &n.phys) {
+            (Some(a), Some(b)) => r.extend(
+                class_values(&a.classes)
+                    .iter()
+                    .zip(class_values(&b.classes))
+                    .map(|(&a, b)| delta(a, b)),
+            ),
+            _ => r.extend([const { Value::Missing }; 8]),
+        }
+        rows.push(r);
+        let (Some(o_anon), Some(n_anon)) = (o.anon, n.anon) else {
+            continue;
+        };
+        if *status == "both" && n_anon > o_anon {
+            let bytes = (n_anon - o_anon) * ps;
+            leaks.push(vec![
+                Value::Int(n.pid as u64),
+                Value::from(n.comm.as_str()),
+                Value::Int(n_anon - o_anon),
+                Value::Int(bytes),
+                Value::Float(if secs > 0.0 { bytes as f64 / secs } else { 0.0 }, 0),
+                Value::from(n.cmdline.as_str()),
+            ]);
+        }
+    }
+    leaks.sort_by_key(|r| std::cmp::Reverse(if let Value::Int(b) = r[3] { b } else { 0 }));
+    let mut units: Vec<(String, Value, Value)> = Vec::new();
+    let res = |t: Option<&pagescope_core::analysis::usage::UnitTotals>| {
+        t.map_or(0, |t| t.text.1 + t.rodata.1 + t.data.1 + t.bss.1)
+    };
+    let mut names: Vec<&String> = old
+        .unit_totals
+        .keys()
+        .chain(new.unit_totals.keys())
+        .collect();
+    names.sort();
+    names.dedup();
+    for name in names {
+        let (a, b) = (
+            res(old.unit_totals.get(name)),
+            res(new.unit_totals.get(name)),
+        );
+        if a != b {
+            let procs = |u: &Usage| u.unit_totals.get(name).map_or(0, |t| t.processes as u64);
+            units.push((name.clone(), delta(a, b), delta(procs(old), procs(new))));
+        }
+    }
+    let (of, nf) = (&old_total.figures, &new_total.figures);
+    let mut columns = vec![
+        col("pid", "PID"),
+        col("comm", "COMM"),
+        col("status", "STATUS"),
+        col("rss_pages_delta", "RSS"),
+        col("pss_pages_delta", "PSS"),
+        opt("uss_pages_delta", "USS", 40),
+        opt("swap_pages_delta", "SWAP", 30),
+        col("anon_pages_delta", "ANON"),
+    ];
+    const DELTA_KEYS: [&str; 8] = [
+        "stack_delta",
+        "data_delta",
+        "text_delta",
+        "heap_delta",
+        "lib_bss_delta",
+        "lib_data_delta",
+        "lib_text_delta",
+        "other_delta",
+    ];
+    columns.extend(
+        CLASSES
+            .iter()
+            .zip(DELTA_KEYS)
+            .map(|(&(_, t), k)| opt(k, t, 20)),
+    );
+    let mut notes_all = notes(&new.system, &new.notes);
+    notes_all.extend(old.notes.iter().cloned());
+    Report {
+        view: "diff",
+        page_size: ps,
+        notes: notes_all,
+        fields: vec![
+            ("interval_seconds", "interval (s)", Value::Float(secs, 1)),
+            (
+                "user_pages_delta",
+                "user pages",
+                opt_delta(of.user_pages, nf.user_pages),
+            ),
+            (
+                "rss_sum_pages_delta",
+                "sum of process RSS",
+                delta(of.rss_sum_pages, nf.rss_sum_pages),
+            ),
+            (
+                "page_cache_pages_delta",
+                "page cache",
+                delta(of.page_cache_pages, nf.page_cache_pages),
+            ),
+            (
+                "kernel_slab_pages_delta",
+                "kernel slab",
+                delta(of.slab_pages, nf.slab_pages),
+            ),
+            (
+                "free_pages_delta",
+                "free",
+                delta(of.free_pages, nf.free_pages),
+            ),
+            (
+                "processes_new",
+                "processes started",
+                Value::Int(born.len() as u64),
+            ),
+            (
+                "processes_gone",
+                "processes ended",
+                Value::Int(gone.len() as u64),
+            ),
+        ],
+        tables: vec![
+            Table {
+                key: "processes",
+                columns,
+                rows: rows.clone(),
+            },
+            Table {
+                key: "leaks",
+                columns: vec![
+                    col("pid", "PID"),
+                    col("comm", "COMM"),
+                    col("anon_pages_delta", "ANON+"),
+                    col("bytes", "BYTES"),
+                    col("bytes_per_second", "BYTES/S"),
+                    col("cmdline", "COMMAND"),
+                ],
+                rows: leaks,
+            },
+            Table {
+                key: "units",
+                columns: vec![
+                    col("unit", "UNIT"),
+                    col("resident_pages_delta", "RESIDENT"),
+                    col("processes_delta", "PROCS"),
+                ],
+                rows: units
+                    .into_iter()
+                    .map(|(n, r, p)| vec![Value::Text(n), r, p])
+                    .collect(),
+            },
+        ],
+        text: None,
+        chart: Some(Chart {
+            title: "Largest changes in resident pages per process".into(),
+            y_label: "pages".into(),
+            series: vec!["rss delta".into()],
+            bars: rows
+                .iter()
+                .filter_map(|r| match r[3] {
+                    Value::Signed(d) => Some((
+                        format!("{} {}", r[0].display(), r[1].display()),
+                        vec![d as f64],
+                    )),
+                    _ => None,
+                })
+                .take(30)
+                .collect(),
+            style: Style::Bars,
+        }),
+    }
+}

@@ -1,0 +1,52 @@
+//! `pagescope analyze`.
+
+use super::{parse, Rendering};
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+
+/// The analyses of a recording and of a trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AnalyzeView {
+    /// Recording: referenced pages per interval, by class.
+    Temporal,
+    /// Recording: how often each block was referenced over the run.
+    Spatial,
+    /// Recording: referenced pages by interval and block (SVG: a heat map).
+    Heatmap,
+    /// Recording: working set size per interval and over --window
+    /// intervals (backends that place pages, processes).
+    Wss,
+    /// Recording: how densely referenced 2 MiB regions were used.
+    Hugepages,
+    /// Recording: referenced pages per NUMA node.
+    Numa,
+    /// Recording: totals per process over the run (recordings of
+    /// processes, and of the machine with the refs backend).
+    Processes,
+    /// Trace: references, reads, writes and distinct pages, per thread
+    /// and mapping.
+    Refs,
+    /// Trace: miss ratio by memory size, LRU (exact), FIFO and CLOCK.
+    Mrc,
+}
+
+/// `pagescope analyze`.
+#[derive(Debug, Args)]
+pub struct AnalyzeArgs {
+    /// The recording or trace file ("-" for standard input).
+    pub file: PathBuf,
+    /// The analysis.
+    pub view: AnalyzeView,
+    /// Only references to virtual addresses in START-END of the recorded
+    /// or traced processes (hex with 0x, or decimal; END exclusive).
+    #[arg(long, value_name = "START-END", value_parser = parse::range)]
+    pub range: Option<(u64, u64)>,
+    /// Only the references of this process (recordings and traces).
+    #[arg(long, value_name = "PID")]
+    pub pid: Option<u32>,
+    /// `wss`: intervals per window.
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    pub window: u32,
+    #[command(flatten)]
+    pub rendering: Rendering,
+}

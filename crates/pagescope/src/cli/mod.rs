@@ -1,0 +1,92 @@
+//! The command line, as clap parses it: one module per subcommand, and
+//! here the arguments several of them share (flattened into each).
+//! [`crate::commands`] runs what it parses.
+
+mod analyze;
+mod parse;
+mod record;
+mod report;
+mod snapshot;
+mod trace;
+
+pub use analyze::{AnalyzeArgs, AnalyzeView};
+pub use record::{BackendArg, RecordArgs};
+pub use report::{DiffArgs, ReportArgs, View};
+pub use snapshot::SnapshotArgs;
+pub use trace::{EvictArg, TraceArgs};
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// See how Linux programs use physical memory.
+#[derive(Debug, Parser)]
+#[command(name = "pagescope", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Collect a snapshot: every process's VMAs, pages and page frames.
+    Snapshot(SnapshotArgs),
+    /// Analyse a snapshot file, or the live system.
+    Report(ReportArgs),
+    /// What grew and shrank between two snapshots.
+    Diff(DiffArgs),
+    /// Record which pages processes reference, interval by interval.
+    Record(RecordArgs),
+    /// Trace every page reference of a program (userfaultfd; x86_64).
+    Trace(TraceArgs),
+    /// Analyse a recording or a trace.
+    Analyze(AnalyzeArgs),
+}
+
+/// `--pid`, repeatable: the processes a snapshot, report or diff is of.
+#[derive(Debug, Args)]
+pub struct Pids {
+    /// Only this process (repeat for more); default every process.
+    #[arg(id = "pids", long = "pid", value_name = "PID")]
+    pub pids: Vec<u32>,
+}
+
+/// `--format`: how a report is rendered.
+#[derive(Debug, Args)]
+pub struct Rendering {
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
+}
+
+/// `--quiet`: no progress display and no summary on standard error.
+#[derive(Debug, Args)]
+pub struct Progress {
+    /// No progress display or summary.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// Output formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// Aligned columns.
+    Table,
+    /// Comma-separated values.
+    Csv,
+    /// JSON (the stable machine interface).
+    Json,
+    /// An SVG chart.
+    Svg,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

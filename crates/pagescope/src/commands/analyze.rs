@@ -1,0 +1,77 @@
+//! `pagescope analyze`: the views of a recording or of a trace.
+
+use crate::cli::{AnalyzeArgs, AnalyzeView};
+use crate::input::open_input;
+use crate::output::emit;
+use crate::BadInput;
+use anyhow::{anyhow, Context, Result};
+use pagescope_core::analysis::mrc::Mrc;
+use pagescope_core::analysis::refs::RefStats;
+use pagescope_core::analysis::temporal::{Recording, Select};
+use pagescope_core::format::{read_record, read_trace, TraceVisitor};
+use pagescope_render::{record_views, views, Report};
+use std::path::Path;
+
+/// Runs `analyze`.
+pub fn run(args: AnalyzeArgs) -> Result<()> {
+    let report = match args.view {
+        AnalyzeView::Temporal
+        | AnalyzeView::Spatial
+        | AnalyzeView::Heatmap
+        | AnalyzeView::Wss
+        | AnalyzeView::Hugepages
+        | AnalyzeView::Numa
+        | AnalyzeView::Processes => recording(&args)?,
+        AnalyzeView::Refs => {
+            let mut s = RefStats::new(args.range, args.pid);
+            read_trace_file(&args.file, &mut s)?;
+            views::refs(&s)
+        }
+        AnalyzeView::Mrc => {
+            if args.range.is_some() {
+                return Err(anyhow!("--range applies to `refs` only").context(BadInput));
+            }
+            let mut m = args.pid.map_or_else(Mrc::new, Mrc::of_process);
+            read_trace_file(&args.file, &mut m)?;
+            views::mrc(&m)
+        }
+    };
+    emit(&report, args.rendering.format)
+}
+
+/// The view of a recording.
+fn recording(args: &AnalyzeArgs) -> Result<Report> {
+    let mut r = Recording::default();
+    let (input, name) = open_input(&args.file)?;
+    read_record(input, &name, &mut r).context(BadInput)?;
+    let sel = Select {
+        range: args.range,
+        pid: args.pid,
+    };
+    match args.view {
+        AnalyzeView::Temporal => record_views::temporal(&r, sel),
+        AnalyzeView::Spatial => record_views::spatial(&r, sel),
+        AnalyzeView::Heatmap => record_views::heatmap(&r, sel),
+        AnalyzeView::Wss => record_views::wss(&r, args.window as usize, sel),
+        AnalyzeView::Processes => record_views::processes(&r, sel),
+        AnalyzeView::Hugepages | AnalyzeView::Numa if !sel.is_all() => {
+            return Err(anyhow!(
+                "--range and --pid apply to temporal, spatial, heatmap, wss and processes"
+            )
+            .context(BadInput))
+        }
+        AnalyzeView::Hugepages => record_views::hugepages(&r),
+        AnalyzeView::Numa => record_views::numa(&r),
+        AnalyzeView::Refs | AnalyzeView::Mrc => unreachable!("views of a trace"),
+    }
+    .context(BadInput)
+}
+
+/// Reads a trace (a file, or standard input for `-`) into an analysis. A
+/// file cut short is read up to its last complete frame; the report's
+/// notes say so (no end record).
+fn read_trace_file(path: &Path, visitor: &mut dyn TraceVisitor) -> Result<()> {
+    let (input, name) = open_input(path)?;
+    read_trace(input, &name, visitor).context(BadInput)?;
+    Ok(())
+}

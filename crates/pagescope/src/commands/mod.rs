@@ -1,0 +1,31 @@
+//! The subcommands, one module each: each validates its arguments, runs
+//! the collector or reader from the libraries, and hands the result to a
+//! renderer ([`crate::output`]).
+
+mod analyze;
+mod diff;
+mod feed;
+mod pages;
+mod record;
+mod release;
+mod report;
+mod snapshot;
+mod trace;
+
+use crate::cli::{Cli, Command};
+use anyhow::Result;
+
+/// Runs a parsed command line; returns the exit code.
+pub fn run(cli: Cli) -> Result<u8> {
+    match cli.command {
+        Command::Snapshot(a) => snapshot::run(a),
+        Command::Report(a) => report::run(a).map(|()| 0),
+        Command::Diff(a) => diff::run(a).map(|()| 0),
+        Command::Record(a) => record::run(a),
+        Command::Trace(a) => match a.release {
+            Some(root) => release::run(root, a.progress.quiet).map(|()| 0),
+            None => trace::run(a),
+        },
+        Command::Analyze(a) => analyze::run(a).map(|()| 0),
+    }
+}

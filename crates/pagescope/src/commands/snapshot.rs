@@ -1,0 +1,64 @@
+//! `pagescope snapshot`.
+
+use crate::cli::SnapshotArgs;
+use crate::input::check_pids_exist;
+use crate::output::{is_stdout, note, output_name};
+use crate::progress::Bar;
+use anyhow::{Context, Result};
+use pagescope_core::format::SnapshotWriter;
+use pagescope_linux::snapshot::{collect, Config};
+
+/// Takes a snapshot; returns the exit code: 130 if Ctrl-C or SIGTERM
+/// stopped it (the file then has no end and reads as cut short).
+pub fn run(args: SnapshotArgs) -> Result<u8> {
+    let quiet = args.progress.quiet;
+    check_pids_exist(&args.select.pids)?;
+    // Before any thread starts, so that every thread has them blocked:
+    // the collector asks whether one is pending, as it goes.
+    pagescope_linux::signals::block().context("cannot block signals")?;
+    let mut config = Config {
+        pids: args.select.pids.clone(),
+        stop: pagescope_linux::signals::stop_pending,
+        ..Config::default()
+    };
+    if let Some(jobs) = args.jobs {
+        config.jobs = jobs as usize;
+    }
+    config.physmap = args.physmap;
+    let out = pagescope_linux::output::create(&args.output)
+        .with_context(|| format!("cannot create {}", args.output.display()))?;
+    let mut writer = SnapshotWriter::new(out, &args.output)?;
+    let bar = Bar::new(quiet);
+    let trailer = collect(&config, &mut writer, &mut |p| bar.update(p));
+    bar.finish();
+    let trailer = match trailer {
+        Err(pagescope_core::Error::Interrupted) => {
+            note(&format!(
+                "interrupted: {} holds what was read so far, and reads as cut short",
+                output_name(&args.output).display()
+            ));
+            return Ok(130);
+        }
+        other => other.context("snapshot failed")?,
+    };
+    if !quiet {
+        let system = pagescope_linux::system::collect(&config.root, &[])?;
+        for m in &system.missing {
+            note(m);
+        }
+        for n in &trailer.notes {
+            note(n);
+        }
+        if !is_stdout(&args.output) {
+            eprintln!(
+                "wrote {}: {} processes, {} pages, {} bytes in {:.2}s",
+                args.output.display(),
+                trailer.processes,
+                trailer.pages,
+                writer.bytes(),
+                trailer.duration_ns as f64 / 1e9
+            );
+        }
+    }
+    Ok(0)
+}
