@@ -2,7 +2,7 @@
 //! (from pagemap), and the tallies that turn referenced pages into an
 //! interval's rows.
 
-use super::refs::{clear, gone_ok};
+use super::process::gone_ok;
 use crate::pagemap::PagemapReader;
 use crate::procfs::ProcDir;
 use pagescope_core::kpageflags::KPageFlags;
@@ -149,17 +149,6 @@ pub(super) fn all_resident(
     buf: &mut Vec<u8>,
 ) -> Result<Vec<Page>> {
     resident(proc_root, page_size, pids, buf, |_| vec![(0, u64::MAX)])
-}
-
-/// Clears the soft-dirty bits of `pids` (`clear_refs` 4); processes that
-/// exit meanwhile are skipped.
-pub(super) fn clear_soft_dirty(proc_root: &Path, pids: &[u32]) -> Result<()> {
-    for &pid in pids {
-        if let Ok(dir) = ProcDir::open(proc_root, pid) {
-            gone_ok(clear(&dir, b"4"))?;
-        }
-    }
-    Ok(())
 }
 
 /// Whether a frame's reference state means anything to the idle bitmap

@@ -27,12 +27,11 @@
 //! exists, the backend refuses. Writing `nr_kdamonds` destroys every
 //! kdamond, so pagescope writes it only when none exists (to make its
 //! own) and when its own is the only one (to remove it).
-#![allow(unsafe_code)]
 
-use super::pages::{per_process, resident, set_frame, tracked, FrameTally, ProcessTally};
-use super::writes::Writes;
-use super::Probe;
 use crate::kpage::PfnFile;
+use crate::record::pages::{per_process, resident, set_frame, tracked, FrameTally, ProcessTally};
+use crate::record::probe::Probe;
+use crate::record::writes::Writes;
 use crate::Root;
 use pagescope_core::record::{Backend, Granularity, Interval, WriteSource};
 use pagescope_core::{Error, Result};

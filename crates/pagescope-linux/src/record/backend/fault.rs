@@ -24,12 +24,12 @@
 //! Regular-file mappings (program text, mapped files) can't be trapped
 //! this way and are not counted (the header says so).
 
-use super::pages::{resident_or_in_swap, Page, ProcessTally};
-use super::{Launched, Probe};
+use crate::record::pages::{resident_or_in_swap, Page, ProcessTally};
+use crate::record::probe::{Launched, Probe};
 use crate::trace::{Counts as TraceCounts, Sampler, Target};
 use crate::Root;
 use pagescope_core::record::{Backend, Granularity, Interval, WriteSource};
-use pagescope_core::{Error, Result};
+use pagescope_core::Result;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -210,15 +210,5 @@ impl Drop for Fault {
         if let Some(s) = self.sampler.take() {
             let _ = s.stop();
         }
-    }
-}
-
-/// Why the backend can't record `what`, if it can't.
-pub fn refuse(what: &str) -> Error {
-    Error::Unsupported {
-        what: format!("the fault backend for {what}"),
-        needs: "a command pagescope launches (`pagescope record --backend fault -- CMD`) \
-                or one running process (`--pid PID`)"
-            .into(),
     }
 }
