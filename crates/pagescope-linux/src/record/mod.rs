@@ -38,7 +38,7 @@ mod writes;
 pub use backend::damon::DamonSettings;
 pub use config::{Choice, Live, RecordConfig, RecordOutcome, Target, DENIED_MISSING};
 pub use machine::kernel_resident;
-pub use probe::{Launched, Probe};
+pub use probe::{Follow, Followed, Launched, Probe};
 pub use recorder::record;
 pub use soft_dirty::has_soft_dirty;
 pub use writes::scan_supported;

@@ -1,4 +1,6 @@
-//! What the recorder asks of a backend.
+//! What the recorder asks of a backend: every backend is a [`Probe`]; one
+//! that follows the program itself (launches the command, or attaches the
+//! process, and sees its exit) is a [`Follow`] too.
 
 use pagescope_core::record::{Backend, Granularity, Interval, WriteSource};
 use pagescope_core::{Error, Result};
@@ -19,23 +21,33 @@ pub trait Probe {
     /// Adds what `pids` referenced since the last reset or collect to
     /// `out`, and clears the bits again for the next interval.
     fn collect(&mut self, pids: &[u32], out: &mut Interval) -> Result<()>;
-    /// Launches the command, or attaches the one process of `--pid`,
-    /// for a backend that must follow the program itself; returns its
-    /// pid. `None`: the backend does not (the recorder launches a
-    /// command).
-    fn follow(&mut self, _what: &crate::trace::Target) -> Option<Result<u32>> {
+    /// The backend as one that follows the program itself, if it is one
+    /// (otherwise the recorder launches a command).
+    fn follower(&mut self) -> Option<&mut dyn Follow> {
         None
     }
-    /// For a backend that follows the program: whether it still runs.
-    /// Its children are the backend's: the recorder never waits for them.
-    fn launched(&mut self) -> Launched {
-        Launched::Running
-    }
-    /// For a backend that follows the program: stops following it, so
-    /// that it runs on unrecorded (or says that it has exited).
-    fn let_go(&mut self) -> Launched {
-        Launched::LetGo
-    }
+}
+
+/// A backend that follows the program itself. Its children are the
+/// backend's: the recorder never waits for them.
+pub trait Follow {
+    /// Launches the command, or attaches the one process of `--pid`;
+    /// returns its pid.
+    fn follow(&mut self, what: &Followed) -> Result<u32>;
+    /// Whether the program still runs.
+    fn launched(&mut self) -> Launched;
+    /// Stops following the program, so that it runs on unrecorded (or
+    /// says that it has exited).
+    fn let_go(&mut self) -> Launched;
+}
+
+/// What a [`Follow`] backend follows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Followed {
+    /// A command (program and arguments) it launches.
+    Launch(Vec<String>),
+    /// A running process it attaches.
+    Attach(u32),
 }
 
 /// The state of a command a backend launched.

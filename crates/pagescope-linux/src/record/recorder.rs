@@ -6,7 +6,7 @@ use super::config::{Live, RecordConfig, RecordOutcome, Target, DENIED_MISSING};
 use super::freeze::{self, Exit, Freezer};
 use super::machine::kernel_resident;
 use super::notes::header_notes;
-use super::probe::{Launched, Probe};
+use super::probe::{Follow, Followed, Launched, Probe};
 use crate::procfs::{self, ProcDir};
 use nix::sys::signal::Signal;
 use pagescope_core::format::RecordWriter;
@@ -47,7 +47,8 @@ struct Recorder<'a> {
     freezer: Option<Freezer>,
     /// The launched command.
     child: Option<u32>,
-    /// Whether the backend launched it (and waits for its processes).
+    /// Whether the backend follows the program (launched it, or attached
+    /// it, and waits for its processes).
     probe_launched: bool,
     exit_code: Option<i32>,
     seen: HashSet<u32>,
@@ -139,13 +140,22 @@ impl Recorder<'_> {
             return false;
         };
         crate::launched::kill_tree(&self.root.proc, child);
-        if self.probe_launched {
+        if let Some(f) = self.follower() {
             // Its tracer sees the exits, and reaps what it launched.
-            let _ = self.probe.let_go();
+            let _ = f.let_go();
         }
         crate::launched::reap(child);
         self.exit_code = Some(128 + libc::SIGKILL);
         true
+    }
+
+    /// The backend, if it follows the program.
+    fn follower(&mut self) -> Option<&mut dyn Follow> {
+        if self.probe_launched {
+            self.probe.follower()
+        } else {
+            None
+        }
     }
 
     /// Attaches the freezer to targets it does not hold yet.
@@ -255,15 +265,15 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
     // The file first: a bad -o must not leave a launched command behind.
     let file = crate::output::create(&config.output).map_err(|e| Error::io(&config.output, e))?;
     let follow = match &config.target {
-        Target::Command(argv) => Some(crate::trace::Target::Launch(argv.clone())),
-        Target::Pids(p) if p.len() == 1 => Some(crate::trace::Target::Attach(p[0])),
+        Target::Command(argv) => Some(Followed::Launch(argv.clone())),
+        Target::Pids(p) if p.len() == 1 => Some(Followed::Attach(p[0])),
         _ => None,
     };
     if let Some(what) = follow {
-        let pid = match rec.probe.follow(&what) {
-            Some(pid) => {
+        let pid = match rec.probe.follower() {
+            Some(f) => {
                 rec.probe_launched = true;
-                Some(pid?)
+                Some(f.follow(&what)?)
             }
             None => None,
         };
@@ -341,11 +351,11 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
             return Err(e);
         }
     };
-    if rec.probe_launched && rec.exit_code.is_none() {
-        match rec.probe.let_go() {
-            Launched::Exited(code) if rec.child.is_some() => rec.exit_code = Some(code),
-            Launched::Failed(e) => reason = format!("{reason}; letting the program go: {e}"),
-            Launched::Exited(_) | Launched::Running | Launched::LetGo => {}
+    if rec.exit_code.is_none() {
+        match rec.follower().map(|f| f.let_go()) {
+            Some(Launched::Exited(code)) if rec.child.is_some() => rec.exit_code = Some(code),
+            Some(Launched::Failed(e)) => reason = format!("{reason}; letting the program go: {e}"),
+            Some(Launched::Exited(_) | Launched::Running | Launched::LetGo) | None => {}
         }
     }
     if let (Some(c), None) = (rec.child, rec.exit_code) {
@@ -410,8 +420,8 @@ fn run(
                 Some(_) if !rec.probe_launched => rec.drain_children(),
                 _ => {}
             }
-            if rec.probe_launched {
-                match rec.probe.launched() {
+            if let Some(state) = rec.follower().map(|f| f.launched()) {
+                match state {
                     Launched::Running => {}
                     Launched::Exited(code) if rec.child.is_some() => rec.exit_code = Some(code),
                     // An attached process: its exit code is its parent's.

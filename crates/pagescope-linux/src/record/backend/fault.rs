@@ -25,7 +25,7 @@
 //! this way and are not counted (the header says so).
 
 use crate::record::pages::{resident_or_in_swap, Page, ProcessTally};
-use crate::record::probe::{Launched, Probe};
+use crate::record::probe::{Follow, Followed, Launched, Probe};
 use crate::trace::{Counts as TraceCounts, Sampler, Target};
 use crate::Root;
 use pagescope_core::record::{Backend, Granularity, Interval, WriteSource};
@@ -81,37 +81,8 @@ impl Probe for Fault {
         false
     }
 
-    fn follow(&mut self, what: &Target) -> Option<Result<u32>> {
-        Some(
-            Sampler::start(what, self.fraction, Arc::new(TraceCounts::default())).map(|s| {
-                let pid = s.root();
-                self.sampler = Some(s);
-                pid
-            }),
-        )
-    }
-
-    fn launched(&mut self) -> Launched {
-        match &self.sampler {
-            Some(s) if !s.finished() => Launched::Running,
-            Some(_) => self.let_go(),
-            None => Launched::LetGo,
-        }
-    }
-
-    fn let_go(&mut self) -> Launched {
-        // The references since the last boundary go in the last interval.
-        if let Some(s) = &self.sampler {
-            self.last = s.take();
-        }
-        match self.sampler.take().map(Sampler::stop) {
-            Some(Ok(o)) => match o.exit_status {
-                Some(code) => Launched::Exited(code),
-                None => Launched::LetGo,
-            },
-            Some(Err(e)) => Launched::Failed(e),
-            None => Launched::LetGo,
-        }
+    fn follower(&mut self) -> Option<&mut dyn Follow> {
+        Some(self)
     }
 
     fn reset(&mut self, _pids: &[u32]) -> Result<()> {
@@ -201,6 +172,42 @@ impl Probe for Fault {
         }
         tally.finish(out);
         Ok(())
+    }
+}
+
+impl Follow for Fault {
+    fn follow(&mut self, what: &Followed) -> Result<u32> {
+        let what = match what {
+            Followed::Launch(argv) => Target::Launch(argv.clone()),
+            Followed::Attach(pid) => Target::Attach(*pid),
+        };
+        let s = Sampler::start(&what, self.fraction, Arc::new(TraceCounts::default()))?;
+        let pid = s.root();
+        self.sampler = Some(s);
+        Ok(pid)
+    }
+
+    fn launched(&mut self) -> Launched {
+        match &self.sampler {
+            Some(s) if !s.finished() => Launched::Running,
+            Some(_) => self.let_go(),
+            None => Launched::LetGo,
+        }
+    }
+
+    fn let_go(&mut self) -> Launched {
+        // The references since the last boundary go in the last interval.
+        if let Some(s) = &self.sampler {
+            self.last = s.take();
+        }
+        match self.sampler.take().map(Sampler::stop) {
+            Some(Ok(o)) => match o.exit_status {
+                Some(code) => Launched::Exited(code),
+                None => Launched::LetGo,
+            },
+            Some(Err(e)) => Launched::Failed(e),
+            None => Launched::LetGo,
+        }
     }
 }
 
