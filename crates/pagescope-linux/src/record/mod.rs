@@ -20,7 +20,6 @@
 //! 5. `config` (what is asked, what comes back);
 //! 6. `choose` (backend choice), `notes` (the header's notes);
 //! 7. `recorder` (the interval loop), then this module.
-#![allow(unsafe_code)]
 
 mod backend;
 mod choose;

@@ -12,24 +12,21 @@ use nix::sys::signal::Signal;
 use pagescope_core::format::RecordWriter;
 use pagescope_core::record::{Backend, Interval, ProcessInfo, RecordEnd, RecordHeader, Scope};
 use pagescope_core::{Error, Result};
+use rustix::time::ClockId;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-fn now_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is valid for the call.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
+/// The time of `clock`, nanoseconds.
+fn now_ns(clock: ClockId) -> u64 {
+    let ts = rustix::time::clock_gettime(clock);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// CPU time of this process (user and system), nanoseconds.
 fn own_cpu_ns() -> u64 {
-    now_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+    now_ns(ClockId::ProcessCPUTime)
 }
 
 /// Reads the pids of a cgroup directory (`cgroup.procs`).
@@ -314,8 +311,8 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         writes: rec.probe.writes(),
         frozen,
         scope,
-        start_unix_ns: now_ns(libc::CLOCK_REALTIME),
-        start_monotonic_ns: now_ns(libc::CLOCK_MONOTONIC),
+        start_unix_ns: now_ns(ClockId::Realtime),
+        start_monotonic_ns: now_ns(ClockId::Monotonic),
         kernel: crate::system::kernel_release(),
         notes,
         nodes: crate::node::block_size(&rec.root.sys)

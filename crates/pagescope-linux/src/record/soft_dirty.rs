@@ -27,8 +27,7 @@ pub fn has_soft_dirty(proc_root: &Path, page_size: u64) -> bool {
     let offset = (addr - page.as_ptr() as u64) as usize;
     // A volatile write, so that it is not optimised away.
     let mut page = page;
-    // SAFETY: `offset` is inside `page`.
-    unsafe { std::ptr::write_volatile(page.as_mut_ptr().add(offset), 1) };
+    pagescope_sys::touch::write_volatile(&mut page[offset], 1);
     let Ok(file) = std::fs::File::open(proc_root.join("self/pagemap")) else {
         return false;
     };

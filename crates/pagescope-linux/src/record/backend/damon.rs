@@ -256,27 +256,12 @@ fn tracefs(root: &Root) -> Result<PathBuf> {
         return Ok(d);
     }
     let dir = root.sys.join("kernel/tracing");
-    let unsupported = || Error::Unsupported {
+    pagescope_sys::damon::mount_tracefs(&dir).map_err(|_| Error::Unsupported {
         what: "the damon backend".into(),
         needs: "tracefs, to read DAMON's damon_aggregated events (CONFIG_FTRACE); \
                 mount it at /sys/kernel/tracing"
             .into(),
-    };
-    let target =
-        std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).map_err(|_| unsupported())?;
-    // SAFETY: all pointers are valid NUL-terminated strings or null.
-    let r = unsafe {
-        libc::mount(
-            c"tracefs".as_ptr(),
-            target.as_ptr(),
-            c"tracefs".as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    };
-    if r != 0 {
-        return Err(unsupported());
-    }
+    })?;
     Ok(dir)
 }
 

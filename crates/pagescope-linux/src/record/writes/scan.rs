@@ -29,16 +29,10 @@
 use crate::trace::Uffd;
 use linux_raw_sys::general as k;
 use pagescope_core::{parse, Error, Result};
+use pagescope_sys::pagemap_scan::{self, PageRegion, Query};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
-use std::io;
-use std::os::fd::AsRawFd;
 use std::path::Path;
-
-/// `PAGEMAP_SCAN`: `_IOWR('f', 16, struct pm_scan_arg)`.
-const PAGEMAP_SCAN: libc::c_ulong =
-    ((3u32 << 30) | ((size_of::<k::pm_scan_arg>() as u32) << 16) | ((b'f' as u32) << 8) | 16)
-        as libc::c_ulong;
 
 /// The end of the user address space scanned (x86_64, 4-level paging).
 const USER_END: u64 = 0x7fff_ffff_f000;
@@ -263,53 +257,44 @@ impl Scanner {
             return Ok(false);
         }
         let mut regions = vec![
-            k::page_region {
+            PageRegion {
                 start: 0,
                 end: 0,
                 categories: 0,
             };
             512
         ];
+        // The pages written since the last scan, write-protected again in
+        // the same walk.
+        let query = Query {
+            flags: k::PM_SCAN_WP_MATCHING as u64,
+            category_mask: k::PAGE_IS_WRITTEN as u64,
+            return_mask: k::PAGE_IS_WRITTEN as u64,
+            ..Query::default()
+        };
         let mut at = 0;
         while at < USER_END {
-            let mut arg = k::pm_scan_arg {
-                size: size_of::<k::pm_scan_arg>() as u64,
-                flags: k::PM_SCAN_WP_MATCHING as u64,
-                start: at,
-                end: USER_END,
-                walk_end: 0,
-                vec: regions.as_mut_ptr() as u64,
-                vec_len: regions.len() as u64,
-                max_pages: 0,
-                category_inverted: 0,
-                category_mask: k::PAGE_IS_WRITTEN as u64,
-                category_anyof_mask: 0,
-                return_mask: k::PAGE_IS_WRITTEN as u64,
-            };
-            // SAFETY: PAGEMAP_SCAN takes a pm_scan_arg of the size given in
-            // it, whose `vec` points to `vec_len` page_region structures
-            // that live (exclusively borrowed) across the call.
-            let n = unsafe { libc::ioctl(self.pagemap.as_raw_fd(), PAGEMAP_SCAN, &mut arg) };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.raw_os_error() == Some(libc::ESRCH) {
-                    return Ok(false);
+            let found = match pagemap_scan::scan(&self.pagemap, at, USER_END, &query, &mut regions)
+            {
+                Ok(found) => found,
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(false),
+                Err(e) => {
+                    return Err(Error::io(
+                        proc_root.join(self.pid.to_string()).join("pagemap"),
+                        e,
+                    ))
                 }
-                return Err(Error::io(
-                    proc_root.join(self.pid.to_string()).join("pagemap"),
-                    e,
-                ));
-            }
-            for r in &regions[..n as usize] {
+            };
+            for r in &regions[..found.regions] {
                 match out.last_mut() {
                     Some(last) if last.1 == r.start => last.1 = r.end,
                     _ => out.push((r.start, r.end)),
                 }
             }
-            if arg.walk_end <= at {
+            if found.walk_end <= at {
                 break;
             }
-            at = arg.walk_end;
+            at = found.walk_end;
         }
         Ok(true)
     }
