@@ -56,7 +56,7 @@ pub(super) fn choose(
         Choice::Use(Backend::Damon) => Ok((damon()?, damon_why())),
         Choice::Use(Backend::Fault) => match &config.target {
             Target::Pids(p) if p.len() > 1 => Err(refuse_fault("more than one running process")),
-            Target::Command(_) | Target::Pids(_) => Ok(fault_probe(root, page_size, config)),
+            Target::Command(_) | Target::Pids(_) => fault_probe(root, page_size, config),
             Target::Cgroup(_) => Err(refuse_fault("a cgroup")),
             Target::System => Err(refuse_fault("the whole machine")),
         },
@@ -76,13 +76,8 @@ fn fault_probe(
     root: &crate::Root,
     page_size: u64,
     config: &RecordConfig,
-) -> (Box<dyn Probe>, String) {
-    let probe = Box::new(fault::Fault::new(
-        root,
-        page_size,
-        config.block,
-        config.sample,
-    ));
+) -> Result<(Box<dyn Probe>, String)> {
+    let probe = fault::probe(root, page_size, config.block, config.sample)?;
     let why = if config.sample < 1.0 {
         format!(
             "asked for; a fixed random {:.0}% of the pages moved out at each boundary, each \
@@ -93,7 +88,7 @@ fn fault_probe(
     } else {
         "asked for".into()
     };
-    (probe, why)
+    Ok((probe, why))
 }
 
 /// Why the fault backend can't record `what`.

@@ -39,20 +39,7 @@ pub(super) fn header_notes(
             probe.backend().name()
         ));
     }
-    if probe.backend() == Backend::Fault {
-        notes.push(
-            if crate::trace::shmem_supported() {
-                "the fault backend traps private anonymous memory (heap, stacks, anonymous \
-                 mappings) and shared memory: references to mapped files and program text \
-                 are not counted"
-            } else {
-                "the fault backend traps private anonymous memory (heap, stacks, anonymous \
-                 mappings): references to mapped files, program text and shared memory (which \
-                 needs Linux 5.19 here) are not counted"
-            }
-            .into(),
-        );
-    }
+    notes.extend(probe.coverage_note());
     // A page's reference bit lives with its frame, and every other
     // backend counts pages in RAM at the boundary.
     if probe.backend() != Backend::Fault && has_swap(&root.proc) {

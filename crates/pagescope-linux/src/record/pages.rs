@@ -37,29 +37,19 @@ pub(super) fn resident(
     buf: &mut Vec<u8>,
     ranges: impl FnMut(u32) -> Vec<(u64, u64)>,
 ) -> Result<Vec<Page>> {
-    pages_of(proc_root, page_size, pids, buf, ranges, false)
+    pages_of(proc_root, page_size, pids, buf, false, ranges)
 }
 
-/// [`resident`], and the pages of the ranges that are in swap (first,
-/// with no frame): a page the `fault` backend saw referenced may have
-/// gone to swap before the boundary.
-pub(super) fn resident_or_in_swap(
+/// [`resident`], and with `in_swap` the pages of the ranges that are in
+/// swap (first, with no frame): a page the `fault` backend saw referenced
+/// may have gone to swap before the boundary.
+pub(super) fn pages_of(
     proc_root: &Path,
     page_size: u64,
     pids: &[u32],
     buf: &mut Vec<u8>,
-    ranges: impl FnMut(u32) -> Vec<(u64, u64)>,
-) -> Result<Vec<Page>> {
-    pages_of(proc_root, page_size, pids, buf, ranges, true)
-}
-
-fn pages_of(
-    proc_root: &Path,
-    page_size: u64,
-    pids: &[u32],
-    buf: &mut Vec<u8>,
-    mut ranges: impl FnMut(u32) -> Vec<(u64, u64)>,
     in_swap: bool,
+    mut ranges: impl FnMut(u32) -> Vec<(u64, u64)>,
 ) -> Result<Vec<Page>> {
     let mut out = Vec::new();
     for &pid in pids {

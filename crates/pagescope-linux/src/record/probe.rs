@@ -21,6 +21,11 @@ pub trait Probe {
     /// Adds what `pids` referenced since the last reset or collect to
     /// `out`, and clears the bits again for the next interval.
     fn collect(&mut self, pids: &[u32], out: &mut Interval) -> Result<()>;
+    /// What the backend does not see of the targets' memory, for the
+    /// header's notes, where it says so itself.
+    fn coverage_note(&self) -> Option<String> {
+        None
+    }
     /// The backend as one that follows the program itself, if it is one
     /// (otherwise the recorder launches a command).
     fn follower(&mut self) -> Option<&mut dyn Follow> {

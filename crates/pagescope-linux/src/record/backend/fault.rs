@@ -24,7 +24,7 @@
 //! Regular-file mappings (program text, mapped files) can't be trapped
 //! this way and are not counted (the header says so).
 
-use crate::record::pages::{resident_or_in_swap, Page, ProcessTally};
+use crate::record::pages::{pages_of, Page, ProcessTally};
 use crate::record::probe::{Follow, Followed, Launched, Probe};
 use crate::trace::{Counts as TraceCounts, Sampler, Target};
 use crate::Root;
@@ -64,6 +64,11 @@ impl Fault {
     }
 }
 
+/// The backend, as the recorder holds it.
+pub fn probe(root: &Root, page_size: u64, block: u64, fraction: f64) -> Result<Box<dyn Probe>> {
+    Ok(Box::new(Fault::new(root, page_size, block, fraction)))
+}
+
 impl Probe for Fault {
     fn backend(&self) -> Backend {
         Backend::Fault
@@ -79,6 +84,21 @@ impl Probe for Fault {
 
     fn needs_freeze(&self) -> bool {
         false
+    }
+
+    fn coverage_note(&self) -> Option<String> {
+        Some(
+            if crate::trace::shmem_supported() {
+                "the fault backend traps private anonymous memory (heap, stacks, anonymous \
+                 mappings) and shared memory: references to mapped files and program text \
+                 are not counted"
+            } else {
+                "the fault backend traps private anonymous memory (heap, stacks, anonymous \
+                 mappings): references to mapped files, program text and shared memory (which \
+                 needs Linux 5.19 here) are not counted"
+            }
+            .into(),
+        )
     }
 
     fn follower(&mut self) -> Option<&mut dyn Follow> {
@@ -118,7 +138,7 @@ impl Probe for Fault {
         // referenced too: it counts in its process's rows.
         let ps = self.page_size;
         let mut buf = std::mem::take(&mut self.buf);
-        let pages = resident_or_in_swap(&self.root.proc, ps, &pids, &mut buf, |pid| {
+        let pages = pages_of(&self.root.proc, ps, &pids, &mut buf, true, |pid| {
             let mut runs: Vec<(u64, u64)> = Vec::new();
             for r in refs.iter().filter(|r| r.pid == pid) {
                 match runs.last_mut() {
