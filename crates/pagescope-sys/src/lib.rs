@@ -6,3 +6,8 @@
 //! program) forbid unsafe code and call the safe functions here.
 
 #![deny(missing_docs)]
+
+pub mod damon;
+pub mod pagemap_scan;
+pub mod ptrace;
+pub mod touch;

@@ -14,11 +14,9 @@
 //! signals are delivered, job-control stops are kept with `PTRACE_LISTEN`.
 //! A recorder that dies detaches them all (the kernel does it), so the
 //! program runs on.
-#![allow(unsafe_code)]
 
-use nix::errno::Errno;
-use nix::sys::ptrace;
-use nix::unistd::Pid;
+use pagescope_sys::ptrace;
+use rustix::process::{Pid, WaitOptions};
 use std::collections::HashMap;
 use std::io;
 use std::path::Path;
@@ -72,34 +70,42 @@ pub struct Status {
     pub raw: i32,
 }
 
+/// `__WALL`: children and tracees, whatever signal they report exits by.
+fn wall() -> WaitOptions {
+    WaitOptions::from_bits_retain(linux_raw_sys::general::__WALL)
+}
+
 /// Waits for any child or tracee (`__WALL`); `None` if `nohang` and
 /// nothing is pending, or if there is nothing to wait for.
 pub fn wait_any(nohang: bool) -> io::Result<Option<Status>> {
-    let mut raw = 0;
-    let flags = libc::__WALL | if nohang { libc::WNOHANG } else { 0 };
+    let flags = if nohang {
+        wall() | WaitOptions::NOHANG
+    } else {
+        wall()
+    };
     loop {
-        // SAFETY: raw is valid for the call.
-        let r = unsafe { libc::waitpid(-1, &mut raw, flags) };
-        if r > 0 {
-            return Ok(Some(Status { tid: r as u32, raw }));
-        }
-        if r == 0 {
-            return Ok(None);
-        }
-        match io::Error::last_os_error() {
-            e if e.raw_os_error() == Some(libc::EINTR) => continue,
-            e if e.raw_os_error() == Some(libc::ECHILD) => return Ok(None),
-            e => return Err(e),
+        match rustix::process::wait(flags) {
+            Ok(Some((pid, st))) => {
+                return Ok(Some(Status {
+                    tid: pid.as_raw_pid() as u32,
+                    raw: st.as_raw(),
+                }))
+            }
+            Ok(None) => return Ok(None),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(rustix::io::Errno::CHILD) => return Ok(None),
+            Err(e) => return Err(e.into()),
         }
     }
 }
 
 /// Waits for one process (blocking); its exit, if it exited.
 pub fn wait_pid(pid: u32) -> Option<Exit> {
-    let mut raw = 0;
-    // SAFETY: raw is valid for the call.
-    let r = unsafe { libc::waitpid(pid as libc::pid_t, &mut raw, libc::__WALL) };
-    (r > 0).then(|| exit_of(Status { tid: pid, raw })).flatten()
+    let (_, st) = rustix::process::waitpid(Pid::from_raw(pid as i32), wall()).ok()??;
+    exit_of(Status {
+        tid: pid,
+        raw: st.as_raw(),
+    })
 }
 
 /// The exit a wait status reports, if it reports one.
@@ -150,21 +156,15 @@ fn is_job_stop(sig: i32) -> bool {
     )
 }
 
-fn ptrace_raw(request: libc::c_uint, tid: u32, data: usize) {
-    // SAFETY: CONT, LISTEN and DETACH take no pointers; data is a signal
-    // number.
-    let _ = unsafe { libc::ptrace(request, tid as libc::pid_t, 0usize, data) };
-}
-
 /// Restarts a stopped thread; returns its new state.
 fn resume(tid: u32, r: Resume) -> State {
     match r {
         Resume::Cont(sig) => {
-            ptrace_raw(libc::PTRACE_CONT, tid, sig as usize);
+            let _ = ptrace::cont(tid, sig);
             State::Running
         }
         Resume::Listen => {
-            ptrace_raw(libc::PTRACE_LISTEN, tid, 0);
+            let _ = ptrace::listen(tid);
             State::Listening
         }
     }
@@ -173,13 +173,12 @@ fn resume(tid: u32, r: Resume) -> State {
 /// Follow new threads, children and execs; `TRACESYSGOOD` marks syscall
 /// stops, which only a system call injected into a frozen thread makes
 /// (see `record::writes`), and which must not look like a `SIGTRAP`.
-fn options() -> ptrace::Options {
-    use ptrace::Options as O;
-    O::PTRACE_O_TRACEFORK
-        | O::PTRACE_O_TRACEVFORK
-        | O::PTRACE_O_TRACECLONE
-        | O::PTRACE_O_TRACEEXEC
-        | O::PTRACE_O_TRACESYSGOOD
+fn options() -> u32 {
+    ptrace::PTRACE_O_TRACEFORK
+        | ptrace::PTRACE_O_TRACEVFORK
+        | ptrace::PTRACE_O_TRACECLONE
+        | ptrace::PTRACE_O_TRACEEXEC
+        | ptrace::PTRACE_O_TRACESYSGOOD
 }
 
 impl Freezer {
@@ -200,22 +199,22 @@ impl Freezer {
                 if self.threads.contains_key(&tid) {
                     continue;
                 }
-                match ptrace::seize(Pid::from_raw(tid as i32), options()) {
+                match ptrace::seize(tid, options()) {
                     Ok(()) => {
                         self.threads.insert(tid, State::Running);
                         new += 1;
                     }
-                    Err(Errno::ESRCH) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
                     // Attached already: a child or thread the kernel
                     // attached (TRACEFORK, TRACECLONE) whose first stop
                     // has not been read yet.
-                    Err(Errno::EPERM) if traced_by_us(tid) => {
+                    Err(e) if e.raw_os_error() == Some(libc::EPERM) && traced_by_us(tid) => {
                         self.threads.insert(tid, State::Running);
                         new += 1;
                     }
                     // Exiting: it can't be attached, and needn't be.
-                    Err(Errno::EPERM) if is_ending(tid) => {}
-                    Err(Errno::EPERM) => {
+                    Err(e) if e.raw_os_error() == Some(libc::EPERM) && is_ending(tid) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
                         let facts = crate::cause::PtraceFacts::read(Path::new("/proc"), tid);
                         let hint = if facts.only_attach_refused() {
                             " (--no-freeze records it without stopping it)"
@@ -258,16 +257,7 @@ impl Freezer {
         if event == libc::PTRACE_EVENT_EXEC {
             // A thread other than the leader that execs takes the
             // leader's id; its own id disappears without an exit.
-            let mut former: libc::c_ulong = 0;
-            // SAFETY: GETEVENTMSG writes one unsigned long to `former`.
-            unsafe {
-                libc::ptrace(
-                    libc::PTRACE_GETEVENTMSG,
-                    tid as libc::pid_t,
-                    0usize,
-                    &mut former as *mut libc::c_ulong,
-                )
-            };
+            let former = ptrace::event_message(tid).unwrap_or(0);
             if former as u32 != tid {
                 self.threads.remove(&(former as u32));
             }
@@ -290,7 +280,7 @@ impl Freezer {
     pub fn freeze(&mut self) -> io::Result<Vec<Exit>> {
         for (&tid, s) in &self.threads {
             if *s == State::Running {
-                let _ = ptrace::interrupt(Pid::from_raw(tid as i32));
+                let _ = ptrace::interrupt(tid);
             }
         }
         let mut exits = Vec::new();
@@ -331,7 +321,7 @@ impl Freezer {
     pub fn detach_all(&mut self) -> Vec<Exit> {
         for (&tid, s) in &self.threads {
             if *s == State::Listening {
-                let _ = ptrace::interrupt(Pid::from_raw(tid as i32));
+                let _ = ptrace::interrupt(tid);
                 // Its next stop reports it; freeze() waits for it below.
             }
         }
@@ -346,7 +336,7 @@ impl Freezer {
                 State::Stopped(Resume::Cont(sig)) => sig,
                 _ => 0,
             };
-            ptrace_raw(libc::PTRACE_DETACH, tid, sig as usize);
+            let _ = ptrace::detach(tid, sig);
         }
         exits
     }

@@ -2,7 +2,7 @@
 //! (from pagemap), and the tallies that turn referenced pages into an
 //! interval's rows.
 
-use super::refs::{clear, gone_ok};
+use super::process::gone_ok;
 use crate::pagemap::PagemapReader;
 use crate::procfs::ProcDir;
 use pagescope_core::kpageflags::KPageFlags;
@@ -37,29 +37,19 @@ pub(super) fn resident(
     buf: &mut Vec<u8>,
     ranges: impl FnMut(u32) -> Vec<(u64, u64)>,
 ) -> Result<Vec<Page>> {
-    pages_of(proc_root, page_size, pids, buf, ranges, false)
+    pages_of(proc_root, page_size, pids, buf, false, ranges)
 }
 
-/// [`resident`], and the pages of the ranges that are in swap (first,
-/// with no frame): a page the `fault` backend saw referenced may have
-/// gone to swap before the boundary.
-pub(super) fn resident_or_in_swap(
+/// [`resident`], and with `in_swap` the pages of the ranges that are in
+/// swap (first, with no frame): a page the `fault` backend saw referenced
+/// may have gone to swap before the boundary.
+pub(super) fn pages_of(
     proc_root: &Path,
     page_size: u64,
     pids: &[u32],
     buf: &mut Vec<u8>,
-    ranges: impl FnMut(u32) -> Vec<(u64, u64)>,
-) -> Result<Vec<Page>> {
-    pages_of(proc_root, page_size, pids, buf, ranges, true)
-}
-
-fn pages_of(
-    proc_root: &Path,
-    page_size: u64,
-    pids: &[u32],
-    buf: &mut Vec<u8>,
-    mut ranges: impl FnMut(u32) -> Vec<(u64, u64)>,
     in_swap: bool,
+    mut ranges: impl FnMut(u32) -> Vec<(u64, u64)>,
 ) -> Result<Vec<Page>> {
     let mut out = Vec::new();
     for &pid in pids {
@@ -149,17 +139,6 @@ pub(super) fn all_resident(
     buf: &mut Vec<u8>,
 ) -> Result<Vec<Page>> {
     resident(proc_root, page_size, pids, buf, |_| vec![(0, u64::MAX)])
-}
-
-/// Clears the soft-dirty bits of `pids` (`clear_refs` 4); processes that
-/// exit meanwhile are skipped.
-pub(super) fn clear_soft_dirty(proc_root: &Path, pids: &[u32]) -> Result<()> {
-    for &pid in pids {
-        if let Ok(dir) = ProcDir::open(proc_root, pid) {
-            gone_ok(clear(&dir, b"4"))?;
-        }
-    }
-    Ok(())
 }
 
 /// Whether a frame's reference state means anything to the idle bitmap

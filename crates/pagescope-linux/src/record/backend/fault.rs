@@ -24,12 +24,12 @@
 //! Regular-file mappings (program text, mapped files) can't be trapped
 //! this way and are not counted (the header says so).
 
-use super::pages::{resident_or_in_swap, Page, ProcessTally};
-use super::{Launched, Probe};
+use crate::record::pages::{pages_of, Page, ProcessTally};
+use crate::record::probe::{Follow, Followed, Launched, Probe};
 use crate::trace::{Counts as TraceCounts, Sampler, Target};
 use crate::Root;
 use pagescope_core::record::{Backend, Granularity, Interval, WriteSource};
-use pagescope_core::{Error, Result};
+use pagescope_core::Result;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -64,6 +64,11 @@ impl Fault {
     }
 }
 
+/// The backend, as the recorder holds it.
+pub fn probe(root: &Root, page_size: u64, block: u64, fraction: f64) -> Result<Box<dyn Probe>> {
+    Ok(Box::new(Fault::new(root, page_size, block, fraction)))
+}
+
 impl Probe for Fault {
     fn backend(&self) -> Backend {
         Backend::Fault
@@ -81,37 +86,23 @@ impl Probe for Fault {
         false
     }
 
-    fn follow(&mut self, what: &Target) -> Option<Result<u32>> {
+    fn coverage_note(&self) -> Option<String> {
         Some(
-            Sampler::start(what, self.fraction, Arc::new(TraceCounts::default())).map(|s| {
-                let pid = s.root();
-                self.sampler = Some(s);
-                pid
-            }),
+            if crate::trace::shmem_supported() {
+                "the fault backend traps private anonymous memory (heap, stacks, anonymous \
+                 mappings) and shared memory: references to mapped files and program text \
+                 are not counted"
+            } else {
+                "the fault backend traps private anonymous memory (heap, stacks, anonymous \
+                 mappings): references to mapped files, program text and shared memory (which \
+                 needs Linux 5.19 here) are not counted"
+            }
+            .into(),
         )
     }
 
-    fn launched(&mut self) -> Launched {
-        match &self.sampler {
-            Some(s) if !s.finished() => Launched::Running,
-            Some(_) => self.let_go(),
-            None => Launched::LetGo,
-        }
-    }
-
-    fn let_go(&mut self) -> Launched {
-        // The references since the last boundary go in the last interval.
-        if let Some(s) = &self.sampler {
-            self.last = s.take();
-        }
-        match self.sampler.take().map(Sampler::stop) {
-            Some(Ok(o)) => match o.exit_status {
-                Some(code) => Launched::Exited(code),
-                None => Launched::LetGo,
-            },
-            Some(Err(e)) => Launched::Failed(e),
-            None => Launched::LetGo,
-        }
+    fn follower(&mut self) -> Option<&mut dyn Follow> {
+        Some(self)
     }
 
     fn reset(&mut self, _pids: &[u32]) -> Result<()> {
@@ -147,7 +138,7 @@ impl Probe for Fault {
         // referenced too: it counts in its process's rows.
         let ps = self.page_size;
         let mut buf = std::mem::take(&mut self.buf);
-        let pages = resident_or_in_swap(&self.root.proc, ps, &pids, &mut buf, |pid| {
+        let pages = pages_of(&self.root.proc, ps, &pids, &mut buf, true, |pid| {
             let mut runs: Vec<(u64, u64)> = Vec::new();
             for r in refs.iter().filter(|r| r.pid == pid) {
                 match runs.last_mut() {
@@ -204,21 +195,47 @@ impl Probe for Fault {
     }
 }
 
+impl Follow for Fault {
+    fn follow(&mut self, what: &Followed) -> Result<u32> {
+        let what = match what {
+            Followed::Launch(argv) => Target::Launch(argv.clone()),
+            Followed::Attach(pid) => Target::Attach(*pid),
+        };
+        let s = Sampler::start(&what, self.fraction, Arc::new(TraceCounts::default()))?;
+        let pid = s.root();
+        self.sampler = Some(s);
+        Ok(pid)
+    }
+
+    fn launched(&mut self) -> Launched {
+        match &self.sampler {
+            Some(s) if !s.finished() => Launched::Running,
+            Some(_) => self.let_go(),
+            None => Launched::LetGo,
+        }
+    }
+
+    fn let_go(&mut self) -> Launched {
+        // The references since the last boundary go in the last interval.
+        if let Some(s) = &self.sampler {
+            self.last = s.take();
+        }
+        match self.sampler.take().map(Sampler::stop) {
+            Some(Ok(o)) => match o.exit_status {
+                Some(code) => Launched::Exited(code),
+                None => Launched::LetGo,
+            },
+            Some(Err(e)) => Launched::Failed(e),
+            None => Launched::LetGo,
+        }
+    }
+}
+
 impl Drop for Fault {
     fn drop(&mut self) {
         // Every page goes back, and the program runs on untraced.
         if let Some(s) = self.sampler.take() {
             let _ = s.stop();
         }
-    }
-}
-
-/// Why the backend can't record `what`, if it can't.
-pub fn refuse(what: &str) -> Error {
-    Error::Unsupported {
-        what: format!("the fault backend for {what}"),
-        needs: "a command pagescope launches (`pagescope record --backend fault -- CMD`) \
-                or one running process (`--pid PID`)"
-            .into(),
     }
 }

@@ -1,10 +1,6 @@
-//! Written pages for the backends that only see references (`idle`,
-//! `damon`, `refs`), recorded per process.
-//!
-//! Where the kernel has soft-dirty bits (CONFIG_MEM_SOFT_DIRTY), they are
-//! read from pagemap (bit 55) and cleared with `clear_refs` 4. Otherwise,
-//! from Linux 6.7, pagescope gives each recorded process a userfaultfd in
-//! *asynchronous* write-protect mode (`UFFD_FEATURE_WP_ASYNC`): every
+//! Written pages from `PAGEMAP_SCAN` (Linux 6.7), where the kernel has
+//! no soft-dirty bits: pagescope gives each recorded process a userfaultfd
+//! in *asynchronous* write-protect mode (`UFFD_FEATURE_WP_ASYNC`): every
 //! thread stops for the moment it takes to inject the `userfaultfd` call
 //! into one, pagescope takes the descriptor (`pidfd_getfd`) and closes the
 //! program's copy, and registers the process's anonymous and shared-memory
@@ -29,117 +25,44 @@
 //! pagemap reads empty), and the new one is given a userfaultfd of its
 //! own at once, as a new process would be (the writes of the interval of
 //! the exec are not counted).
-#![allow(unsafe_code)]
 
-use super::pages::clear_soft_dirty;
 use crate::trace::Uffd;
 use linux_raw_sys::general as k;
-use pagescope_core::record::WriteSource;
 use pagescope_core::{parse, Error, Result};
+use pagescope_sys::pagemap_scan::{self, PageRegion, Query};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
-use std::io;
-use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
-
-/// `PAGEMAP_SCAN`: `_IOWR('f', 16, struct pm_scan_arg)`.
-const PAGEMAP_SCAN: libc::c_ulong =
-    ((3u32 << 30) | ((size_of::<k::pm_scan_arg>() as u32) << 16) | ((b'f' as u32) << 8) | 16)
-        as libc::c_ulong;
+use std::path::Path;
 
 /// The end of the user address space scanned (x86_64, 4-level paging).
 const USER_END: u64 = 0x7fff_ffff_f000;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    None,
-    SoftDirty,
-    Scan,
-}
-
-/// See the module documentation.
-#[derive(Debug)]
-pub(super) struct Writes {
-    kind: Kind,
-    proc_root: PathBuf,
+/// The scanners of the recorded processes.
+#[derive(Debug, Default)]
+pub(super) struct Scans {
     /// Each process's scanner (`None`: it could not be given one).
     scanners: HashMap<u32, Option<Scanner>>,
-    /// The pages written in the interval that ends, by process: sorted,
-    /// disjoint address ranges.
-    written: HashMap<u32, Vec<(u64, u64)>>,
 }
 
-impl Writes {
-    /// The best source this kernel has for processes; none for the whole
-    /// machine (`system`: soft-dirty bits and write protection belong to
-    /// each process, and clearing every process's would disturb their
-    /// other users, such as CRIU). The scan, which puts a userfaultfd into
-    /// each process, only where `inject` (processes named by `--pid` or
-    /// launched, not every process of a cgroup).
-    pub fn new(proc_root: &Path, page_size: u64, system: bool, inject: bool) -> Writes {
-        let kind = if system {
-            Kind::None
-        } else if super::refs::has_soft_dirty(proc_root, page_size) {
-            Kind::SoftDirty
-        } else if inject && scan_supported() {
-            Kind::Scan
-        } else {
-            Kind::None
-        };
-        Writes {
-            kind,
-            proc_root: proc_root.to_path_buf(),
-            scanners: HashMap::new(),
-            written: HashMap::new(),
-        }
-    }
-
-    /// Where written counts come from.
-    pub fn source(&self) -> WriteSource {
-        match self.kind {
-            Kind::None => WriteSource::None,
-            Kind::SoftDirty => WriteSource::SoftDirty,
-            Kind::Scan => WriteSource::PagemapScan,
-        }
-    }
-
-    /// Whether written pages are known at all.
-    pub fn known(&self) -> bool {
-        self.kind != Kind::None
-    }
-
-    /// Whether reading and clearing are two passes (soft-dirty), so that
-    /// the processes must be stopped between them for no write to be lost.
-    pub fn two_pass(&self) -> bool {
-        self.kind == Kind::SoftDirty
-    }
-
-    /// An interval begins for `pids`: no page of theirs counts as written
-    /// from here on. A process seen for the first time gets its scanner.
-    pub fn begin(&mut self, pids: &[u32]) -> Result<()> {
-        match self.kind {
-            Kind::None => Ok(()),
-            Kind::SoftDirty => clear_soft_dirty(&self.proc_root, pids),
-            Kind::Scan => self.gather(pids),
-        }
-    }
-
-    /// An interval ends: takes which pages of `pids` were written in it
-    /// (the scan; soft-dirty bits are read with the pages themselves).
-    pub fn gather(&mut self, pids: &[u32]) -> Result<()> {
-        if self.kind != Kind::Scan {
-            return Ok(());
-        }
-        self.written.clear();
+impl Scans {
+    /// Puts the pages of `pids` written since the last scan into
+    /// `written`, by process (sorted, disjoint address ranges). A process
+    /// seen for the first time gets its scanner.
+    pub fn gather(
+        &mut self,
+        proc_root: &Path,
+        pids: &[u32],
+        written: &mut HashMap<u32, Vec<(u64, u64)>>,
+    ) -> Result<()> {
         for &pid in pids {
             let scanner = match self.scanners.get_mut(&pid) {
                 Some(s) => s,
                 None => {
-                    let s = match Scanner::attach(&self.proc_root, pid) {
+                    let s = match Scanner::attach(proc_root, pid) {
                         Ok(Some(s)) => Some(s),
                         // Not at a stop yet: at the next boundary.
                         Ok(None) => continue,
-                        Err(_) if self.gone(pid) => continue,
+                        Err(_) if gone(proc_root, pid) => continue,
                         Err(e) => {
                             return Err(Error::Unsupported {
                                 what: format!("tracking the writes of process {pid}"),
@@ -152,102 +75,62 @@ impl Writes {
             };
             let Some(scanner) = scanner else { continue };
             let mut ranges = Vec::new();
-            match scanner.scan(&self.proc_root, &mut ranges) {
-                Err(_) if self.gone(pid) => continue,
+            match scanner.scan(proc_root, &mut ranges) {
+                Err(_) if gone(proc_root, pid) => continue,
                 // It exec'd: the new image is given a scanner now, while
                 // the freezer holds it, so that only the writes of the
                 // interval of the exec are lost; where it can't be (not
                 // at a stop), at the next boundary.
                 Ok(false) => {
                     self.scanners.remove(&pid);
-                    match Scanner::attach(&self.proc_root, pid) {
+                    match Scanner::attach(proc_root, pid) {
                         Ok(Some(s)) => {
                             self.scanners.insert(pid, Some(s));
                         }
                         Ok(None) => {}
-                        Err(_) if self.gone(pid) => {}
+                        Err(_) if gone(proc_root, pid) => {}
                         Err(e) => return Err(e),
                     }
                     continue;
                 }
                 r => r?,
             };
-            self.written.insert(pid, ranges);
+            written.insert(pid, ranges);
         }
         // A process that exited gives its descriptor back.
         let gone: Vec<u32> = self
             .scanners
             .keys()
             .copied()
-            .filter(|&pid| self.gone(pid))
+            .filter(|&pid| gone(proc_root, pid))
             .collect();
         for pid in gone {
             self.scanners.remove(&pid);
         }
         Ok(())
     }
+}
 
-    /// Whether `pid` has exited (or become a zombie) since it was listed.
-    fn gone(&self, pid: u32) -> bool {
-        let stat = std::fs::read_to_string(self.proc_root.join(pid.to_string()).join("stat"));
-        stat.map_or(true, |s| {
-            s.rsplit_once(')')
-                .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X']))
-        })
-    }
-
-    /// The pages of `pids` have been counted: soft-dirty bits are cleared
-    /// for the next interval.
-    pub fn end(&mut self, pids: &[u32]) -> Result<()> {
-        match self.kind {
-            Kind::SoftDirty => clear_soft_dirty(&self.proc_root, pids),
-            _ => Ok(()),
-        }
-    }
-
-    /// Whether the page of `pid` at `vaddr` was written in the interval
-    /// that ends; `soft_dirty` is its pagemap bit.
-    pub fn dirty(&self, pid: u32, vaddr: u64, soft_dirty: bool) -> bool {
-        match self.kind {
-            Kind::None => false,
-            Kind::SoftDirty => soft_dirty,
-            Kind::Scan => self.written.get(&pid).is_some_and(|r| {
-                let i = r.partition_point(|&(_, end)| end <= vaddr);
-                i < r.len() && r[i].0 <= vaddr
-            }),
-        }
-    }
-
-    /// For the scan: the pages of `pid` written in `[start, end)` in the
-    /// interval that ends. `None` for soft-dirty, whose bits are read from
-    /// pagemap.
-    pub fn count(&self, pid: u32, start: u64, end: u64, page_size: u64) -> Option<u64> {
-        if self.kind != Kind::Scan {
-            return None;
-        }
-        let r = self.written.get(&pid).map_or(&[][..], |r| &r[..]);
-        let i = r.partition_point(|&(_, e)| e <= start);
-        Some(
-            r[i..]
-                .iter()
-                .take_while(|&&(s, _)| s < end)
-                .map(|&(s, e)| (e.min(end) - s.max(start)) / page_size)
-                .sum(),
-        )
-    }
+/// Whether `pid` has exited (or become a zombie) since it was listed.
+fn gone(proc_root: &Path, pid: u32) -> bool {
+    let stat = std::fs::read_to_string(proc_root.join(pid.to_string()).join("stat"));
+    stat.map_or(true, |s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X']))
+    })
 }
 
 /// Whether this kernel has asynchronous write protection and
 /// `PAGEMAP_SCAN` (both Linux 6.7).
-pub fn scan_supported() -> bool {
+pub fn supported() -> bool {
     Uffd::probe_features()
         .is_ok_and(|f| f & crate::trace::FEATURES_WP_ASYNC == crate::trace::FEATURES_WP_ASYNC)
 }
 
-/// Why [`scan_supported`] is false, checked on this machine: pagescope
+/// Why [`supported`] is false, checked on this machine: pagescope
 /// may not make a userfaultfd (and why), or the kernel's has no
 /// asynchronous write protection.
-pub fn scan_unavailable() -> String {
+pub fn unavailable() -> String {
     match Uffd::probe_features() {
         Err(e) => {
             let errno = e.raw_os_error().unwrap_or(0);
@@ -374,93 +257,45 @@ impl Scanner {
             return Ok(false);
         }
         let mut regions = vec![
-            k::page_region {
+            PageRegion {
                 start: 0,
                 end: 0,
                 categories: 0,
             };
             512
         ];
+        // The pages written since the last scan, write-protected again in
+        // the same walk.
+        let query = Query {
+            flags: k::PM_SCAN_WP_MATCHING as u64,
+            category_mask: k::PAGE_IS_WRITTEN as u64,
+            return_mask: k::PAGE_IS_WRITTEN as u64,
+            ..Query::default()
+        };
         let mut at = 0;
         while at < USER_END {
-            let mut arg = k::pm_scan_arg {
-                size: size_of::<k::pm_scan_arg>() as u64,
-                flags: k::PM_SCAN_WP_MATCHING as u64,
-                start: at,
-                end: USER_END,
-                walk_end: 0,
-                vec: regions.as_mut_ptr() as u64,
-                vec_len: regions.len() as u64,
-                max_pages: 0,
-                category_inverted: 0,
-                category_mask: k::PAGE_IS_WRITTEN as u64,
-                category_anyof_mask: 0,
-                return_mask: k::PAGE_IS_WRITTEN as u64,
-            };
-            // SAFETY: PAGEMAP_SCAN takes a pm_scan_arg of the size given in
-            // it, whose `vec` points to `vec_len` page_region structures
-            // that live (exclusively borrowed) across the call.
-            let n = unsafe { libc::ioctl(self.pagemap.as_raw_fd(), PAGEMAP_SCAN, &mut arg) };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.raw_os_error() == Some(libc::ESRCH) {
-                    return Ok(false);
+            let found = match pagemap_scan::scan(&self.pagemap, at, USER_END, &query, &mut regions)
+            {
+                Ok(found) => found,
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(false),
+                Err(e) => {
+                    return Err(Error::io(
+                        proc_root.join(self.pid.to_string()).join("pagemap"),
+                        e,
+                    ))
                 }
-                return Err(Error::io(
-                    proc_root.join(self.pid.to_string()).join("pagemap"),
-                    e,
-                ));
-            }
-            for r in &regions[..n as usize] {
+            };
+            for r in &regions[..found.regions] {
                 match out.last_mut() {
                     Some(last) if last.1 == r.start => last.1 = r.end,
                     _ => out.push((r.start, r.end)),
                 }
             }
-            if arg.walk_end <= at {
+            if found.walk_end <= at {
                 break;
             }
-            at = arg.walk_end;
+            at = found.walk_end;
         }
         Ok(true)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn scan_of(ranges: Vec<(u64, u64)>) -> Writes {
-        Writes {
-            kind: Kind::Scan,
-            proc_root: PathBuf::from("/proc"),
-            scanners: HashMap::new(),
-            written: HashMap::from([(7, ranges)]),
-        }
-    }
-
-    #[test]
-    fn written_ranges_answer_per_page_and_per_range() {
-        let w = scan_of(vec![(0x1000, 0x3000), (0x8000, 0x9000)]);
-        let dirty: Vec<u64> = (0..10)
-            .map(|p| p * 0x1000)
-            .filter(|&a| w.dirty(7, a, false))
-            .collect();
-        assert_eq!(dirty, vec![0x1000, 0x2000, 0x8000]);
-        assert!(!w.dirty(8, 0x1000, true), "another process");
-        assert_eq!(w.count(7, 0, 0x10000, 0x1000), Some(3));
-        assert_eq!(w.count(7, 0x2000, 0x8000, 0x1000), Some(1));
-        assert_eq!(w.count(7, 0x3000, 0x8000, 0x1000), Some(0));
-        assert_eq!(w.count(8, 0, 0x10000, 0x1000), Some(0));
-    }
-
-    #[test]
-    fn soft_dirty_goes_by_the_pagemap_bit() {
-        let mut w = scan_of(Vec::new());
-        w.kind = Kind::SoftDirty;
-        assert!(w.dirty(7, 0x1000, true));
-        assert!(!w.dirty(7, 0x1000, false));
-        assert_eq!(w.count(7, 0, 0x10000, 0x1000), None);
-        assert_eq!(w.source(), WriteSource::SoftDirty);
     }
 }

@@ -17,10 +17,12 @@
 //! (user), or file pages no process maps (page cache); then each process's
 //! pages whose frames were referenced make its rows and page runs.
 
-use super::pages::{all_resident, per_process, set_frame, tracked, FrameTally, Page, ProcessTally};
-use super::writes::Writes;
-use super::Probe;
 use crate::kpage::PfnFile;
+use crate::record::pages::{
+    all_resident, per_process, set_frame, tracked, FrameTally, Page, ProcessTally,
+};
+use crate::record::probe::Probe;
+use crate::record::writes::Writes;
 use crate::Root;
 use pagescope_core::kpageflags::KPageFlags;
 use pagescope_core::record::{Backend, Granularity, Interval, WriteSource};

@@ -27,12 +27,11 @@
 //! exists, the backend refuses. Writing `nr_kdamonds` destroys every
 //! kdamond, so pagescope writes it only when none exists (to make its
 //! own) and when its own is the only one (to remove it).
-#![allow(unsafe_code)]
 
-use super::pages::{per_process, resident, set_frame, tracked, FrameTally, ProcessTally};
-use super::writes::Writes;
-use super::Probe;
 use crate::kpage::PfnFile;
+use crate::record::pages::{per_process, resident, set_frame, tracked, FrameTally, ProcessTally};
+use crate::record::probe::Probe;
+use crate::record::writes::Writes;
 use crate::Root;
 use pagescope_core::record::{Backend, Granularity, Interval, WriteSource};
 use pagescope_core::{Error, Result};
@@ -257,27 +256,12 @@ fn tracefs(root: &Root) -> Result<PathBuf> {
         return Ok(d);
     }
     let dir = root.sys.join("kernel/tracing");
-    let unsupported = || Error::Unsupported {
+    pagescope_sys::damon::mount_tracefs(&dir).map_err(|_| Error::Unsupported {
         what: "the damon backend".into(),
         needs: "tracefs, to read DAMON's damon_aggregated events (CONFIG_FTRACE); \
                 mount it at /sys/kernel/tracing"
             .into(),
-    };
-    let target =
-        std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).map_err(|_| unsupported())?;
-    // SAFETY: all pointers are valid NUL-terminated strings or null.
-    let r = unsafe {
-        libc::mount(
-            c"tracefs".as_ptr(),
-            target.as_ptr(),
-            c"tracefs".as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    };
-    if r != 0 {
-        return Err(unsupported());
-    }
+    })?;
     Ok(dir)
 }
 

@@ -1,0 +1,97 @@
+//! The header's notes: what the recording could not see, in words.
+
+use super::config::{RecordConfig, Target};
+use super::machine::has_swap;
+use super::probe::Probe;
+use super::{soft_dirty, writes};
+use crate::Root;
+use pagescope_core::record::{Backend, WriteSource};
+
+/// The notes on what `probe` can't see of `config`'s targets: `frozen`
+/// if the targets are stopped at the boundaries, `per_process` if they
+/// are processes named by `--pid` or launched.
+pub(super) fn header_notes(
+    config: &RecordConfig,
+    probe: &dyn Probe,
+    root: &Root,
+    page_size: u64,
+    frozen: bool,
+    per_process: bool,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    if probe.needs_freeze() && !frozen {
+        notes.push(format!(
+            "the {} backend reads and clears in two passes and the targets ran on between them \
+             ({}): pages touched in that moment at each boundary are missed",
+            probe.backend().name(),
+            if per_process {
+                "--no-freeze"
+            } else {
+                "only processes named by --pid or launched are stopped"
+            }
+        ));
+    }
+    if probe.backend() != Backend::Fault && matches!(config.target, Target::Command(_)) {
+        notes.push(format!(
+            "the {} backend reads each process at the boundaries: a process that starts \
+             and exits between two of them (a short-lived child) is not seen, nor are the \
+             references a process made after the last boundary before it exited",
+            probe.backend().name()
+        ));
+    }
+    notes.extend(probe.coverage_note());
+    // A page's reference bit lives with its frame, and every other
+    // backend counts pages in RAM at the boundary.
+    if probe.backend() != Backend::Fault && has_swap(&root.proc) {
+        notes.push(format!(
+            "this machine has swap: a page referenced and then swapped out before the end of \
+             its interval is not counted (the {} backend counts the pages in RAM at each \
+             boundary); a page read back from swap counts as referenced",
+            probe.backend().name()
+        ));
+    }
+    if probe.writes() == WriteSource::PagemapScan {
+        notes.push(
+            "written pages come from PAGEMAP_SCAN: each recorded process was given a \
+             userfaultfd in asynchronous write-protect mode at the first boundary it was \
+             seen (its first write to a page in each interval takes a fault the kernel \
+             resolves); not counted, so written_pages is short there: writes to mapped \
+             files, a process's writes before that boundary (the first interval of a \
+             launched command, the interval of an exec), and writes to mappings made and \
+             unmapped between two boundaries (short-lived heap arenas and large malloc \
+             blocks)"
+                .into(),
+        );
+    }
+    if probe.writes() == WriteSource::None {
+        notes.push(if matches!(config.target, Target::System) {
+            // Say why by what this kernel has: each way of knowing writes
+            // belongs to one process, and clearing every process's would
+            // disturb their other users (CRIU, another recorder).
+            if soft_dirty::has_soft_dirty(&root.proc, page_size) {
+                "written pages are not recorded for the whole machine: soft-dirty bits \
+                 belong to each process, and clearing every process's would disturb their \
+                 other users (such as CRIU)"
+                    .into()
+            } else {
+                "written pages are not recorded for the whole machine: this kernel has no \
+                 soft-dirty bits (CONFIG_MEM_SOFT_DIRTY), and PAGEMAP_SCAN needs a \
+                 userfaultfd in each process, which pagescope gives only to processes named \
+                 by --pid or launched"
+                    .into()
+            }
+        } else if matches!(config.target, Target::Cgroup(_)) && writes::scan_supported() {
+            "written pages are not known: this kernel has no soft-dirty bits \
+             (CONFIG_MEM_SOFT_DIRTY), and pagescope gives the userfaultfd that PAGEMAP_SCAN \
+             needs only to processes named by --pid or launched, not to a cgroup's"
+                .into()
+        } else {
+            format!(
+                "written pages are not known: this kernel has no soft-dirty bits \
+                 (CONFIG_MEM_SOFT_DIRTY), and {}",
+                writes::scan_unavailable()
+            )
+        });
+    }
+    notes
+}

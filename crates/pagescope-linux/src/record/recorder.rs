@@ -1,0 +1,497 @@
+//! The recorder: the interval loop around a backend, with the launched
+//! command, the freezer and the output file.
+
+use super::choose::choose;
+use super::config::{Live, RecordConfig, RecordOutcome, Target, DENIED_MISSING};
+use super::freeze::{self, Exit, Freezer};
+use super::machine::kernel_resident;
+use super::notes::header_notes;
+use super::probe::{Follow, Followed, Launched, Probe};
+use crate::procfs::{self, ProcDir};
+use nix::sys::signal::Signal;
+use pagescope_core::format::RecordWriter;
+use pagescope_core::record::{Backend, Interval, ProcessInfo, RecordEnd, RecordHeader, Scope};
+use pagescope_core::{Error, Result};
+use rustix::time::ClockId;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// The time of `clock`, nanoseconds.
+fn now_ns(clock: ClockId) -> u64 {
+    let ts = rustix::time::clock_gettime(clock);
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// CPU time of this process (user and system), nanoseconds.
+fn own_cpu_ns() -> u64 {
+    now_ns(ClockId::ProcessCPUTime)
+}
+
+/// Reads the pids of a cgroup directory (`cgroup.procs`).
+fn cgroup_pids(dir: &Path) -> Result<Vec<u32>> {
+    let path = dir.join("cgroup.procs");
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+}
+
+/// The recorder's running state.
+struct Recorder<'a> {
+    config: &'a RecordConfig,
+    root: crate::Root,
+    probe: Box<dyn Probe>,
+    freezer: Option<Freezer>,
+    /// The launched command.
+    child: Option<u32>,
+    /// Whether the backend follows the program (launched it, or attached
+    /// it, and waits for its processes).
+    probe_launched: bool,
+    exit_code: Option<i32>,
+    seen: HashSet<u32>,
+    /// The command line last recorded for each process named by --pid or
+    /// launched (and theirs), read again at each boundary (see
+    /// [`Recorder::new_processes`]).
+    commands: HashMap<u32, (u64, Vec<String>)>,
+    /// Processes of the machine or of a cgroup whose memory pagescope may
+    /// not read: left out of the recording, and named in a note.
+    denied: BTreeSet<u32>,
+    /// Boundaries after which a full interval could not be kept.
+    overruns: u64,
+    page_size: u64,
+    buf: Vec<u8>,
+}
+
+impl Recorder<'_> {
+    /// The processes to record now.
+    fn targets(&mut self) -> Result<Vec<u32>> {
+        let alive = |p: &u32| self.root.proc.join(p.to_string()).exists();
+        let mut pids = match &self.config.target {
+            Target::Pids(p) => p.iter().copied().filter(alive).collect(),
+            // A cgroup removed (its service stopped) has no processes.
+            Target::Cgroup(dir) => match cgroup_pids(dir) {
+                Err(e) if e.is_gone() => Vec::new(),
+                other => other?,
+            },
+            Target::System => procfs::list_pids(&self.root.proc)?,
+            Target::Command(_) => match self.child {
+                Some(c) if self.exit_code.is_none() => procfs::descendants(&self.root.proc, c),
+                _ => Vec::new(),
+            },
+        };
+        // A process named by --pid that can't be read is an error (the
+        // backend says so); one of many is left out, as a snapshot does.
+        if matches!(self.config.target, Target::System | Target::Cgroup(_)) {
+            pids.retain(|&p| self.readable(p));
+        }
+        Ok(pids)
+    }
+
+    /// Whether pagescope may read the memory of `pid` (its pagemap, as
+    /// its smaps, needs ptrace read access); a process that refuses is
+    /// remembered in `denied`, and one that is gone is left to the backend.
+    fn readable(&mut self, pid: u32) -> bool {
+        if self.seen.contains(&pid) {
+            return true;
+        }
+        if self.denied.contains(&pid) {
+            return false;
+        }
+        let refused = matches!(
+            ProcDir::open(&self.root.proc, pid).and_then(|d| d.open_file("pagemap")),
+            Err(Error::PermissionDenied { .. })
+        );
+        if refused {
+            self.denied.insert(pid);
+        }
+        !refused
+    }
+
+    /// Takes the exit of a process; notes the launched command's.
+    fn on_exit(&mut self, e: Exit) {
+        if Some(e.pid) == self.child {
+            self.exit_code = Some(e.code);
+        }
+    }
+
+    /// Passes on stops and reaps exits until nothing is pending.
+    fn drain_children(&mut self) {
+        while let Ok(Some(st)) = freeze::wait_any(true) {
+            let exit = match self.freezer.as_mut() {
+                Some(f) => f.on_status(st, false),
+                None => freeze::exit_of(st),
+            };
+            if let Some(e) = exit {
+                self.on_exit(e);
+            }
+        }
+    }
+
+    /// After a failure, ends the launched command (if it still runs) and
+    /// the processes below it, and reaps it: pagescope does not exit and
+    /// leave it running unrecorded. Called once the freezer has let go;
+    /// a backend that follows the program lets go of it here, after the
+    /// kill. Returns whether there was one to end.
+    fn end_launched(&mut self) -> bool {
+        let Some(child) = self.child.filter(|_| self.exit_code.is_none()) else {
+            return false;
+        };
+        crate::launched::kill_tree(&self.root.proc, child);
+        if let Some(f) = self.follower() {
+            // Its tracer sees the exits, and reaps what it launched.
+            let _ = f.let_go();
+        }
+        crate::launched::reap(child);
+        self.exit_code = Some(128 + libc::SIGKILL);
+        true
+    }
+
+    /// The backend, if it follows the program.
+    fn follower(&mut self) -> Option<&mut dyn Follow> {
+        if self.probe_launched {
+            self.probe.follower()
+        } else {
+            None
+        }
+    }
+
+    /// Attaches the freezer to targets it does not hold yet.
+    fn attach_new(&mut self, pids: &[u32]) -> Result<()> {
+        if let Some(f) = self.freezer.as_mut() {
+            for &pid in pids {
+                if !self.seen.contains(&pid) {
+                    f.attach(pid)
+                        .map_err(|e| Error::io(format!("/proc/{pid}"), e))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The processes first seen now, and, in a recording of processes
+    /// (not of the machine or a cgroup, where reading every command line
+    /// at every boundary would cost too much), those whose command line
+    /// changed: an exec, or the launched command, first seen as
+    /// pagescope's own fork before its exec. A process recorded again
+    /// carries its new command line; readers keep the last.
+    fn new_processes(&mut self, pids: &[u32], seq: u64) -> Vec<ProcessInfo> {
+        let per_process = matches!(self.config.target, Target::Pids(_) | Target::Command(_));
+        let mut out = Vec::new();
+        for &pid in pids {
+            let new = self.seen.insert(pid);
+            if !new && !per_process {
+                continue;
+            }
+            let mut command = ProcDir::open(&self.root.proc, pid)
+                .and_then(|d| d.cmdline(&mut self.buf))
+                .unwrap_or_default();
+            // The launched command is named by the command it runs when
+            // first seen (it may be pagescope's fork still, or in the
+            // middle of its exec, whose arguments are not all in place),
+            // and later by what it shows, once that is its own.
+            if Some(pid) == self.child {
+                if let Target::Command(argv) = &self.config.target {
+                    if new || command.is_empty() || command == std::env::args().collect::<Vec<_>>()
+                    {
+                        command = argv.clone();
+                    }
+                }
+            }
+            let first_seq = match self.commands.get(&pid) {
+                Some((_, c)) if command.is_empty() || c == &command => continue,
+                Some(&(first, _)) => first,
+                None => seq,
+            };
+            if per_process {
+                self.commands.insert(pid, (first_seq, command.clone()));
+            }
+            out.push(ProcessInfo {
+                pid,
+                command,
+                first_seq,
+            });
+        }
+        if per_process {
+            self.commands.retain(|p, _| pids.contains(p));
+        }
+        out
+    }
+}
+
+/// Records until the command exits, the targets are gone, the duration
+/// is over, or SIGINT/SIGTERM; the file is complete in every case.
+pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
+    let root = crate::Root::default();
+    let page_size = crate::system::page_size();
+    crate::signals::block().map_err(|e| Error::io("sigprocmask", e))?;
+    let (probe, why) = choose(config, &root, page_size)?;
+    // Two observers of one process corrupt each other's figures (two
+    // refs recorders clear each other's accessed bits).
+    let mut _observing = Vec::new();
+    if let Target::Pids(pids) = &config.target {
+        for &pid in pids {
+            _observing.extend(crate::observer::ObserverLock::acquire(
+                &root.proc, pid, "record",
+            )?);
+        }
+    }
+    let scope = match &config.target {
+        Target::Pids(p) => Scope::Processes(p.clone()),
+        Target::Cgroup(d) => Scope::Cgroup(d.display().to_string()),
+        Target::System => Scope::System,
+        Target::Command(argv) => Scope::Command(argv.clone()),
+    };
+    let per_process = matches!(config.target, Target::Pids(_) | Target::Command(_));
+    let frozen = config.freeze && probe.needs_freeze() && per_process;
+    let mut notes = header_notes(config, &*probe, &root, page_size, frozen, per_process);
+    let mut rec = Recorder {
+        config,
+        root,
+        probe,
+        freezer: frozen.then(Freezer::default),
+        child: None,
+        probe_launched: false,
+        exit_code: None,
+        seen: HashSet::new(),
+        commands: HashMap::new(),
+        denied: BTreeSet::new(),
+        overruns: 0,
+        page_size,
+        buf: Vec::new(),
+    };
+    // The file first: a bad -o must not leave a launched command behind.
+    let file = crate::output::create(&config.output).map_err(|e| Error::io(&config.output, e))?;
+    let follow = match &config.target {
+        Target::Command(argv) => Some(Followed::Launch(argv.clone())),
+        Target::Pids(p) if p.len() == 1 => Some(Followed::Attach(p[0])),
+        _ => None,
+    };
+    if let Some(what) = follow {
+        let pid = match rec.probe.follower() {
+            Some(f) => {
+                rec.probe_launched = true;
+                Some(f.follow(&what)?)
+            }
+            None => None,
+        };
+        if let Target::Command(argv) = &config.target {
+            rec.child = Some(match pid {
+                Some(pid) => pid,
+                None => std::process::Command::new(&argv[0])
+                    .args(&argv[1..])
+                    .spawn()
+                    .map_err(|e| Error::io(&argv[0], e))?
+                    .id(),
+            });
+        }
+    }
+    // The processes that can't be read so far go into the header's notes.
+    if matches!(config.target, Target::System | Target::Cgroup(_)) {
+        rec.targets()?;
+    }
+    let denied_at_start = rec.denied.clone();
+    if !denied_at_start.is_empty() {
+        let pids: Vec<u32> = denied_at_start.iter().copied().collect();
+        notes.push(procfs::denied_note(&pids, DENIED_MISSING));
+    }
+    let start = Instant::now();
+    let backend = rec.probe.backend();
+    let header = RecordHeader {
+        sample: Some(if backend == Backend::Fault {
+            config.sample
+        } else {
+            1.0
+        }),
+        page_size,
+        interval_ns: config.interval.as_nanos() as u64,
+        block_size: config.block,
+        backend,
+        why,
+        granularity: rec.probe.granularity(),
+        writes: rec.probe.writes(),
+        frozen,
+        scope,
+        start_unix_ns: now_ns(ClockId::Realtime),
+        start_monotonic_ns: now_ns(ClockId::Monotonic),
+        kernel: crate::system::kernel_release(),
+        notes,
+        nodes: crate::node::block_size(&rec.root.sys)
+            .and_then(|bs| crate::node::node_ranges(&rec.root.sys, bs, page_size))
+            .unwrap_or_default(),
+    };
+    let mut out = match RecordWriter::new(file, &config.output, &header) {
+        Ok(out) => out,
+        Err(e) => {
+            rec.end_launched();
+            return Err(e);
+        }
+    };
+    let result = run(&mut rec, &mut out, start, live);
+    if let Some(f) = rec.freezer.as_mut() {
+        for e in f.detach_all() {
+            rec.on_exit(e);
+        }
+    }
+    let (intervals, mut reason) = match result {
+        Ok(r) => r,
+        Err(e) => {
+            let mut reason = format!("error: {e}");
+            if rec.end_launched() {
+                reason.push_str("; the launched command was killed");
+            }
+            // Finish the file so that it reads as complete up to here.
+            let _ = out.finish(&RecordEnd {
+                intervals: live.intervals.load(Ordering::Relaxed),
+                reason,
+                overruns: rec.overruns,
+            });
+            return Err(e);
+        }
+    };
+    if rec.exit_code.is_none() {
+        match rec.follower().map(|f| f.let_go()) {
+            Some(Launched::Exited(code)) if rec.child.is_some() => rec.exit_code = Some(code),
+            Some(Launched::Failed(e)) => reason = format!("{reason}; letting the program go: {e}"),
+            Some(Launched::Exited(_) | Launched::Running | Launched::LetGo) | None => {}
+        }
+    }
+    if let (Some(c), None) = (rec.child, rec.exit_code) {
+        // Interrupted: the command runs on; wait for it as a shell would.
+        rec.exit_code = freeze::wait_pid(c).map(|e| e.code);
+    }
+    let end = RecordEnd {
+        intervals,
+        reason,
+        overruns: rec.overruns,
+    };
+    out.finish(&end)?;
+    Ok(RecordOutcome {
+        header,
+        end,
+        bytes: out.bytes(),
+        exit_code: rec.exit_code,
+        denied_later: rec.denied.difference(&denied_at_start).copied().collect(),
+    })
+}
+
+/// The interval loop; returns the intervals written and why it stopped.
+fn run(
+    rec: &mut Recorder<'_>,
+    out: &mut RecordWriter<std::fs::File>,
+    start: Instant,
+    live: &Live,
+) -> Result<(u64, String)> {
+    let config = rec.config;
+    let pids = rec.targets()?;
+    rec.attach_new(&pids)?;
+    for p in rec.new_processes(&pids, 0) {
+        out.process(&p)?;
+    }
+    rec.probe.reset(&pids)?;
+    let mut begun = start;
+    let mut cpu = own_cpu_ns();
+    let mut seq = 0u64;
+    let mut next = start;
+    loop {
+        // Deadlines are absolute, so intervals don't drift; a boundary that
+        // took so long that the next deadline is less than half an interval
+        // away starts a full interval from now, so that the programs run.
+        next += config.interval;
+        let now = Instant::now();
+        if next < now + config.interval / 2 {
+            next = now + config.interval;
+            rec.overruns += 1;
+        }
+        let deadline = match config.duration {
+            Some(d) => next.min(start + d),
+            None => next,
+        };
+        let mut reason = None;
+        while reason.is_none() {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            match crate::signals::wait(deadline - now) {
+                Some(Signal::SIGINT | Signal::SIGTERM) => reason = Some("interrupted"),
+                Some(_) if !rec.probe_launched => rec.drain_children(),
+                _ => {}
+            }
+            if let Some(state) = rec.follower().map(|f| f.launched()) {
+                match state {
+                    Launched::Running => {}
+                    Launched::Exited(code) if rec.child.is_some() => rec.exit_code = Some(code),
+                    // An attached process: its exit code is its parent's.
+                    Launched::Exited(_) => reason = Some("exited"),
+                    Launched::LetGo => reason = Some("interrupted"),
+                    Launched::Failed(e) => return Err(e),
+                }
+            }
+            if rec.child.is_some() && rec.exit_code.is_some() {
+                reason = Some("exited");
+            }
+        }
+        if let Some(f) = rec.freezer.as_mut() {
+            let exits = f.freeze().map_err(|e| Error::io("ptrace", e))?;
+            for e in exits {
+                rec.on_exit(e);
+            }
+        }
+        let ended = Instant::now();
+        let pids = rec.targets()?;
+        let mut interval = Interval {
+            seq,
+            start_ns: (begun - start).as_nanos() as u64,
+            end_ns: (ended - start).as_nanos() as u64,
+            ..Interval::default()
+        };
+        // Only processes reset at an earlier boundary: a newcomer's bits
+        // hold references from before it was recorded.
+        let known: Vec<u32> = pids
+            .iter()
+            .copied()
+            .filter(|p| rec.seen.contains(p))
+            .collect();
+        let collected = rec.probe.collect(&known, &mut interval);
+        // New processes are attached and reset while everything is stopped.
+        let attached = rec.attach_new(&pids);
+        let fresh: Vec<u32> = pids
+            .iter()
+            .copied()
+            .filter(|p| !rec.seen.contains(p))
+            .collect();
+        let reset = rec.probe.reset(&fresh);
+        if let Some(f) = rec.freezer.as_mut() {
+            f.thaw();
+        }
+        collected?;
+        attached?;
+        reset?;
+        for p in rec.new_processes(&pids, seq + 1) {
+            out.process(&p)?;
+        }
+        interval.kernel = kernel_resident(&rec.root.proc, rec.page_size)?;
+        let now_cpu = own_cpu_ns();
+        interval.recorder_cpu_ns = now_cpu - cpu;
+        cpu = now_cpu;
+        out.interval(&interval)?;
+        let span = (ended - begun).as_nanos().max(1) as u64;
+        live.intervals.store(seq + 1, Ordering::Relaxed);
+        live.referenced
+            .store(interval.total().referenced(), Ordering::Relaxed);
+        live.cpu_permille
+            .store(interval.recorder_cpu_ns * 1000 / span, Ordering::Relaxed);
+        live.bytes.store(out.bytes(), Ordering::Relaxed);
+        begun = ended;
+        seq += 1;
+        if let Some(r) = reason {
+            return Ok((seq, r.into()));
+        }
+        if config.duration.is_some_and(|d| ended - start >= d) {
+            return Ok((seq, "duration".into()));
+        }
+        if !matches!(config.target, Target::Command(_)) && pids.is_empty() {
+            return Ok((seq, "exited".into()));
+        }
+    }
+}
