@@ -6,3 +6,6 @@
 //! program) forbid unsafe code and call the safe functions here.
 
 #![deny(missing_docs)]
+
+pub mod poll;
+pub mod uffd;
