@@ -7,5 +7,7 @@
 
 #![deny(missing_docs)]
 
+pub mod holder;
 pub mod poll;
+pub mod signals;
 pub mod uffd;
