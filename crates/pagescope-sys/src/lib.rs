@@ -7,7 +7,8 @@
 
 #![deny(missing_docs)]
 
-pub mod holder;
+pub mod clone;
+pub mod mem;
 pub mod poll;
 pub mod signals;
 pub mod uffd;

@@ -434,6 +434,55 @@ pub fn own_fd(fd: i32) -> OwnedFd {
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
 
+/// Installs a seccomp filter on this thread (and the threads and
+/// processes it makes from now on) under which `userfaultfd(2)` fails
+/// with EPERM and every other system call is allowed; sets
+/// `no_new_privs` first, as an unprivileged filter needs.
+pub fn deny_userfaultfd() -> io::Result<()> {
+    let insn = |code: u32, jt: u8, jf: u8, k: u32| libc::sock_filter {
+        code: code as u16,
+        jt,
+        jf,
+        k,
+    };
+    let mut filter = [
+        // A = seccomp_data.nr
+        insn(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, 0),
+        insn(
+            libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
+            0,
+            1,
+            libc::SYS_userfaultfd as u32,
+        ),
+        insn(
+            libc::BPF_RET | libc::BPF_K,
+            0,
+            0,
+            libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
+        ),
+        insn(libc::BPF_RET | libc::BPF_K, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ];
+    let prog = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_mut_ptr(),
+    };
+    // SAFETY: prctl with integer arguments, then with a pointer to a
+    // filter program that outlives the call; the filter only makes one
+    // system call fail.
+    let r = unsafe {
+        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+            || libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &prog as *const libc::sock_fprog,
+            ) != 0
+    };
+    if r {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,7 +21,7 @@
 //! a shared page where pagescope marks each copy while it holds it. If
 //! nothing is left to hold, the holder exits; otherwise it waits to be
 //! ended by `--release`. When pagescope ends normally it ends the holder.
-use pagescope_sys::holder::{Ledger, Names};
+use pagescope_sys::clone::{Ledger, Names};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{mpsc, OnceLock};
@@ -94,7 +94,7 @@ impl Holder {
             std::thread::Builder::new()
                 .name("holder".into())
                 .spawn(move || {
-                    let pid = pagescope_sys::holder::clone_holder(keep, ledger, NAMES);
+                    let pid = pagescope_sys::clone::clone_holder(keep, ledger, NAMES);
                     let ok = pid.is_ok();
                     let _ = pid_tx.send(pid);
                     if ok {

@@ -1,7 +1,8 @@
-//! The raw part of pagescope's holder (see `pagescope-linux`'s
-//! `trace::holder`): a ledger of descriptor numbers shared with the
-//! holder, and the holder itself, a clone that shares this process's
-//! descriptor table and runs nothing but system calls.
+//! New processes made with clone(2) and fork(2): the raw part of
+//! pagescope's holder (see `pagescope-linux`'s `trace::holder`), a clone
+//! that shares this process's descriptor table and runs nothing but
+//! system calls, with the ledger of descriptor numbers it shares; and
+//! the fork of a single-threaded program.
 
 use std::ffi::CStr;
 use std::io;
@@ -209,9 +210,46 @@ fn fd_kind(fd: usize) -> FdKind {
     }
 }
 
+/// Which side of a [`fork`] this is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Forked {
+    /// The child.
+    Child,
+    /// The parent, with the child's pid.
+    Parent(i32),
+}
+
+/// fork(2) of a process that has one thread (so the child may run any
+/// code: no lock can be held by a thread it lacks). An error, and no
+/// fork, if the process has other threads.
+pub fn fork() -> io::Result<Forked> {
+    let threads = std::fs::read_dir("/proc/self/task")?.count();
+    if threads != 1 {
+        return Err(io::Error::other(format!(
+            "fork of a process of {threads} threads"
+        )));
+    }
+    // SAFETY: the process has this one thread (it alone could have made
+    // another), so the child's copy of memory is consistent.
+    match unsafe { libc::fork() } {
+        pid if pid < 0 => Err(io::Error::last_os_error()),
+        0 => Ok(Forked::Child),
+        pid => Ok(Forked::Parent(pid)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The test harness has threads: no fork.
+    #[test]
+    fn no_fork_of_a_threaded_process() {
+        let other =
+            std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_millis(500)));
+        assert!(fork().is_err());
+        other.join().unwrap();
+    }
 
     #[test]
     fn ledger_marks_and_clears() {
