@@ -34,6 +34,7 @@ fn main() {
     let mut bytes = vec![0u8; BATCH.max(MAX_RUN as usize) * 8];
     let (mut pages, mut frames, mut checksum) = (0u64, 0u64, 0u64);
     let mut maps = String::new();
+    let page = rustix::param::page_size() as u64;
     for dent in std::fs::read_dir("/proc").unwrap().flatten() {
         let Some(pid) = dent
             .file_name()
@@ -63,7 +64,7 @@ fn main() {
             let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) else {
                 continue;
             };
-            let (mut vpn, end) = (a / 4096, b / 4096);
+            let (mut vpn, end) = (a / page, b / page);
             while vpn < end {
                 let want = ((end - vpn) as usize).min(BATCH);
                 let got = read_u64s(&pagemap, vpn, &mut entries[..want], &mut bytes);

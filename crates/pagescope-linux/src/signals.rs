@@ -5,18 +5,19 @@
 //! asking whether one is pending between a snapshot's reads. (`trace`
 //! catches them with handlers instead: its tracer must be woken out of
 //! `waitpid`.)
-#![allow(unsafe_code)]
 
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 use std::time::Duration;
 
 /// The signals that ask to stop, and SIGCHLD, which wakes a recorder when
 /// the command it launched exits.
+const WAITED: [Signal; 3] = [Signal::SIGCHLD, Signal::SIGINT, Signal::SIGTERM];
+
 fn wait_set() -> SigSet {
     let mut set = SigSet::empty();
-    set.add(Signal::SIGCHLD);
-    set.add(Signal::SIGINT);
-    set.add(Signal::SIGTERM);
+    for s in WAITED {
+        set.add(s);
+    }
     set
 }
 
@@ -32,25 +33,12 @@ pub fn block() -> std::io::Result<()> {
 /// Waits for one of the blocked signals until `timeout`, and takes it;
 /// `None` on timeout.
 pub fn wait(timeout: Duration) -> Option<Signal> {
-    let set = wait_set();
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs() as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: both pointers are valid for the call; a null siginfo is allowed.
-    let r = unsafe { libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &ts) };
-    Signal::try_from(r).ok()
+    let set = WAITED.map(|s| s as i32);
+    pagescope_sys::signals::timed_wait(&set, timeout).and_then(|s| Signal::try_from(s).ok())
 }
 
 /// Whether SIGINT or SIGTERM is pending (blocked by [`block`], it stays
 /// so: asking again says yes again). Cheap: one system call.
 pub fn stop_pending() -> bool {
-    // SAFETY: sigpending fills the set it is given (sigpending(2)), which
-    // sigismember then reads; both are valid for the calls.
-    unsafe {
-        let mut pending: libc::sigset_t = std::mem::zeroed();
-        libc::sigpending(&mut pending) == 0
-            && (libc::sigismember(&pending, libc::SIGINT) == 1
-                || libc::sigismember(&pending, libc::SIGTERM) == 1)
-    }
+    pagescope_sys::signals::any_pending(&[Signal::SIGINT as i32, Signal::SIGTERM as i32])
 }

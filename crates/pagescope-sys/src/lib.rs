@@ -7,7 +7,12 @@
 
 #![deny(missing_docs)]
 
+pub mod clone;
 pub mod damon;
+pub mod mem;
 pub mod pagemap_scan;
+pub mod poll;
 pub mod ptrace;
+pub mod signals;
 pub mod touch;
+pub mod uffd;

@@ -26,11 +26,15 @@
 //! memory maps only the shared zero page. With `--hold` it keeps the
 //! memory after `done` until killed.
 
+#![forbid(unsafe_code)]
+
 use anyhow::{bail, Context, Result};
 use clap::{Parser, ValueEnum};
-use rustix::mm::{mmap, mmap_anonymous, MapFlags, ProtFlags};
+use pagescope_sys::clone::Forked;
+use pagescope_sys::mem::Region;
 use serde_json::json;
 use std::io::Write;
+use std::os::fd::AsFd;
 use std::time::Duration;
 
 /// Where the buffer lives.
@@ -84,7 +88,7 @@ struct Args {
     #[arg(long)]
     wait_stdin: bool,
     /// Make the `userfaultfd` system call fail with EPERM from the start
-    /// (a seccomp filter, x86_64), as a sandbox might: a tracer attached
+    /// (a seccomp filter), as a sandbox might: a tracer attached
     /// later must make its userfaultfd through /dev/userfaultfd.
     #[arg(long)]
     deny_userfaultfd: bool,
@@ -181,38 +185,14 @@ fn emit(v: serde_json::Value) -> Result<()> {
     Ok(())
 }
 
-/// The buffer: a base pointer and length, owned for the life of the
-/// program (the mapping or allocation is never freed before exit).
-struct Buffer {
-    base: *mut u8,
-    len: usize,
-    _keep: Option<Vec<u64>>,
-}
+/// The buffer, kept for the life of the program (the mapping or
+/// allocation is never freed before exit).
+type Buffer = Region;
 
 fn map_buffer(args: &Args, len: usize) -> Result<Buffer> {
-    let rw = ProtFlags::READ | ProtFlags::WRITE;
     match args.mode {
-        Mode::Malloc => {
-            let mut v: Vec<u64> = Vec::with_capacity(len / 8);
-            let base = v.as_mut_ptr() as *mut u8;
-            Ok(Buffer {
-                base,
-                len,
-                _keep: Some(v),
-            })
-        }
-        Mode::Anon => {
-            // SAFETY: a fresh private anonymous mapping at an address the
-            // kernel chooses; it overlaps nothing and lives until exit.
-            #[allow(unsafe_code)]
-            let p = unsafe { mmap_anonymous(std::ptr::null_mut(), len, rw, MapFlags::PRIVATE) }
-                .context("mmap of the anonymous buffer")?;
-            Ok(Buffer {
-                base: p as *mut u8,
-                len,
-                _keep: None,
-            })
-        }
+        Mode::Malloc => Ok(Region::heap(len)),
+        Mode::Anon => Region::anonymous(len).context("mmap of the anonymous buffer"),
         Mode::File | Mode::Shm => {
             let fd = if args.mode == Mode::Shm {
                 rustix::fs::memfd_create("pagetest", rustix::fs::MemfdFlags::CLOEXEC)
@@ -232,99 +212,20 @@ fn map_buffer(args: &Args, len: usize) -> Result<Buffer> {
                 f.into()
             };
             rustix::fs::ftruncate(&fd, len as u64).context("sizing the buffer file")?;
-            // SAFETY: a fresh shared mapping of a file only we hold, at an
-            // address the kernel chooses; it lives until exit.
-            #[allow(unsafe_code)]
-            let p = unsafe { mmap(std::ptr::null_mut(), len, rw, MapFlags::SHARED, &fd, 0) }
-                .context("mmap of the buffer file")?;
-            Ok(Buffer {
-                base: p as *mut u8,
-                len,
-                _keep: None,
-            })
+            Region::shared(fd.as_fd(), len).context("mmap of the buffer file")
         }
     }
 }
 
-fn touch(buf: &Buffer, page: usize, op: Op, value: u64) -> u64 {
-    let mut sum = 0;
-    let mut off = 0;
-    while off < buf.len {
-        // SAFETY: `off` is below `len`, 8-aligned (base is page- or
-        // malloc-aligned), and the buffer is mapped read-write for the
-        // whole run; volatile so each touch really happens.
-        #[allow(unsafe_code)]
-        unsafe {
-            let p = buf.base.add(off) as *mut u64;
-            match op {
-                Op::Write => std::ptr::write_volatile(p, value),
-                Op::Read => sum += std::ptr::read_volatile(p),
-            }
-        }
-        off += page;
-    }
-    sum
-}
-
-/// Installs a seccomp filter under which `userfaultfd(2)` fails with
-/// EPERM and every other system call is allowed.
-#[cfg(target_arch = "x86_64")]
-fn deny_userfaultfd() -> Result<()> {
-    const NR_USERFAULTFD: u32 = 323;
-    const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
-    const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
-    let insn = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
-    let mut filter = [
-        // A = seccomp_data.nr
-        insn((libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16, 0, 0, 0),
-        insn(
-            (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
-            0,
-            1,
-            NR_USERFAULTFD,
-        ),
-        insn(
-            (libc::BPF_RET | libc::BPF_K) as u16,
-            0,
-            0,
-            SECCOMP_RET_ERRNO | libc::EPERM as u32,
-        ),
-        insn(
-            (libc::BPF_RET | libc::BPF_K) as u16,
-            0,
-            0,
-            SECCOMP_RET_ALLOW,
-        ),
-    ];
-    let prog = libc::sock_fprog {
-        len: filter.len() as u16,
-        filter: filter.as_mut_ptr(),
-    };
-    #[allow(unsafe_code)]
-    // SAFETY: prctl with integer arguments, then with a pointer to a
-    // filter program that outlives the call.
-    unsafe {
-        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
-            || libc::prctl(
-                libc::PR_SET_SECCOMP,
-                libc::SECCOMP_MODE_FILTER,
-                &prog as *const libc::sock_fprog,
-            ) != 0
-        {
-            return Err(std::io::Error::last_os_error()).context("seccomp filter");
-        }
-    }
-    Ok(())
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn deny_userfaultfd() -> Result<()> {
-    bail!("--deny-userfaultfd is built for x86_64 only")
+/// Touches one word of each of the first `len` bytes' pages of `buf`
+/// (reads or writes `value`); returns the sum of the words read.
+fn touch(buf: &Buffer, len: usize, page: usize, op: Op, value: u64) -> u64 {
+    buf.touch(len, page, (op == Op::Write).then_some(value))
 }
 
 fn run(args: Args) -> Result<()> {
     if args.deny_userfaultfd {
-        deny_userfaultfd()?;
+        pagescope_sys::uffd::deny_userfaultfd().context("seccomp filter")?;
     }
     let page = rustix::param::page_size();
     let len = usize::try_from(args.size.div_ceil(page as u64) * page as u64)
@@ -334,9 +235,9 @@ fn run(args: Args) -> Result<()> {
     }
     let buf = map_buffer(&args, len)?;
     if args.op == Op::Read || args.prefault {
-        touch(&buf, page, Op::Write, 1);
+        touch(&buf, len, page, Op::Write, 1);
     }
-    let start = buf.base as u64;
+    let start = buf.addr() as u64;
     emit(json!({
         "event": "ready",
         "pid": std::process::id(),
@@ -357,7 +258,7 @@ fn run(args: Args) -> Result<()> {
     }
     for i in 0..args.iterations {
         let t0 = now_ns();
-        checksum = checksum.wrapping_add(touch(&buf, page, args.op, i + 2));
+        checksum = checksum.wrapping_add(touch(&buf, len, page, args.op, i + 2));
         let t1 = now_ns();
         emit(json!({"event": "iteration", "index": i, "start_ns": t0, "end_ns": t1}))?;
         if let (0, Some(amount)) = (i, args.pageout) {
@@ -385,22 +286,12 @@ fn run(args: Args) -> Result<()> {
 /// page boundary: a malloc'd buffer may start inside a page) and says
 /// which.
 fn pageout(buf: &Buffer, page: usize, pages: usize) -> Result<()> {
-    let base = buf.base as usize;
+    let base = buf.addr();
     let first = base.next_multiple_of(page);
-    let pages = pages.min((base + buf.len).saturating_sub(first) / page);
+    let pages = pages.min((base + buf.len()).saturating_sub(first) / page);
     if pages > 0 {
-        // SAFETY: the range is whole pages inside the buffer, which stays
-        // mapped; MADV_PAGEOUT only moves its pages to swap (or drops
-        // clean ones), keeping their contents.
-        #[allow(unsafe_code)]
-        unsafe {
-            rustix::mm::madvise(
-                first as *mut std::ffi::c_void,
-                pages * page,
-                rustix::mm::Advice::LinuxPageOut,
-            )
-        }
-        .context("madvise(MADV_PAGEOUT)")?;
+        buf.page_out(first - base, pages * page)
+            .context("madvise(MADV_PAGEOUT)")?;
     }
     emit(json!({
         "event": "pageout",
@@ -423,27 +314,11 @@ fn grow(size: u64, every: Duration, page: usize) -> Result<()> {
     let mut total = 0u64;
     loop {
         std::thread::sleep(every);
-        // SAFETY: a fresh private anonymous mapping at an address the
-        // kernel chooses; it is never unmapped.
-        #[allow(unsafe_code)]
-        let p = unsafe {
-            mmap_anonymous(
-                std::ptr::null_mut(),
-                len,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::PRIVATE,
-            )
-        }
-        .context("mmap of a growth step")?;
-        let step = Buffer {
-            base: p as *mut u8,
-            len,
-            _keep: None,
-        };
-        touch(&step, page, Op::Write, 1);
+        let step = Region::anonymous(len).context("mmap of a growth step")?;
+        touch(&step, len, page, Op::Write, 1);
         total += len as u64;
         emit(
-            json!({"event": "grow", "start": p as u64, "bytes": len, "total_bytes": total, "time_ns": now_ns()}),
+            json!({"event": "grow", "start": step.addr(), "bytes": len, "total_bytes": total, "time_ns": now_ns()}),
         )?;
     }
 }
@@ -454,15 +329,11 @@ fn fork_children(args: &Args, buf: &Buffer, page: usize) -> Result<Vec<i32>> {
     let (rd, wr) = rustix::pipe::pipe().context("pipe")?;
     let mut pids = Vec::new();
     for i in 0..args.fork {
-        // SAFETY: pagetest is single-threaded here, so the child may run
-        // any code; it only touches the buffer, writes one byte to the
-        // pipe and sleeps.
-        #[allow(unsafe_code)]
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            bail!("fork failed: {}", std::io::Error::last_os_error());
-        }
-        if pid == 0 {
+        // pagetest is single-threaded here, so the child may run any
+        // code; it only touches the buffer, writes one byte to the pipe
+        // and sleeps.
+        let forked = pagescope_sys::clone::fork().context("fork")?;
+        let Forked::Parent(pid) = forked else {
             // The child: die with the parent, read everything, write
             // what it was told to, report, and wait.
             let _ = rustix::process::set_parent_process_death_signal(Some(
@@ -473,20 +344,15 @@ fn fork_children(args: &Args, buf: &Buffer, page: usize) -> Result<Vec<i32>> {
             if !args.child_delay.is_zero() {
                 std::thread::sleep(args.child_delay);
             }
-            let sum = touch(buf, page, Op::Read, 0);
+            let sum = touch(buf, buf.len(), page, Op::Read, 0);
             let _ = emit(json!({"event": "child-read", "pid": me, "checksum": sum}));
             if i == 0 && args.child_writes > 0 {
-                let n = (args.child_writes as usize).min(buf.len / page);
-                let part = Buffer {
-                    base: buf.base,
-                    len: n * page,
-                    _keep: None,
-                };
-                touch(&part, page, Op::Write, 0x55);
+                let n = (args.child_writes as usize).min(buf.len() / page);
+                touch(buf, n * page, page, Op::Write, 0x55);
             }
             let _ = rustix::io::write(&wr, &[1]);
             hold();
-        }
+        };
         pids.push(pid);
     }
     drop(wr);

@@ -21,16 +21,20 @@
 //! a shared page where pagescope marks each copy while it holds it. If
 //! nothing is left to hold, the holder exits; otherwise it waits to be
 //! ended by `--release`. When pagescope ends normally it ends the holder.
-#![allow(unsafe_code)]
-
+use pagescope_sys::clone::{Ledger, Names};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, OnceLock};
 
 /// The holder's name once pagescope is gone and it holds what
 /// `--release` needs (`pagescope-hold` while pagescope lives).
 pub const LEFT: &str = "pagescope-left";
+
+/// The holder's names, as it sets them.
+const NAMES: Names = Names {
+    holding: c"pagescope-hold",
+    left: c"pagescope-left",
+};
 
 /// Descriptor numbers the ledger covers; a copy numbered above is kept by
 /// the holder (holding too much is safe: it only keeps the holder alive).
@@ -38,28 +42,16 @@ const LEDGER_FDS: usize = 1 << 20;
 
 /// One bit per descriptor number: set while it is pagescope's copy of a
 /// userfaultfd that a traced process holds too. Shared with every holder
-/// (`MAP_SHARED`, mapped before the first one is cloned).
-static LEDGER: OnceLock<Option<&'static [AtomicU64]>> = OnceLock::new();
+/// (mapped before the first one is cloned); the error number if it could
+/// not be mapped.
+static LEDGER: OnceLock<Result<Ledger, i32>> = OnceLock::new();
 
 /// The ledger, mapped at the first call.
-fn ledger() -> Option<&'static [AtomicU64]> {
-    *LEDGER.get_or_init(|| {
-        let bytes = LEDGER_FDS / 8;
-        // SAFETY: a fresh anonymous mapping, never unmapped; zeroed by the
-        // kernel, which is a valid array of AtomicU64.
-        unsafe {
-            let p = libc::mmap(
-                std::ptr::null_mut(),
-                bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
-            (p != libc::MAP_FAILED)
-                .then(|| std::slice::from_raw_parts(p as *const AtomicU64, LEDGER_FDS / 64))
-        }
-    })
+fn ledger() -> io::Result<Ledger> {
+    (*LEDGER.get_or_init(|| {
+        Ledger::map(LEDGER_FDS).map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))
+    }))
+    .map_err(io::Error::from_raw_os_error)
 }
 
 /// Marks (or clears) descriptor `fd` as pagescope's copy of a userfaultfd
@@ -67,24 +59,9 @@ fn ledger() -> Option<&'static [AtomicU64]> {
 /// pagescope dies.
 /// (Nothing before the first holder: no holder to tell.)
 pub(crate) fn mark_copy(fd: i32, copy: bool) {
-    let Some(Some(ledger)) = LEDGER.get() else {
-        return;
-    };
-    let Ok(n) = usize::try_from(fd) else { return };
-    if let Some(word) = ledger.get(n / 64) {
-        let bit = 1u64 << (n % 64);
-        if copy {
-            word.fetch_or(bit, Ordering::SeqCst);
-        } else {
-            word.fetch_and(!bit, Ordering::SeqCst);
-        }
+    if let Some(Ok(ledger)) = LEDGER.get() {
+        ledger.mark(fd, copy);
     }
-}
-
-fn is_copy(ledger: &[AtomicU64], fd: usize) -> bool {
-    ledger
-        .get(fd / 64)
-        .is_some_and(|w| w.load(Ordering::SeqCst) & (1 << (fd % 64)) != 0)
 }
 
 /// A running holder; dropping it ends the holder.
@@ -104,7 +81,7 @@ impl Holder {
     /// death signal follows the thread, not the process, and no other
     /// thread of pagescope must find the holder among its children.
     pub fn start(root: u32) -> io::Result<Holder> {
-        let ledger = ledger().ok_or_else(io::Error::last_os_error)?;
+        let ledger = ledger()?;
         let root_fd = rustix::process::pidfd_open(
             rustix::process::Pid::from_raw(root as i32)
                 .ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))?,
@@ -117,30 +94,7 @@ impl Holder {
             std::thread::Builder::new()
                 .name("holder".into())
                 .spawn(move || {
-                    // SAFETY: getpid takes nothing.
-                    let me = unsafe { libc::getpid() };
-                    // SAFETY: a fork-like clone (no CLONE_VM: the child has
-                    // its own copy of memory, on this thread's stack) that
-                    // shares the descriptor table; the child runs only
-                    // `hold`, which makes system calls and never returns.
-                    let pid = unsafe {
-                        libc::syscall(
-                            libc::SYS_clone,
-                            (libc::CLONE_FILES | libc::SIGCHLD) as libc::c_ulong,
-                            0usize,
-                            0usize,
-                            0usize,
-                            0usize,
-                        )
-                    };
-                    if pid == 0 {
-                        hold(me, keep, ledger);
-                    }
-                    let pid = if pid < 0 {
-                        Err(io::Error::last_os_error())
-                    } else {
-                        Ok(pid as i32)
-                    };
+                    let pid = pagescope_sys::clone::clone_holder(keep, ledger, NAMES);
                     let ok = pid.is_ok();
                     let _ = pid_tx.send(pid);
                     if ok {
@@ -163,115 +117,14 @@ impl Holder {
 
 impl Drop for Holder {
     fn drop(&mut self) {
-        // SAFETY: kill and waitpid of the holder, this process's child.
-        unsafe {
-            libc::kill(self.pid, libc::SIGKILL);
-            let mut status = 0;
-            while libc::waitpid(self.pid, &mut status, libc::__WALL) < 0
-                && *libc::__errno_location() == libc::EINTR
-            {}
-        }
+        use nix::sys::wait::{waitpid, WaitPidFlag};
+        let pid = nix::unistd::Pid::from_raw(self.pid);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        while waitpid(pid, Some(WaitPidFlag::__WALL)) == Err(nix::errno::Errno::EINTR) {}
         drop(self.stop.take());
         if let Some(t) = self.parent.take() {
             let _ = t.join();
         }
-    }
-}
-
-/// The holder's whole life: wait for pagescope (`parent`) to die, then
-/// keep only what a release needs. System calls only: it is a fork of a
-/// threaded process, where a lock may be held by a thread that is not
-/// there.
-fn hold(parent: i32, root_fd: i32, ledger: &[AtomicU64]) -> ! {
-    // SAFETY: plain system calls on this process, with buffers on the stack.
-    unsafe {
-        libc::prctl(libc::PR_SET_NAME, c"pagescope-hold".as_ptr());
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::sigprocmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGUSR1 as libc::c_ulong);
-        let mut usr1: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut usr1);
-        libc::sigaddset(&mut usr1, libc::SIGUSR1);
-        // The signal comes when the parent thread exits; the process is
-        // gone once the parent is another process (init, or a subreaper).
-        while libc::getppid() == parent {
-            let second = libc::timespec {
-                tv_sec: 1,
-                tv_nsec: 0,
-            };
-            libc::sigtimedwait(&usr1, std::ptr::null_mut(), &second);
-        }
-        libc::prctl(libc::PR_SET_NAME, c"pagescope-left".as_ptr());
-        let mut limit: libc::rlimit = std::mem::zeroed();
-        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
-        let top = (limit.rlim_cur as usize).min(LEDGER_FDS * 4);
-        let mut kept = 0;
-        for fd in 0..top {
-            if fd as i32 == root_fd {
-                continue;
-            }
-            match fd_kind(fd) {
-                FdKind::Closed => {}
-                FdKind::Userfaultfd if !is_copy(ledger, fd) => kept += 1,
-                _ => {
-                    libc::close(fd as i32);
-                }
-            }
-        }
-        if kept == 0 {
-            libc::_exit(0);
-        }
-        loop {
-            // Every signal is blocked: only SIGKILL ends this.
-            libc::pause();
-        }
-    }
-}
-
-enum FdKind {
-    Closed,
-    Userfaultfd,
-    Other,
-}
-
-/// What descriptor `fd` of this process is, from its /proc link; no
-/// allocation.
-fn fd_kind(fd: usize) -> FdKind {
-    const PREFIX: &[u8] = b"/proc/self/fd/";
-    let mut path = [0u8; 40];
-    path[..PREFIX.len()].copy_from_slice(PREFIX);
-    let mut digits = [0u8; 20];
-    let mut n = fd;
-    let mut len = 0;
-    loop {
-        digits[len] = b'0' + (n % 10) as u8;
-        len += 1;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    for i in 0..len {
-        path[PREFIX.len() + i] = digits[len - 1 - i];
-    }
-    let mut link = [0u8; 64];
-    // SAFETY: `path` is NUL-terminated (zeroed past the digits) and `link`
-    // is a writable buffer of the length given.
-    let r = unsafe {
-        libc::readlink(
-            path.as_ptr() as *const libc::c_char,
-            link.as_mut_ptr() as *mut libc::c_char,
-            link.len(),
-        )
-    };
-    if r < 0 {
-        return FdKind::Closed;
-    }
-    if &link[..r as usize] == b"anon_inode:[userfaultfd]" {
-        FdKind::Userfaultfd
-    } else {
-        FdKind::Other
     }
 }
 

@@ -405,32 +405,8 @@ pub fn skip(feature: &str, why: &str) {
 /// The userfaultfd features this kernel offers, asked of the kernel
 /// (`UFFDIO_API` with none requested returns them all); `None` without
 /// userfaultfd (or the right to make one).
-#[allow(unsafe_code)]
 pub fn uffd_features() -> Option<u64> {
-    #[repr(C)]
-    struct UffdioApi {
-        api: u64,
-        features: u64,
-        ioctls: u64,
-    }
-    // _IOWR(0xAA, 0x3F, struct uffdio_api)
-    const UFFDIO_API: libc::c_ulong = 0xc018_aa3f;
-    // SAFETY: userfaultfd(2) takes flags and returns a new descriptor.
-    let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) };
-    if fd < 0 {
-        return None;
-    }
-    let mut api = UffdioApi {
-        api: 0xaa,
-        features: 0,
-        ioctls: 0,
-    };
-    // SAFETY: UFFDIO_API reads and writes one uffdio_api, which lives
-    // across the call; the descriptor is closed right after.
-    let r = unsafe { libc::ioctl(fd as i32, UFFDIO_API, &mut api) };
-    // SAFETY: `fd` is ours and not used after this.
-    unsafe { libc::close(fd as i32) };
-    (r == 0).then_some(api.features)
+    pagescope_sys::uffd::Uffd::probe_features().ok()
 }
 
 /// `UFFD_FEATURE_MOVE` (Linux 6.8): pages move without a copy.
@@ -679,15 +655,10 @@ impl Swapfile {
                 Err(e) => return Err(format!("{} (util-linux) does not run: {e}", argv[0])),
             }
         }
-        let c = std::ffi::CString::new(path).unwrap();
-        // SAFETY: swapon(2) reads a NUL-terminated path that outlives
-        // the call.
-        #[allow(unsafe_code)]
-        if unsafe { libc::swapon(c.as_ptr(), 0) } != 0 {
+        if let Err(e) = pagescope_sys::mem::swapon(Path::new(path)) {
             return Err(format!(
-                "the kernel refused swapon of a swapfile on {}: {}",
+                "the kernel refused swapon of a swapfile on {}: {e}",
                 Path::new(SWAPFILE_PREFIX).parent().unwrap().display(),
-                std::io::Error::last_os_error()
             ));
         }
         Ok(swap)
@@ -705,22 +676,14 @@ impl Swapfile {
     /// Switches `path` off (if on) and removes it; says on stderr what
     /// it could not do.
     fn off(path: &Path) {
-        let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
         // swapoff reads every page in the file back into memory; it can
         // fail for want of memory, or while another swapoff runs.
         for _ in 0..10 {
             if !Swapfile::active(path) {
                 break;
             }
-            // SAFETY: swapoff(2) reads a NUL-terminated path that
-            // outlives the call.
-            #[allow(unsafe_code)]
-            if unsafe { libc::swapoff(c.as_ptr()) } != 0 {
-                eprintln!(
-                    "swapoff {}: {}",
-                    path.display(),
-                    std::io::Error::last_os_error()
-                );
+            if let Err(e) = pagescope_sys::mem::swapoff(path) {
+                eprintln!("swapoff {}: {e}", path.display());
                 std::thread::sleep(Duration::from_millis(200));
             }
         }
