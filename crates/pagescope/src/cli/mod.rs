@@ -13,7 +13,9 @@ pub use analyze::{AnalyzeArgs, AnalyzeView};
 pub use record::{BackendArg, RecordArgs};
 pub use report::{DiffArgs, ReportArgs, View};
 pub use snapshot::SnapshotArgs;
-pub use trace::{EvictArg, TraceArgs};
+#[cfg(target_arch = "x86_64")]
+pub use trace::EvictArg;
+pub use trace::TraceArgs;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 

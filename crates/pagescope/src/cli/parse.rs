@@ -9,8 +9,12 @@ pub fn pool(s: &str) -> Result<u64, String> {
     // One instruction can touch several pages (its operands, the
     // stack, code in anonymous memory); a pool too small for them all
     // could evict one the instruction still needs, again and again.
-    if n < 16 * 4096 {
-        return Err(format!("{s:?}: the pool must hold at least 16 pages (64K)"));
+    let page = pagescope_linux::system::page_size();
+    if n < 16 * page {
+        return Err(format!(
+            "{s:?}: the pool must hold at least 16 pages ({}K)",
+            16 * page / 1024
+        ));
     }
     Ok(n)
 }
@@ -83,7 +87,7 @@ pub fn range(s: &str) -> Result<(u64, u64), String> {
 /// at least a page.
 pub fn block(s: &str) -> Result<u64, String> {
     let n = pagescope_core::units::parse_size(s)?;
-    if n < 4096 || !n.is_power_of_two() {
+    if n < pagescope_linux::system::page_size() || !n.is_power_of_two() {
         return Err(format!(
             "{s:?}: the block size must be a power of two of at least one page"
         ));

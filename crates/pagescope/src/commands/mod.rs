@@ -7,9 +7,13 @@ mod diff;
 mod feed;
 mod pages;
 mod record;
+#[cfg(target_arch = "x86_64")]
 mod release;
 mod report;
 mod snapshot;
+// `trace` (and its `--release`) inject system calls with x86_64's
+// registers: the library builds it only there.
+#[cfg(target_arch = "x86_64")]
 mod trace;
 
 use crate::cli::{Cli, Command};
@@ -22,10 +26,15 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Report(a) => report::run(a).map(|()| 0),
         Command::Diff(a) => diff::run(a).map(|()| 0),
         Command::Record(a) => record::run(a),
+        #[cfg(target_arch = "x86_64")]
         Command::Trace(a) => match a.release {
             Some(root) => release::run(root, a.progress.quiet).map(|()| 0),
             None => trace::run(a),
         },
+        #[cfg(not(target_arch = "x86_64"))]
+        Command::Trace(_) => Err(anyhow::anyhow!(
+            "pagescope trace is not supported here: it needs an x86_64 machine"
+        )),
         Command::Analyze(a) => analyze::run(a).map(|()| 0),
     }
 }

@@ -44,7 +44,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     };
     let config = TraceConfig {
         target,
-        pool_pages: args.pool.div_ceil(4096),
+        pool_pages: args.pool.div_ceil(pagescope_linux::system::page_size()),
         output: args.output.clone(),
         evict,
         time_resolution_ns: args.time_resolution.as_nanos() as u32,
