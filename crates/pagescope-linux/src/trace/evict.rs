@@ -1,0 +1,314 @@
+//! Eviction: taking pages out of the program, as the pool's replacement
+//! asks (a trace), at a boundary (a sampler), or when a range is
+//! registered (every page already there). Runs of neighbouring pages go
+//! with one call each, and a space's runs in one batch of its mover.
+
+use crate::pagemap::PagemapReader;
+use crate::trace::mm::{Mm, PAGE};
+use crate::trace::os::sys;
+use crate::trace::state::{Counts, State};
+use pagescope_core::sample;
+use pagescope_core::trace::EvictMethod;
+use pagescope_core::{Error, Result};
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::sync::atomic::Ordering;
+
+/// The pages that leave a full pool together: an eighth of it, at most
+/// 64. One eviction per fault would cost one call in the mover per page;
+/// in a batch, a run of neighbouring pages goes with one call.
+fn evict_batch(cap: usize) -> usize {
+    (cap / 8).clamp(1, 64)
+}
+
+/// Stale copies in store slots before they are dropped (16 MiB).
+const DEAD_BATCH: usize = 4096;
+
+/// Evicts `pages` (sorted), runs of neighbours in one mapping with one
+/// call each. Returns the pages that left, and those that can't leave
+/// now (the address space is changing: try later); the others can't
+/// leave at all (locked, or no mover), and are counted so.
+#[allow(clippy::type_complexity)]
+fn evict_pages(
+    st: &mut State,
+    counts: &Counts,
+    pages: &[(u32, u64)],
+) -> Result<(Vec<(u32, u64)>, Vec<(u32, u64)>)> {
+    let mut out = Vec::new();
+    let mut later = Vec::new();
+    // Runs of neighbours in one mapping: (first, end) into `pages`, and
+    // whether the mapping is shared.
+    let mut runs = Vec::new();
+    let mut i = 0;
+    while i < pages.len() {
+        let (key, start) = pages[i];
+        let Some(space) = st.spaces.get(&key) else {
+            i += 1;
+            continue;
+        };
+        let (map_end, shared) = space
+            .maps
+            .range(..=start)
+            .next_back()
+            .map_or((start + PAGE, false), |(_, r)| {
+                (r.end.max(start + PAGE), r.shared && start < r.end)
+            });
+        let mut j = i + 1;
+        while j < pages.len()
+            && j - i < 4096
+            && pages[j].0 == key
+            && pages[j].1 == start + (j - i) as u64 * PAGE
+            && pages[j].1 < map_end
+        {
+            j += 1;
+        }
+        runs.push((i, j, shared));
+        i = j;
+    }
+    // The moving method moves a space's private runs in one batch of its
+    // mover: one round trip for the lot, where a run alone costs one.
+    let mut moved_in_batch: HashMap<(u32, u64), usize> = HashMap::new();
+    let mut k = 0;
+    while k < runs.len() {
+        let key = pages[runs[k].0].0;
+        let mut l = k;
+        while l < runs.len() && pages[runs[l].0].0 == key {
+            l += 1;
+        }
+        let private: Vec<(u64, u64)> = runs[k..l]
+            .iter()
+            .filter(|r| !r.2)
+            .map(|&(i, j, _)| (pages[i].1, (j - i) as u64))
+            .collect();
+        if let Some(space) = st.spaces.get_mut(&key) {
+            if space.mm.method == EvictMethod::Move && !private.is_empty() {
+                match space.mm.evict_runs(&private) {
+                    Ok(moved) => {
+                        for (&(start, _), m) in private.iter().zip(moved) {
+                            moved_in_batch.insert((key, start), m as usize);
+                        }
+                    }
+                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                    Err(e) => return Err(sys("UFFDIO_MOVE (evicting pages)", e)),
+                }
+            }
+        }
+        k = l;
+    }
+    for (i, j, shared) in runs {
+        let (key, start) = pages[i];
+        let Some(space) = st.spaces.get_mut(&key) else {
+            continue;
+        };
+        let n = (j - i) as u64;
+        if shared {
+            // Shared memory stays in the page cache: only this mapping of
+            // it goes, and the next touch is a minor fault.
+            match space.mm.unmap_shared(start, n) {
+                Ok(true) => out.extend_from_slice(&pages[i..j]),
+                Ok(false) => {
+                    counts.unevictable.fetch_add(n, Ordering::Relaxed);
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(e) => return Err(sys("madvise (evicting shared memory)", e)),
+            }
+            continue;
+        }
+        let moved = if let Some(&m) = moved_in_batch.get(&(key, start)) {
+            m
+        } else if n > 1 {
+            match space.mm.evict_run(start, n) {
+                Ok(m) => m as usize,
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => 0,
+                Err(e) => return Err(sys("UFFDIO_MOVE (evicting pages)", e)),
+            }
+        } else {
+            0
+        };
+        out.extend_from_slice(&pages[i..i + moved]);
+        // The rest one by one: the page that stopped the run may be one
+        // the kernel won't move, and the others may still go.
+        for &(_, page) in &pages[i + moved..j] {
+            match space.mm.evict(page) {
+                Ok(Some(true)) => out.push((key, page)),
+                // Can't go (locked, or no mover): it stays, and
+                // its next touches go unseen until it can.
+                Ok(Some(false)) => {
+                    counts.unevictable.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(None) => later.push((key, page)),
+                // The process is exiting (its mover or memory already gone).
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(e) => return Err(sys("UFFDIO_MOVE (evicting a page)", e)),
+            }
+        }
+    }
+    counts
+        .evictions
+        .fetch_add(out.len() as u64, Ordering::Relaxed);
+    Ok((out, later))
+}
+
+/// Drops the stale slot copies of the spaces `keys` that have gathered
+/// at least `at_least`.
+pub(super) fn reclaim_dead(
+    st: &mut State,
+    keys: impl IntoIterator<Item = u32>,
+    at_least: usize,
+) -> Result<()> {
+    for key in keys {
+        if let Some(space) = st.spaces.get_mut(&key) {
+            match space.mm.reclaim_dead(at_least) {
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                r => r.map_err(|e| sys("madvise (freeing store slots)", e))?,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs the pool's replacement once it is over its size: its oldest
+/// [`evict_batch`] pages leave.
+pub(super) fn shrink_pool(st: &mut State, counts: &Counts) -> Result<()> {
+    if st.pool.live.len() <= st.pool.cap {
+        return Ok(());
+    }
+    let target = st.pool.cap + 1 - evict_batch(st.pool.cap);
+    let mut victims = Vec::new();
+    while st.pool.live.len() > target {
+        let Some((key, page, gen)) = st.pool.fifo.pop_front() else {
+            break;
+        };
+        match st.pool.live.get(&(key, page)) {
+            Some(&(g, writable)) if g == gen => {
+                st.pool.live.remove(&(key, page));
+                victims.push((key, page, gen, writable));
+            }
+            _ => continue,
+        }
+    }
+    let mut pages: Vec<(u32, u64)> = victims.iter().map(|v| (v.0, v.1)).collect();
+    pages.sort_unstable();
+    let (_, later) = evict_pages(st, counts, &pages)?;
+    // The address space is changing (an event not read yet): those stay
+    // at the head of the pool, and are tried at the next fault.
+    let later: HashSet<(u32, u64)> = later.into_iter().collect();
+    for &(key, page, gen, writable) in victims.iter().rev() {
+        if later.contains(&(key, page)) {
+            st.pool.live.insert((key, page), (gen, writable));
+            st.pool.fifo.push_front((key, page, gen));
+        }
+    }
+    let mut keys: Vec<u32> = pages.iter().map(|p| p.0).collect();
+    keys.dedup();
+    reclaim_dead(st, keys, DEAD_BATCH)
+}
+
+pub(super) fn pool_insert(st: &mut State, key: u32, page: u64, writable: bool) {
+    st.pool.gen += 1;
+    let gen = st.pool.gen;
+    st.pool.live.insert((key, page), (gen, writable));
+    // Sampling evicts at boundaries only: no replacement order to keep.
+    if st.writer.is_some() {
+        st.pool.fifo.push_back((key, page, gen));
+    }
+}
+
+/// Pages per group of the sample ([`sample::GROUP`]).
+pub(super) const SAMPLE_GROUP: u64 = sample::GROUP;
+
+/// Whether the page at address `page` is in the fixed random sample of
+/// `fraction` of the pages ([`sample::in_sample`]).
+pub(super) fn in_sample(page: u64, fraction: f64) -> bool {
+    sample::in_sample(page / PAGE, fraction)
+}
+
+/// A boundary of the `fault` backend: moves the resident pages of the
+/// sample (every page at `fraction` 1) out again, so that their next touch
+/// faults. The sample is fixed, so every page of it is out when an
+/// interval begins: one that faults back stands for `1 / fraction` pages,
+/// and the estimate is unbiased.
+pub(super) fn on_boundary(st: &mut State, counts: &Counts, fraction: f64) -> Result<()> {
+    st.fraction = fraction;
+    let mut pages: Vec<(u32, u64)> = st
+        .pool
+        .live
+        .keys()
+        .copied()
+        .filter(|&(_, p)| in_sample(p, fraction))
+        .collect();
+    pages.sort_unstable();
+    let (out, _) = evict_pages(st, counts, &pages)?;
+    // Pages that can't leave now are tried at the next boundary.
+    for page in out {
+        st.pool.live.remove(&page);
+        st.moved_out.insert(page);
+    }
+    let keys: Vec<u32> = st.spaces.keys().copied().collect();
+    reclaim_dead(st, keys, 1)
+}
+
+/// Moves every page of `[start, end)` that is resident or in swap and in
+/// the sample of `fraction` into the store (of shared memory: unmaps it
+/// here), runs of neighbours together: a page in swap moves as its swap
+/// entry (or, by copy, is read in), so that its next touch faults as any
+/// other's. Returns the pages moved.
+pub(super) fn empty_range(
+    mm: &mut Mm,
+    start: u64,
+    end: u64,
+    shared: bool,
+    fraction: f64,
+) -> Result<Vec<u64>> {
+    let path = format!("/proc/{}/pagemap", mm.pid);
+    let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
+    let mut reader = PagemapReader::new(file, path.into(), PAGE);
+    let mut present = Vec::new();
+    let kept = mm.kept();
+    reader.for_each(start, end, |addr, e| {
+        if (e.is_present() || e.is_in_swap())
+            && in_sample(addr, fraction)
+            && !(kept.0..kept.1).contains(&addr)
+        {
+            present.push(addr);
+        }
+    })?;
+    let what = |e| sys("evicting the pages of a new mapping", e);
+    // Runs of neighbours, as (first, end) into `present`.
+    let mut runs = Vec::new();
+    let mut i = 0;
+    while i < present.len() {
+        let mut j = i + 1;
+        while j < present.len() && j - i < 4096 && present[j] == present[j - 1] + PAGE {
+            j += 1;
+        }
+        runs.push((i, j));
+        i = j;
+    }
+    if shared {
+        for (i, j) in runs {
+            mm.unmap_shared(present[i], (j - i) as u64).map_err(what)?;
+        }
+        return Ok(present);
+    }
+    // The moving method moves them all in one batch of the mover (a
+    // sampled range is mostly runs of one page).
+    let starts: Vec<(u64, u64)> = runs
+        .iter()
+        .map(|&(i, j)| (present[i], (j - i) as u64))
+        .collect();
+    let batched = mm.evict_runs(&starts).map_err(what)?;
+    for (&(i, j), done) in runs.iter().zip(batched) {
+        let moved = if done > 0 || mm.method == EvictMethod::Move {
+            done as usize
+        } else if j - i > 1 {
+            mm.evict_run(present[i], (j - i) as u64).map_err(what)? as usize
+        } else {
+            0
+        };
+        for &page in &present[i + moved..j] {
+            mm.evict(page).map_err(what)?;
+        }
+    }
+    Ok(present)
+}

@@ -1,0 +1,324 @@
+//! The fault thread: it reads every traced address space's userfaultfd,
+//! serves the faults and events ([`super::serve`]), drives the movers
+//! (which only it may use), empties what the ptrace thread registers,
+//! answers a sampler's boundaries, and puts every page back on a release.
+
+use crate::trace::descriptors::unregister_all;
+use crate::trace::evict::{empty_range, on_boundary};
+use crate::trace::hooks::spin_time;
+use crate::trace::leftover::Leftover;
+use crate::trace::mm::{PAGE, STORE_BYTES};
+use crate::trace::os::{cpus, poll, sys, MADV_DONTNEED};
+use crate::trace::ptrace::{self as pt, nr, Mover};
+use crate::trace::serve::on_msg;
+use crate::trace::state::{Counts, Sampled, Space, State};
+use crate::trace::uffd::{Msg, Uffd};
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+use pagescope_core::Result;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// A boundary asked of the fault thread, and its answer.
+#[derive(Debug, Default)]
+pub(super) struct Boundary {
+    /// The recorder asks for the pages faulted in so far.
+    pub(super) take: bool,
+    pub(super) taken: Option<Vec<Sampled>>,
+    /// Then, with faults held meanwhile, for the eviction at this fraction.
+    pub(super) evict: Option<f64>,
+    pub(super) answer: Option<std::result::Result<(), String>>,
+}
+
+pub(super) struct Shared {
+    pub(super) state: Mutex<State>,
+    pub(super) counts: Arc<Counts>,
+    pub(super) boundary: Mutex<Boundary>,
+    pub(super) answered: Condvar,
+    /// Set when the fault thread must put every page back and stop.
+    pub(super) release: AtomicBool,
+    pub(super) released: AtomicBool,
+    pub(super) quit: AtomicBool,
+    pub(super) wake_w: OwnedFd,
+}
+
+impl Shared {
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    pub(super) fn poke(&self) {
+        let _ = rustix::io::write(&self.wake_w, &[1]);
+    }
+}
+
+/// Puts every evicted page back and unregisters every range of `space`,
+/// so the program runs on untraced; then frees the store's pages and
+/// ends the mover. Returns what stays in the program (the mover, a zombie
+/// child of it until reaped, its descriptor, store, index and code page)
+/// for the ptrace thread to remove ([`Ptracer::clean_up`]).
+fn release_space(space: &mut Space) -> Result<Option<Leftover>> {
+    let mm = &mut space.mm;
+    let pages: Vec<u64> = mm.evicted.keys().copied().collect();
+    for page in pages {
+        mm.bring_back(page, false)
+            .map_err(|e| sys("bringing a page back", e))?;
+    }
+    // Through the mover's pid: the program's names another address space
+    // once it has exec'd, and none once it has exited.
+    let unregistered = unregister_all(&mm.uffd, mm.mem_pid())?;
+    // What stays in the program (see [`Leftover`]); its descriptor only
+    // if the number still names the trace's (the program may have closed
+    // it, and reused the number).
+    let ended = mm.mover.as_ref().map(|m| Leftover {
+        tgid: mm.pid,
+        movers: vec![m.pid],
+        code: Some(m.insn),
+        fds: pt::same_file(mm.pid, m.fd, std::process::id(), mm.uffd.raw())
+            .is_ok_and(|same| same)
+            .then_some(m.fd)
+            .into_iter()
+            .collect(),
+        store: Some(mm.store.base),
+        guarded: true,
+        index: Some(mm.store.index),
+    });
+    if let Some(m) = mm.mover.as_mut().and_then(|m| m.mover.take()) {
+        if unregistered {
+            // Unregistered now, so this raises no event (one would wait
+            // for this thread to read it).
+            let _ = m.syscall(
+                nr::MADVISE,
+                [mm.store.base, STORE_BYTES, MADV_DONTNEED, 0, 0, 0],
+            );
+        }
+        m.kill();
+        return Ok(ended);
+    }
+    Ok(None)
+}
+
+/// Attaches movers the ptrace thread created, and empties the ranges it
+/// registered; then marks the spaces ready.
+fn prepare_spaces(st: &mut State) {
+    let keys: Vec<u32> = st.spaces.keys().copied().collect();
+    for k in keys {
+        let space = st.spaces.get_mut(&k).expect("listed");
+        if let Some(m) = space.mm.mover.as_mut() {
+            if m.mover.is_none() && !m.failed {
+                match Mover::seize(m.pid, m.insn) {
+                    Ok(mv) => m.mover = Some(mv),
+                    Err(e) => {
+                        m.failed = true;
+                        st.failure
+                            .get_or_insert(format!("attaching the mover: {e}"));
+                        continue;
+                    }
+                }
+            }
+        }
+        let space = st.spaces.get_mut(&k).expect("listed");
+        let ranges = std::mem::take(&mut space.pending_empty);
+        for (a, b, shared) in ranges {
+            match empty_range(&mut space.mm, a, b, shared, st.fraction) {
+                // Sampled pages that come back stand for 1 / fraction.
+                Ok(out) if st.fraction < 1.0 => {
+                    st.moved_out.extend(out.into_iter().map(|p| (k, p)))
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    st.failure.get_or_insert(e.to_string());
+                    break;
+                }
+            }
+        }
+        let space = st.spaces.get_mut(&k).expect("listed");
+        space.ready.store(true, Ordering::SeqCst);
+    }
+    st.dying.retain(|&p| !pt::reap_now(p));
+    for mut space in std::mem::take(&mut st.retired) {
+        if let Some(m) = space.mm.mover.as_mut().and_then(|m| m.mover.take()) {
+            st.dying.extend(m.kill_nowait());
+        } else if let Some(m) = &space.mm.mover {
+            let _ = nix::sys::signal::kill(Pid::from_raw(m.pid as i32), Signal::SIGKILL);
+        }
+    }
+}
+
+pub(super) fn fault_thread(shared: Arc<Shared>, wake_r: OwnedFd) {
+    // With one CPU, looking without sleeping would hold off the program
+    // that the fault just let go.
+    let spin = if cpus().len() > 1 {
+        spin_time()
+    } else {
+        Duration::ZERO
+    };
+    let mut last_fault: Option<Instant> = None;
+    let mut msgs = Vec::new();
+    let mut deferred: Vec<(u32, Msg)> = Vec::new();
+    let mut drain = [0u8; 64];
+    loop {
+        if shared.release.load(Ordering::SeqCst) && !shared.released.load(Ordering::SeqCst) {
+            let mut st = shared.lock();
+            prepare_spaces(&mut st);
+            let keys: Vec<u32> = st.spaces.keys().copied().collect();
+            for k in keys {
+                if let Some(space) = st.spaces.get_mut(&k) {
+                    match release_space(space) {
+                        Ok(Some(ended)) => st.reap.push(ended),
+                        Ok(None) => {}
+                        Err(e) => {
+                            st.failure.get_or_insert(e.to_string());
+                        }
+                    }
+                }
+            }
+            st.pool.live.clear();
+            shared.released.store(true, Ordering::SeqCst);
+        }
+        if shared.quit.load(Ordering::SeqCst) {
+            let mut st = shared.lock();
+            let spaces: Vec<Space> = st.spaces.drain().map(|(_, s)| s).collect();
+            st.retired.extend(spaces);
+            prepare_spaces(&mut st);
+            // Nothing waits on a page any more: they exit at once.
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while !st.dying.is_empty() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+                st.dying.retain(|&p| !pt::reap_now(p));
+            }
+            return;
+        }
+        let mut b = shared.boundary.lock().unwrap_or_else(|p| p.into_inner());
+        if std::mem::take(&mut b.take) {
+            // The pages faulted in so far; no fault is served until the
+            // recorder has read their frames and asks for the eviction, so
+            // none comes in (and goes out again unseen) in between.
+            b.taken = Some(std::mem::take(&mut shared.lock().sampled));
+            shared.answered.notify_all();
+            let fraction = loop {
+                if let Some(f) = b.evict.take() {
+                    break Some(f);
+                }
+                if shared.quit.load(Ordering::SeqCst) || shared.release.load(Ordering::SeqCst) {
+                    break None;
+                }
+                b = shared
+                    .answered
+                    .wait_timeout(b, Duration::from_millis(100))
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            };
+            if let Some(fraction) = fraction {
+                let answer = {
+                    let mut st = shared.lock();
+                    prepare_spaces(&mut st);
+                    on_boundary(&mut st, &shared.counts, fraction).map_err(|e| e.to_string())
+                };
+                b.answer = Some(answer);
+                shared.answered.notify_all();
+            }
+        }
+        drop(b);
+        // Messages read while a mover waited come first, in their order.
+        let mut batch: Vec<(u32, Msg)> = Vec::new();
+        let fds: Vec<(u32, Arc<Uffd>)> = {
+            let mut st = shared.lock();
+            prepare_spaces(&mut st);
+            for (&k, s) in st.spaces.iter_mut() {
+                batch.extend(s.mm.stash.drain(..).map(|m| (k, m)));
+            }
+            st.spaces
+                .iter()
+                .map(|(&k, s)| (k, s.mm.uffd.clone()))
+                .collect()
+        };
+        let mut polls: Vec<libc::pollfd> = std::iter::once(wake_r.as_raw_fd())
+            .chain(fds.iter().map(|(_, u)| u.raw()))
+            .map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let timeout = if !batch.is_empty() {
+            0
+        } else if deferred.is_empty() {
+            200
+        } else {
+            1
+        };
+        // Right after a fault the next one is likely microseconds away:
+        // look for it without sleeping, so that it needs no wake-up. The
+        // descriptors are read directly (they are non-blocking): a message
+        // found costs one system call, not a poll and then a read. The
+        // wake-up pipe waits until the spin ends (100 us at most).
+        let spun = timeout > 0
+            && last_fault.is_some_and(|t| t.elapsed() < spin)
+            && loop {
+                let before = batch.len();
+                for (key, u) in &fds {
+                    msgs.clear();
+                    if u.read_msgs(&mut msgs).is_ok() {
+                        batch.extend(msgs.iter().map(|&m| (*key, m)));
+                    }
+                }
+                if batch.len() > before {
+                    break true;
+                }
+                if last_fault.is_none_or(|t| t.elapsed() >= spin) {
+                    break false;
+                }
+                std::hint::spin_loop();
+            };
+        if !spun && poll(&mut polls, timeout) < 0 {
+            continue;
+        }
+        if polls[0].revents != 0 {
+            let _ = rustix::io::read(&wake_r, &mut drain);
+        }
+        for (i, (key, u)) in fds.iter().enumerate() {
+            if polls[i + 1].revents & libc::POLLIN == 0 {
+                continue;
+            }
+            msgs.clear();
+            if u.read_msgs(&mut msgs).is_ok() {
+                batch.extend(msgs.iter().map(|&m| (*key, m)));
+            }
+        }
+        if batch.iter().any(|(_, m)| matches!(m, Msg::Fault { .. })) {
+            last_fault = Some(Instant::now());
+        }
+        // Events first: a fault that could not be served waits for them.
+        let mut st = shared.lock();
+        let retry = std::mem::take(&mut deferred);
+        for (key, m) in batch
+            .iter()
+            .filter(|(_, m)| !matches!(m, Msg::Fault { .. }))
+            .chain(retry.iter())
+            .chain(batch.iter().filter(|(_, m)| matches!(m, Msg::Fault { .. })))
+        {
+            let (key, m) = (*key, *m);
+            if !st.spaces.contains_key(&key) {
+                continue;
+            }
+            match on_msg(&shared.counts, &mut st, key, m) {
+                Ok(true) => {}
+                Ok(false) => deferred.push((key, m)),
+                Err(e) => {
+                    st.failure.get_or_insert(e.to_string());
+                    // Never leave a thread waiting on a page.
+                    if let (Msg::Fault { address, .. }, Some(space)) = (m, st.spaces.get(&key)) {
+                        let _ = space.mm.uffd.wake(address & !(PAGE - 1), PAGE);
+                    }
+                }
+            }
+        }
+        if !st.pending.is_empty() && st.last_flush.elapsed() > Duration::from_millis(200) {
+            if let Err(e) = st.flush(&shared.counts) {
+                st.failure.get_or_insert(e.to_string());
+            }
+        }
+    }
+}
