@@ -7,79 +7,36 @@ use crate::pagemap::PagemapReader;
 use crate::trace::mm::{Mm, PAGE};
 use crate::trace::os::sys;
 use crate::trace::state::{Counts, State};
+use pagescope_core::evict::{self, Extent, Page};
 use pagescope_core::sample;
 use pagescope_core::trace::EvictMethod;
 use pagescope_core::{Error, Result};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs::File;
 use std::sync::atomic::Ordering;
-
-/// The pages that leave a full pool together: an eighth of it, at most
-/// 64. One eviction per fault would cost one call in the mover per page;
-/// in a batch, a run of neighbouring pages goes with one call.
-fn evict_batch(cap: usize) -> usize {
-    (cap / 8).clamp(1, 64)
-}
 
 /// Stale copies in store slots before they are dropped (16 MiB).
 const DEAD_BATCH: usize = 4096;
 
-/// Evicts `pages` (sorted), runs of neighbours in one mapping with one
-/// call each. Returns the pages that left, and those that can't leave
-/// now (the address space is changing: try later); the others can't
-/// leave at all (locked, or no mover), and are counted so.
+/// Evicts `pages` (sorted) as [`evict::plan`] plans it: runs of
+/// neighbours in one mapping with one call each, and with the moving
+/// method a space's private runs in one batch of its mover. Returns the
+/// pages that left, and those that can't leave now (the address space is
+/// changing: try later); the others can't leave at all (locked, or no
+/// mover), and are counted so.
 #[allow(clippy::type_complexity)]
-fn evict_pages(
-    st: &mut State,
-    counts: &Counts,
-    pages: &[(u32, u64)],
-) -> Result<(Vec<(u32, u64)>, Vec<(u32, u64)>)> {
-    let mut out = Vec::new();
-    let mut later = Vec::new();
-    // Runs of neighbours in one mapping: (first, end) into `pages`, and
-    // whether the mapping is shared.
-    let mut runs = Vec::new();
-    let mut i = 0;
-    while i < pages.len() {
-        let (key, start) = pages[i];
-        let Some(space) = st.spaces.get(&key) else {
-            i += 1;
-            continue;
-        };
-        let (map_end, shared) = space
-            .maps
-            .range(..=start)
-            .next_back()
-            .map_or((start + PAGE, false), |(_, r)| {
-                (r.end.max(start + PAGE), r.shared && start < r.end)
-            });
-        let mut j = i + 1;
-        while j < pages.len()
-            && j - i < 4096
-            && pages[j].0 == key
-            && pages[j].1 == start + (j - i) as u64 * PAGE
-            && pages[j].1 < map_end
-        {
-            j += 1;
-        }
-        runs.push((i, j, shared));
-        i = j;
-    }
+fn evict_pages(st: &mut State, counts: &Counts, pages: &[Page]) -> Result<(Vec<Page>, Vec<Page>)> {
+    let runs = evict::plan(pages, PAGE, |key, start| {
+        let space = st.spaces.get(&key)?;
+        Some(space.maps.range(..=start).next_back().map(|(_, r)| Extent {
+            end: r.end,
+            shared: r.shared,
+        }))
+    });
     // The moving method moves a space's private runs in one batch of its
     // mover: one round trip for the lot, where a run alone costs one.
     let mut moved_in_batch: HashMap<(u32, u64), usize> = HashMap::new();
-    let mut k = 0;
-    while k < runs.len() {
-        let key = pages[runs[k].0].0;
-        let mut l = k;
-        while l < runs.len() && pages[runs[l].0].0 == key {
-            l += 1;
-        }
-        let private: Vec<(u64, u64)> = runs[k..l]
-            .iter()
-            .filter(|r| !r.2)
-            .map(|&(i, j, _)| (pages[i].1, (j - i) as u64))
-            .collect();
+    for evict::Batch { key, runs: private } in evict::batches(&runs) {
         if let Some(space) = st.spaces.get_mut(&key) {
             if space.mm.method == EvictMethod::Move && !private.is_empty() {
                 match space.mm.evict_runs(&private) {
@@ -93,19 +50,21 @@ fn evict_pages(
                 }
             }
         }
-        k = l;
     }
-    for (i, j, shared) in runs {
-        let (key, start) = pages[i];
+    let mut out = Vec::new();
+    let mut later = Vec::new();
+    for run in runs {
+        let (key, start) = (run.key, run.start);
         let Some(space) = st.spaces.get_mut(&key) else {
             continue;
         };
-        let n = (j - i) as u64;
-        if shared {
+        let n = run.len() as u64;
+        let run_pages = &pages[run.pages];
+        if run.shared {
             // Shared memory stays in the page cache: only this mapping of
             // it goes, and the next touch is a minor fault.
             match space.mm.unmap_shared(start, n) {
-                Ok(true) => out.extend_from_slice(&pages[i..j]),
+                Ok(true) => out.extend_from_slice(run_pages),
                 Ok(false) => {
                     counts.unevictable.fetch_add(n, Ordering::Relaxed);
                 }
@@ -125,10 +84,10 @@ fn evict_pages(
         } else {
             0
         };
-        out.extend_from_slice(&pages[i..i + moved]);
+        out.extend_from_slice(&run_pages[..moved]);
         // The rest one by one: the page that stopped the run may be one
         // the kernel won't move, and the others may still go.
-        for &(_, page) in &pages[i + moved..j] {
+        for &(_, page) in &run_pages[moved..] {
             match space.mm.evict(page) {
                 Ok(Some(true)) => out.push((key, page)),
                 // Can't go (locked, or no mover): it stays, and
@@ -168,50 +127,20 @@ pub(super) fn reclaim_dead(
 }
 
 /// Runs the pool's replacement once it is over its size: its oldest
-/// [`evict_batch`] pages leave.
+/// pages leave ([`evict::Pool::shrink`]).
 pub(super) fn shrink_pool(st: &mut State, counts: &Counts) -> Result<()> {
-    if st.pool.live.len() <= st.pool.cap {
+    let shrink = st.pool.shrink();
+    let pages = shrink.pages();
+    if pages.is_empty() {
         return Ok(());
     }
-    let target = st.pool.cap + 1 - evict_batch(st.pool.cap);
-    let mut victims = Vec::new();
-    while st.pool.live.len() > target {
-        let Some((key, page, gen)) = st.pool.fifo.pop_front() else {
-            break;
-        };
-        match st.pool.live.get(&(key, page)) {
-            Some(&(g, writable)) if g == gen => {
-                st.pool.live.remove(&(key, page));
-                victims.push((key, page, gen, writable));
-            }
-            _ => continue,
-        }
-    }
-    let mut pages: Vec<(u32, u64)> = victims.iter().map(|v| (v.0, v.1)).collect();
-    pages.sort_unstable();
     let (_, later) = evict_pages(st, counts, &pages)?;
     // The address space is changing (an event not read yet): those stay
     // at the head of the pool, and are tried at the next fault.
-    let later: HashSet<(u32, u64)> = later.into_iter().collect();
-    for &(key, page, gen, writable) in victims.iter().rev() {
-        if later.contains(&(key, page)) {
-            st.pool.live.insert((key, page), (gen, writable));
-            st.pool.fifo.push_front((key, page, gen));
-        }
-    }
+    st.pool.keep(&shrink, &later);
     let mut keys: Vec<u32> = pages.iter().map(|p| p.0).collect();
     keys.dedup();
     reclaim_dead(st, keys, DEAD_BATCH)
-}
-
-pub(super) fn pool_insert(st: &mut State, key: u32, page: u64, writable: bool) {
-    st.pool.gen += 1;
-    let gen = st.pool.gen;
-    st.pool.live.insert((key, page), (gen, writable));
-    // Sampling evicts at boundaries only: no replacement order to keep.
-    if st.writer.is_some() {
-        st.pool.fifo.push_back((key, page, gen));
-    }
 }
 
 /// Pages per group of the sample ([`sample::GROUP`]).
@@ -230,18 +159,11 @@ pub(super) fn in_sample(page: u64, fraction: f64) -> bool {
 /// and the estimate is unbiased.
 pub(super) fn on_boundary(st: &mut State, counts: &Counts, fraction: f64) -> Result<()> {
     st.fraction = fraction;
-    let mut pages: Vec<(u32, u64)> = st
-        .pool
-        .live
-        .keys()
-        .copied()
-        .filter(|&(_, p)| in_sample(p, fraction))
-        .collect();
-    pages.sort_unstable();
+    let pages = st.pool.pages_where(|(_, p)| in_sample(p, fraction));
     let (out, _) = evict_pages(st, counts, &pages)?;
     // Pages that can't leave now are tried at the next boundary.
     for page in out {
-        st.pool.live.remove(&page);
+        st.pool.remove(page);
         st.moved_out.insert(page);
     }
     let keys: Vec<u32> = st.spaces.keys().copied().collect();
@@ -274,20 +196,11 @@ pub(super) fn empty_range(
         }
     })?;
     let what = |e| sys("evicting the pages of a new mapping", e);
-    // Runs of neighbours, as (first, end) into `present`.
-    let mut runs = Vec::new();
-    let mut i = 0;
-    while i < present.len() {
-        let mut j = i + 1;
-        while j < present.len() && j - i < 4096 && present[j] == present[j - 1] + PAGE {
-            j += 1;
-        }
-        runs.push((i, j));
-        i = j;
-    }
+    let runs = evict::neighbour_runs(&present, PAGE, evict::MAX_RUN);
     if shared {
-        for (i, j) in runs {
-            mm.unmap_shared(present[i], (j - i) as u64).map_err(what)?;
+        for r in runs {
+            mm.unmap_shared(present[r.start], r.len() as u64)
+                .map_err(what)?;
         }
         return Ok(present);
     }
@@ -295,18 +208,19 @@ pub(super) fn empty_range(
     // sampled range is mostly runs of one page).
     let starts: Vec<(u64, u64)> = runs
         .iter()
-        .map(|&(i, j)| (present[i], (j - i) as u64))
+        .map(|r| (present[r.start], r.len() as u64))
         .collect();
     let batched = mm.evict_runs(&starts).map_err(what)?;
-    for (&(i, j), done) in runs.iter().zip(batched) {
+    for (r, done) in runs.into_iter().zip(batched) {
+        let run = &present[r];
         let moved = if done > 0 || mm.method == EvictMethod::Move {
             done as usize
-        } else if j - i > 1 {
-            mm.evict_run(present[i], (j - i) as u64).map_err(what)? as usize
+        } else if run.len() > 1 {
+            mm.evict_run(run[0], run.len() as u64).map_err(what)? as usize
         } else {
             0
         };
-        for &page in &present[i + moved..j] {
+        for &page in &run[moved..] {
             mm.evict(page).map_err(what)?;
         }
     }

@@ -174,7 +174,7 @@ pub(super) fn fault_thread(shared: Arc<Shared>, wake_r: OwnedFd) {
                     }
                 }
             }
-            st.pool.live.clear();
+            st.pool.clear();
             shared.released.store(true, Ordering::SeqCst);
         }
         if shared.quit.load(Ordering::SeqCst) {

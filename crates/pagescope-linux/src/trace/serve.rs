@@ -4,7 +4,7 @@
 //! address space (fork, remap, remove, unmap).
 
 use crate::pagemap::PagemapReader;
-use crate::trace::evict::{in_sample, pool_insert, shrink_pool, SAMPLE_GROUP};
+use crate::trace::evict::{in_sample, shrink_pool, SAMPLE_GROUP};
 use crate::trace::hooks::die_here_for_tests;
 use crate::trace::mm::{self, Restored, PAGE};
 use crate::trace::os::{now_mono, sys};
@@ -124,10 +124,10 @@ fn on_fault(
     if minor {
         return on_minor_fault(st, counts, key, page, write, tid);
     }
-    let in_pool = st.pool.live.get(&(key, page)).copied();
+    let in_pool = st.pool.writable((key, page));
     if wp {
         match in_pool {
-            Some((_, true)) => {
+            Some(true) => {
                 // Another thread's write already opened it (clearing the
                 // protection again is harmless, and wakes).
                 match uffd.write_protect(page, PAGE, false) {
@@ -135,13 +135,13 @@ fn on_fault(
                     r => r.map_err(|e| sys("UFFDIO_WRITEPROTECT", e))?,
                 }
             }
-            Some((gen, false)) => {
+            Some(false) => {
                 match uffd.write_protect(page, PAGE, false) {
                     Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return Ok(false),
                     r => r.map_err(|e| sys("UFFDIO_WRITEPROTECT", e))?,
                 }
                 log_ref(st, counts, key, page, tid, true, Touch::Write)?;
-                st.pool.live.insert((key, page), (gen, true));
+                st.pool.opened((key, page));
             }
             None if st.spaces[&key].mm.evicted.contains_key(&page)
                 && !st
@@ -166,7 +166,7 @@ fn on_fault(
                     r => r.map_err(|e| sys("UFFDIO_WRITEPROTECT", e))?,
                 }
                 log_ref(st, counts, key, page, tid, true, Touch::Write)?;
-                pool_insert(st, key, page, true);
+                st.pool.insert((key, page), true);
                 shrink_pool(st, counts)?;
             }
         }
@@ -198,7 +198,7 @@ fn on_fault(
                     return Ok(true);
                 }
                 Ok(mm::Fill::Gone) => {
-                    st.pool.live.remove(&(key, page));
+                    st.pool.remove((key, page));
                     return Ok(true);
                 }
                 Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return Ok(false),
@@ -208,7 +208,7 @@ fn on_fault(
     }
     let how = if evicted { Touch::Back } else { Touch::First };
     log_ref(st, counts, key, page, tid, write, how)?;
-    pool_insert(st, key, page, write);
+    st.pool.insert((key, page), write);
     shrink_pool(st, counts)?;
     Ok(true)
 }
@@ -329,7 +329,7 @@ fn on_minor_fault(
         r.map_err(|e| sys("UFFDIO_WRITEPROTECT", e))?;
     }
     log_ref(st, counts, key, page, tid, write, Touch::Back)?;
-    pool_insert(st, key, page, write);
+    st.pool.insert((key, page), write);
     shrink_pool(st, counts)?;
     Ok(true)
 }
@@ -356,9 +356,7 @@ fn drop_range(st: &mut State, key: u32, start: u64, end: u64, unmap: bool) -> Re
             space.maps.remove(&s);
         }
     }
-    st.pool
-        .live
-        .retain(|&(k, p), _| k != key || p < start || p >= end);
+    st.pool.remove_range(key, start, end);
     st.moved_out
         .retain(|&(k, p)| k != key || p < start || p >= end);
     Ok(())
@@ -406,17 +404,7 @@ fn on_event(st: &mut State, key: u32, msg: Msg) -> Result<()> {
             if let Some((_, r)) = space.maps.range(..=from).next_back().map(|(&s, r)| (s, *r)) {
                 space.maps.insert(to, MapRange { end: to + len, ..r });
             }
-            let moved: Vec<((u32, u64), (u64, bool))> = st
-                .pool
-                .live
-                .iter()
-                .filter(|(&(k, p), _)| k == key && p >= from && p < from + len)
-                .map(|(&k, &v)| (k, v))
-                .collect();
-            for ((k, p), (_, w)) in moved {
-                st.pool.live.remove(&(k, p));
-                pool_insert(st, k, p - from + to, w);
-            }
+            st.pool.remap(key, from, to, len);
             Ok(())
         }
         Msg::Remove { start, end } => drop_range(st, key, start, end, false),

@@ -10,11 +10,12 @@ use crate::trace::os::{now_mono, pin, sys};
 use crate::trace::probe::{evict_method, shmem_supported};
 use crate::trace::ptrace::{self as pt};
 use crate::trace::ptracer::{Ptracer, ThreadState};
-use crate::trace::state::{Counts, Pool, State};
+use crate::trace::state::{Counts, State};
 use nix::errno::Errno;
 use nix::sys::signal::Signal;
 use nix::sys::wait::{waitpid, WaitPidFlag};
 use nix::unistd::Pid;
+use pagescope_core::evict::Pool;
 use pagescope_core::format::TraceWriter;
 use pagescope_core::parse;
 use pagescope_core::trace::{EvictMethod, ProcessEventKind, TraceEnd, TraceHeader};
@@ -212,10 +213,9 @@ pub(super) fn run(
         state: Mutex::new(State {
             spaces: HashMap::new(),
             next_space: 0,
-            pool: Pool {
-                cap: pool_cap,
-                ..Pool::default()
-            },
+            // Sampling evicts at boundaries only: no replacement order to
+            // keep.
+            pool: Pool::new(pool_cap, writer.is_some()),
             writer,
             pending: Vec::new(),
             sampled: Vec::new(),

@@ -8,6 +8,7 @@ use crate::trace::mm::{Mm, Store, PAGE};
 use crate::trace::os::now_mono;
 use crate::trace::uffd::Uffd;
 use nix::unistd::Pid;
+use pagescope_core::evict::Pool;
 use pagescope_core::format::TraceWriter;
 use pagescope_core::parse;
 use pagescope_core::trace::{
@@ -78,17 +79,6 @@ impl MapRange {
     }
 }
 
-/// The pool: FIFO over every traced address space. Entries of pages that
-/// left by other means (unmapped) are skipped when they reach the front.
-#[derive(Debug, Default)]
-pub(super) struct Pool {
-    pub(super) cap: usize,
-    pub(super) fifo: VecDeque<(u32, u64, u64)>,
-    /// (mm, page) -> (generation, writable)
-    pub(super) live: HashMap<(u32, u64), (u64, bool)>,
-    pub(super) gen: u64,
-}
-
 /// A child address space announced by `UFFD_EVENT_FORK`, waiting for the
 /// ptrace thread to learn its pid.
 #[derive(Debug)]
@@ -117,6 +107,7 @@ pub(super) struct Space {
 pub(super) struct State {
     pub(super) spaces: HashMap<u32, Space>,
     pub(super) next_space: u32,
+    /// The pages let into the program.
     pub(super) pool: Pool,
     /// The trace file; `None` when sampling for `record`, whose faults go
     /// to `sampled` instead.

@@ -6,6 +6,7 @@
 
 use super::Ptracer;
 use crate::pagemap::PagemapReader;
+use crate::trace::descriptors::inject;
 use crate::trace::mm::PAGE;
 use crate::trace::os::{
     sys, MADV_DONTNEED, MAP_ANONYMOUS, MAP_GROWSDOWN, MAP_POPULATE, MAP_PRIVATE, MAP_SHARED,
@@ -15,6 +16,7 @@ use crate::trace::ptrace::{self as pt, nr, Injector};
 use crate::trace::state::{maps_of, MapRange, State};
 use crate::trace::uffd::{self};
 use nix::unistd::Pid;
+use pagescope_core::evict;
 use pagescope_core::parse;
 use pagescope_core::trace::{Mapping, MappingKind, ProcessEventKind, Residency};
 use pagescope_core::Result;
@@ -282,25 +284,10 @@ impl Ptracer {
             inj.park_in_vdso(tid, boot)
                 .map_err(|e| sys("writing the parking record", e))?;
         }
-        let mut i = 0;
-        while i < dead.len() {
-            let mut j = i + 1;
-            while j < dead.len() && dead[j] == dead[j - 1] + 1 {
-                j += 1;
-            }
-            let r = inj
-                .syscall(
-                    nr::MADVISE,
-                    [
-                        base + dead[i] * PAGE,
-                        (j - i) as u64 * PAGE,
-                        MADV_DONTNEED,
-                        0,
-                        0,
-                        0,
-                    ],
-                )
-                .map_err(|e| sys("system call injection", e))?;
+        for run in evict::neighbour_runs(&dead, 1, usize::MAX) {
+            let (first, len) = (dead[run.start], run.len() as u64);
+            let args = [base + first * PAGE, len * PAGE, MADV_DONTNEED, 0, 0, 0];
+            let r = inject(&mut inj, nr::MADVISE, args)?;
             if r < 0 {
                 let _ = inj.finish();
                 return Err(sys(
@@ -308,7 +295,6 @@ impl Ptracer {
                     std::io::Error::from_raw_os_error(-r as i32),
                 ));
             }
-            i = j;
         }
         inj.finish().map_err(|e| sys("ptrace SETREGS", e))?;
         let mut st = self.shared.lock();
