@@ -4,11 +4,11 @@
 //! with one call each, and a space's runs in one batch of its mover.
 
 use crate::pagemap::PagemapReader;
+use crate::trace::counts::Counts;
 use crate::trace::mm::{Mm, PAGE};
 use crate::trace::os::sys;
-use crate::trace::state::{Counts, State};
+use crate::trace::state::State;
 use pagescope_core::evict::{self, Extent, Page};
-use pagescope_core::sample;
 use pagescope_core::trace::EvictMethod;
 use pagescope_core::{Error, Result};
 use std::collections::HashMap;
@@ -143,35 +143,23 @@ pub(super) fn shrink_pool(st: &mut State, counts: &Counts) -> Result<()> {
     reclaim_dead(st, keys, DEAD_BATCH)
 }
 
-/// Pages per group of the sample ([`sample::GROUP`]).
-pub(super) const SAMPLE_GROUP: u64 = sample::GROUP;
-
-/// Whether the page at address `page` is in the fixed random sample of
-/// `fraction` of the pages ([`sample::in_sample`]).
-pub(super) fn in_sample(page: u64, fraction: f64) -> bool {
-    sample::in_sample(page / PAGE, fraction)
-}
-
-/// A boundary of the `fault` backend: moves the resident pages of the
-/// sample (every page at `fraction` 1) out again, so that their next touch
-/// faults. The sample is fixed, so every page of it is out when an
-/// interval begins: one that faults back stands for `1 / fraction` pages,
-/// and the estimate is unbiased.
-pub(super) fn on_boundary(st: &mut State, counts: &Counts, fraction: f64) -> Result<()> {
-    st.fraction = fraction;
-    let pages = st.pool.pages_where(|(_, p)| in_sample(p, fraction));
+/// Moves the pool's pages that the sink watches out of the program, so
+/// that their next touch faults: a boundary of `record`'s sampler
+/// ([`super::sampler`]), whose fraction is set. Pages that can't leave
+/// now are tried at the next boundary.
+pub(super) fn evict_watched(st: &mut State, counts: &Counts) -> Result<()> {
+    let pages = st.pool.pages_where(|(_, p)| st.sink.watches(p));
     let (out, _) = evict_pages(st, counts, &pages)?;
-    // Pages that can't leave now are tried at the next boundary.
-    for page in out {
+    for &page in &out {
         st.pool.remove(page);
-        st.moved_out.insert(page);
     }
+    st.sink.evicted(&out);
     let keys: Vec<u32> = st.spaces.keys().copied().collect();
     reclaim_dead(st, keys, 1)
 }
 
-/// Moves every page of `[start, end)` that is resident or in swap and in
-/// the sample of `fraction` into the store (of shared memory: unmaps it
+/// Moves every page of `[start, end)` that is resident or in swap and
+/// `watched` into the store (of shared memory: unmaps it
 /// here), runs of neighbours together: a page in swap moves as its swap
 /// entry (or, by copy, is read in), so that its next touch faults as any
 /// other's. Returns the pages moved.
@@ -180,7 +168,7 @@ pub(super) fn empty_range(
     start: u64,
     end: u64,
     shared: bool,
-    fraction: f64,
+    watched: impl Fn(u64) -> bool,
 ) -> Result<Vec<u64>> {
     let path = format!("/proc/{}/pagemap", mm.pid);
     let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
@@ -188,9 +176,7 @@ pub(super) fn empty_range(
     let mut present = Vec::new();
     let kept = mm.kept();
     reader.for_each(start, end, |addr, e| {
-        if (e.is_present() || e.is_in_swap())
-            && in_sample(addr, fraction)
-            && !(kept.0..kept.1).contains(&addr)
+        if (e.is_present() || e.is_in_swap()) && watched(addr) && !(kept.0..kept.1).contains(&addr)
         {
             present.push(addr);
         }

@@ -3,15 +3,16 @@
 //! (which only it may use), empties what the ptrace thread registers,
 //! answers a sampler's boundaries, and puts every page back on a release.
 
+use crate::trace::counts::Counts;
 use crate::trace::descriptors::unregister_all;
-use crate::trace::evict::{empty_range, on_boundary};
+use crate::trace::evict::{empty_range, evict_watched};
 use crate::trace::hooks::spin_time;
 use crate::trace::leftover::Leftover;
 use crate::trace::mm::{PAGE, STORE_BYTES};
 use crate::trace::os::{cpus, poll, sys, MADV_DONTNEED};
 use crate::trace::ptrace::{self as pt, nr, Mover};
 use crate::trace::serve::on_msg;
-use crate::trace::state::{Counts, Sampled, Space, State};
+use crate::trace::state::{Space, State};
 use crate::trace::uffd::{Msg, Uffd};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
@@ -24,11 +25,13 @@ use std::time::{Duration, Instant};
 /// A boundary asked of the fault thread, and its answer.
 #[derive(Debug, Default)]
 pub(super) struct Boundary {
-    /// The recorder asks for the pages faulted in so far.
-    pub(super) take: bool,
-    pub(super) taken: Option<Vec<Sampled>>,
-    /// Then, with faults held meanwhile, for the eviction at this fraction.
-    pub(super) evict: Option<f64>,
+    /// The recorder asks that faults be held, to take the references so
+    /// far; `held` answers.
+    pub(super) hold: bool,
+    pub(super) held: bool,
+    /// Then, with faults held meanwhile, for the eviction of the pages
+    /// the sink watches ([`evict_watched`]).
+    pub(super) evict: bool,
     pub(super) answer: Option<std::result::Result<(), String>>,
 }
 
@@ -121,12 +124,9 @@ fn prepare_spaces(st: &mut State) {
         let space = st.spaces.get_mut(&k).expect("listed");
         let ranges = std::mem::take(&mut space.pending_empty);
         for (a, b, shared) in ranges {
-            match empty_range(&mut space.mm, a, b, shared, st.fraction) {
-                // Sampled pages that come back stand for 1 / fraction.
-                Ok(out) if st.fraction < 1.0 => {
-                    st.moved_out.extend(out.into_iter().map(|p| (k, p)))
-                }
-                Ok(_) => {}
+            let sink = &st.sink;
+            match empty_range(&mut space.mm, a, b, shared, |p| sink.watches(p)) {
+                Ok(out) => st.sink.emptied(k, out),
                 Err(e) => {
                     st.failure.get_or_insert(e.to_string());
                     break;
@@ -191,18 +191,19 @@ pub(super) fn fault_thread(shared: Arc<Shared>, wake_r: OwnedFd) {
             return;
         }
         let mut b = shared.boundary.lock().unwrap_or_else(|p| p.into_inner());
-        if std::mem::take(&mut b.take) {
-            // The pages faulted in so far; no fault is served until the
-            // recorder has read their frames and asks for the eviction, so
-            // none comes in (and goes out again unseen) in between.
-            b.taken = Some(std::mem::take(&mut shared.lock().sampled));
+        if std::mem::take(&mut b.hold) {
+            // The recorder takes the pages faulted in so far; no fault is
+            // served until it has read their frames and asks for the
+            // eviction, so none comes in (and goes out again unseen) in
+            // between.
+            b.held = true;
             shared.answered.notify_all();
-            let fraction = loop {
-                if let Some(f) = b.evict.take() {
-                    break Some(f);
+            let evict = loop {
+                if std::mem::take(&mut b.evict) {
+                    break true;
                 }
                 if shared.quit.load(Ordering::SeqCst) || shared.release.load(Ordering::SeqCst) {
-                    break None;
+                    break false;
                 }
                 b = shared
                     .answered
@@ -210,11 +211,11 @@ pub(super) fn fault_thread(shared: Arc<Shared>, wake_r: OwnedFd) {
                     .unwrap_or_else(|p| p.into_inner())
                     .0;
             };
-            if let Some(fraction) = fraction {
+            if evict {
                 let answer = {
                     let mut st = shared.lock();
                     prepare_spaces(&mut st);
-                    on_boundary(&mut st, &shared.counts, fraction).map_err(|e| e.to_string())
+                    evict_watched(&mut st, &shared.counts).map_err(|e| e.to_string())
                 };
                 b.answer = Some(answer);
                 shared.answered.notify_all();
@@ -315,10 +316,8 @@ pub(super) fn fault_thread(shared: Arc<Shared>, wake_r: OwnedFd) {
                 }
             }
         }
-        if !st.pending.is_empty() && st.last_flush.elapsed() > Duration::from_millis(200) {
-            if let Err(e) = st.flush(&shared.counts) {
-                st.failure.get_or_insert(e.to_string());
-            }
+        if let Err(e) = st.sink.flush_if_due(&shared.counts) {
+            st.failure.get_or_insert(e.to_string());
         }
     }
 }

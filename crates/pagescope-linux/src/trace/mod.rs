@@ -17,8 +17,10 @@
 //! - `probe`, `descriptors`: the kernel's features; descriptors made in,
 //!   taken from or unregistered in the program.
 //! - `release`: `--release`, putting back what a dead pagescope left.
-//! - `state`: what the two threads of a trace share (spaces, pool, where
-//!   references go).
+//! - `counts`, `sink`: the counts a trace keeps; where references go (a
+//!   trace file, or a sampler).
+//! - `state`: what the two threads of a trace share (spaces, pool, the
+//!   sink).
 //! - `evict`: executing an eviction.
 //! - `serve`: serving one fault or event.
 //! - `fault`: the fault thread.
@@ -27,6 +29,7 @@
 //! - `session`: a trace from start to end ([`trace`]).
 //! - `sampler`: `record`'s fault backend ([`Sampler`]).
 
+mod counts;
 mod descriptors;
 mod evict;
 mod fault;
@@ -43,9 +46,11 @@ mod remote;
 mod sampler;
 mod serve;
 mod session;
+mod sink;
 mod state;
 mod uffd;
 
+pub use counts::Counts;
 pub(crate) use descriptors::userfaultfd_of;
 pub use holder::left as left_holders;
 pub use probe::{evict_method, shmem_supported};
@@ -54,7 +59,6 @@ pub use release::{
     end_orphaned_movers, end_stray_mover, is_parked, release, release_order, remove_leftovers,
     still_traced, unpark, Held,
 };
-pub use sampler::Sampler;
+pub use sampler::{Sampled, Sampler};
 pub use session::{trace, Target, TraceConfig, TraceOutcome};
-pub use state::{Counts, Sampled};
 pub(crate) use uffd::{Uffd, FEATURES_WP_ASYNC, MODE_WP};

@@ -2,16 +2,154 @@
 //! whose faults are sampled and taken at each boundary of the recorder
 //! instead of written to a trace file.
 
+use crate::trace::counts::Counts;
 use crate::trace::fault::{Boundary, Shared};
-use crate::trace::os::{now_mono, sys};
+use crate::trace::mm::PAGE;
+use crate::trace::os::sys;
 use crate::trace::probe::evict_method;
 use crate::trace::ptrace::{self as pt};
-use crate::trace::session::{run, Sink, Target, TraceOutcome};
-use crate::trace::state::{Counts, Sampled};
+use crate::trace::session::{run, Target, TraceOutcome};
+use crate::trace::sink::{RefSink, Touch, Touched};
 use nix::sys::signal::Signal;
+use pagescope_core::sample;
+use pagescope_core::trace::{Mapping, ProcessEventKind, Residency, TraceEnd};
 use pagescope_core::Result;
+use std::any::Any;
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
+
+/// A page the sampled program faulted in since the last boundary (the
+/// `fault` backend of `record`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sampled {
+    /// Process (thread-group id).
+    pub pid: u32,
+    /// Page address.
+    pub page: u64,
+    /// Whether the fault was a write.
+    pub write: bool,
+    /// How many pages this one stands for: `1 / FRACTION` for a page of
+    /// the fixed random sample of `--sample FRACTION` that came back or
+    /// was touched for the first time, 1 for any other (a write to a page
+    /// in place, or shared memory mapped here for the first time).
+    pub weight: f64,
+    /// Its frame, read when its process exits before the boundary (whose
+    /// pagemap can't be read any more then); `None` while it lives.
+    pub pfn: Option<u64>,
+    /// The mapping that held it, read with its frame.
+    pub vma: Option<(u64, u64)>,
+}
+
+/// Whether the page at address `page` is in the fixed random sample of
+/// `fraction` of the pages ([`sample::in_sample`]).
+fn in_sample(page: u64, fraction: f64) -> bool {
+    sample::in_sample(page / PAGE, fraction)
+}
+
+/// The sampler's sink: the pages faulted in since the last boundary,
+/// each weighed by what it stands for. Pages leave the pool at
+/// boundaries only, and pages outside the sample are not watched.
+#[derive(Debug)]
+struct SampleSink {
+    /// The fraction of the pages sampled.
+    fraction: f64,
+    sampled: Vec<Sampled>,
+    /// Pages of the sample out of the program (moved by a boundary, or
+    /// when their mapping was registered with a fraction below one).
+    moved_out: HashSet<(u32, u64)>,
+}
+
+impl RefSink for SampleSink {
+    fn replaces(&self) -> bool {
+        false
+    }
+
+    fn watches(&self, addr: u64) -> bool {
+        in_sample(addr, self.fraction)
+    }
+
+    fn names_mappings(&self) -> bool {
+        false
+    }
+
+    fn mapping(&mut self, _m: &Mapping) -> Result<()> {
+        Ok(())
+    }
+
+    fn event(&mut self, _pid: u32, _kind: ProcessEventKind) -> Result<()> {
+        Ok(())
+    }
+
+    fn residency(&mut self, _r: &Residency) -> Result<()> {
+        Ok(())
+    }
+
+    /// The page's weight: `1 / fraction` for a page of the sample that a
+    /// boundary moved out, or that is touched for the first time (the
+    /// first touches outside the sample are not logged: see
+    /// [`RefSink::watches`]), else 1.
+    fn reference(&mut self, t: Touched, counts: &Counts) -> Result<()> {
+        let sampled = match t.how {
+            Touch::Back => self.moved_out.remove(&(t.key, t.page)),
+            Touch::First => in_sample(t.page, self.fraction),
+            Touch::Write => false,
+        };
+        let weight = if sampled { 1.0 / self.fraction } else { 1.0 };
+        self.sampled.push(Sampled {
+            pid: t.pid,
+            page: t.page,
+            write: t.write,
+            weight,
+            pfn: None,
+            vma: None,
+        });
+        counts.references.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The pages it referenced since the last boundary keep their frames,
+    /// which the recorder reads from pagemap at the boundary, when this
+    /// process is gone.
+    fn exiting(
+        &mut self,
+        pid: u32,
+        frame: &mut dyn FnMut(u64) -> (Option<u64>, Option<(u64, u64)>),
+    ) {
+        for s in self
+            .sampled
+            .iter_mut()
+            .filter(|s| s.pid == pid && s.pfn.is_none())
+        {
+            (s.pfn, s.vma) = frame(s.page);
+        }
+    }
+
+    /// Sampled pages that come back stand for 1 / fraction.
+    fn emptied(&mut self, key: u32, pages: Vec<u64>) {
+        if self.fraction < 1.0 {
+            self.moved_out.extend(pages.into_iter().map(|p| (key, p)));
+        }
+    }
+
+    fn evicted(&mut self, pages: &[(u32, u64)]) {
+        self.moved_out.extend(pages.iter().copied());
+    }
+
+    fn forget(&mut self, key: u32, start: u64, end: u64) {
+        self.moved_out
+            .retain(|&(k, p)| k != key || p < start || p >= end);
+    }
+
+    fn finish(&mut self, _end: &TraceEnd, _counts: &Counts) -> Result<u64> {
+        Ok(0)
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
 
 /// A program traced for `record --backend fault`: the tracer runs in a
 /// thread of its own (ptrace requests must come from the thread that
@@ -60,8 +198,11 @@ impl Sampler {
                     &target,
                     method,
                     usize::MAX,
-                    Sink::Sample(fraction),
-                    now_mono(),
+                    Box::new(SampleSink {
+                        fraction,
+                        sampled: Vec::new(),
+                        moved_out: HashSet::new(),
+                    }),
                     None,
                     counts,
                     |shared, root| {
@@ -114,25 +255,26 @@ impl Sampler {
     /// The pages faulted in since the last boundary. Faults are held
     /// until [`Sampler::evict`], which must follow.
     pub fn take(&self) -> Vec<Sampled> {
-        let taken = self.ask(
+        // Faults held (or the tracer ended: what it logged before).
+        self.ask(
             |b| {
-                b.taken = None;
-                b.take = true;
+                b.held = false;
+                b.hold = true;
             },
-            |b| b.taken.take(),
+            |b| std::mem::take(&mut b.held).then_some(()),
         );
-        // The tracer ended: what it logged before.
-        taken.unwrap_or_else(|| std::mem::take(&mut self.shared.lock().sampled))
+        self.with_sink(|s| std::mem::take(&mut s.sampled))
     }
 
     /// Moves the resident pages of the sample (every page when `fraction`
     /// is one) out again, so that their next touch faults; then faults
     /// are served again.
     pub fn evict(&self, fraction: f64) -> Result<()> {
+        self.with_sink(|s| s.fraction = fraction);
         self.ask(
             |b| {
                 b.answer = None;
-                b.evict = Some(fraction);
+                b.evict = true;
             },
             |b| b.answer.take(),
         )
@@ -170,6 +312,13 @@ impl Sampler {
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
+    }
+
+    /// Runs `f` on the sampler's sink.
+    fn with_sink<T>(&self, f: impl FnOnce(&mut SampleSink) -> T) -> T {
+        let mut st = self.shared.lock();
+        let sink = st.sink.as_any_mut().downcast_mut::<SampleSink>();
+        f(sink.expect("a sampler's sink"))
     }
 
     fn lock_boundary(&self) -> MutexGuard<'_, Boundary> {

@@ -4,16 +4,18 @@
 //! address space (fork, remap, remove, unmap).
 
 use crate::pagemap::PagemapReader;
-use crate::trace::evict::{in_sample, shrink_pool, SAMPLE_GROUP};
+use crate::trace::counts::Counts;
+use crate::trace::evict::shrink_pool;
 use crate::trace::hooks::die_here_for_tests;
 use crate::trace::mm::{self, Restored, PAGE};
-use crate::trace::os::{now_mono, sys};
-use crate::trace::state::{anon_kind, maps_of, Counts, MapRange, PendingFork, Sampled, State};
+use crate::trace::os::sys;
+use crate::trace::sink::{Touch, Touched};
+use crate::trace::state::{anon_kind, maps_of, MapRange, PendingFork, State};
 use crate::trace::uffd::{self, Msg, Uffd};
-use pagescope_core::trace::{MappingKind, Ref};
+use pagescope_core::sample;
+use pagescope_core::trace::MappingKind;
 use pagescope_core::Result;
 use std::fs::File;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 fn lookup_mapping(st: &mut State, key: u32, addr: u64) -> Result<u32> {
@@ -44,21 +46,8 @@ fn lookup_mapping(st: &mut State, key: u32, addr: u64) -> Result<u32> {
     Ok(id)
 }
 
-/// How a logged page came to be referenced.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Touch {
-    /// It came back: from the store, or mapped again (shared memory).
-    Back,
-    /// Touched for the first time (a missing fault on a page never away).
-    First,
-    /// A write to a page that was in place.
-    Write,
-}
-
-/// Logs a reference. For a sampler, the page's weight: `1 / fraction` for
-/// a page of the sample that a boundary moved out, or that is touched for
-/// the first time (the first touches outside the sample are not logged:
-/// see [`fill_outside_sample`]), else 1.
+/// Logs a reference to the sink, with its mapping's id if the sink names
+/// mappings.
 fn log_ref(
     st: &mut State,
     counts: &Counts,
@@ -69,42 +58,25 @@ fn log_ref(
     how: Touch,
 ) -> Result<()> {
     let pid = st.spaces[&key].mm.pid;
-    if st.writer.is_none() {
-        let sampled = match how {
-            Touch::Back => st.moved_out.remove(&(key, page)),
-            Touch::First => in_sample(page, st.fraction),
-            Touch::Write => false,
-        };
-        let weight = if sampled { 1.0 / st.fraction } else { 1.0 };
-        st.sampled.push(Sampled {
-            pid,
-            page,
-            write,
-            weight,
-            pfn: None,
-            vma: None,
-        });
-        counts.references.fetch_add(1, Ordering::Relaxed);
-        return Ok(());
-    }
-    let mapping = lookup_mapping(st, key, page)?;
-    st.pending.push(Ref {
-        time_ns: now_mono().saturating_sub(st.start_mono),
+    let mapping = if st.sink.names_mappings() {
+        lookup_mapping(st, key, page)?
+    } else {
+        u32::MAX
+    };
+    let touched = Touched {
+        key,
         pid,
         tid,
-        addr: page,
+        page,
         write,
+        how,
         mapping,
-    });
-    counts.references.fetch_add(1, Ordering::Relaxed);
-    if write {
-        counts.writes.fetch_add(1, Ordering::Relaxed);
-    }
-    if st.pending.len() >= 1 << 16 {
-        st.flush(counts)?;
-    }
-    Ok(())
+    };
+    st.sink.reference(touched, counts)
 }
+
+/// Pages per group of the sample ([`sample::GROUP`]).
+const SAMPLE_GROUP: u64 = sample::GROUP;
 
 /// Serves one fault; `Ok(false)`: not now (the address space is
 /// changing), try again after the pending events.
@@ -213,9 +185,10 @@ fn on_fault(
     Ok(true)
 }
 
-/// Whether the sampler's sample leaves `page` out (never when tracing).
+/// Whether the sink leaves `page` out ([`RefSink::watches`]: never when
+/// tracing).
 fn outside_sample(st: &State, page: u64) -> bool {
-    st.writer.is_none() && !in_sample(page, st.fraction)
+    !st.sink.watches(page)
 }
 
 /// The first touch of a page outside the sample: the page is
@@ -261,7 +234,7 @@ fn fill_outside_sample(st: &mut State, key: u32, page: u64) -> Result<bool> {
     };
     let mut holes: Vec<(u64, u64)> = Vec::new();
     let read = PagemapReader::new(file, path.into(), PAGE).for_each(lo, hi, |addr, e| {
-        if e.is_present() || in_sample(addr, st.fraction) || space.mm.evicted.contains_key(&addr) {
+        if e.is_present() || st.sink.watches(addr) || space.mm.evicted.contains_key(&addr) {
             return;
         }
         match holes.last_mut() {
@@ -357,8 +330,7 @@ fn drop_range(st: &mut State, key: u32, start: u64, end: u64, unmap: bool) -> Re
         }
     }
     st.pool.remove_range(key, start, end);
-    st.moved_out
-        .retain(|&(k, p)| k != key || p < start || p >= end);
+    st.sink.forget(key, start, end);
     Ok(())
 }
 

@@ -3,6 +3,7 @@
 //! thread and runs the ptrace thread's loop until the program exits or a
 //! stop is asked for; [`trace`] does that into a trace file.
 
+use crate::trace::counts::Counts;
 use crate::trace::fault::{fault_thread, Boundary, Shared};
 use crate::trace::holder::Holder;
 use crate::trace::mm::PAGE;
@@ -10,7 +11,8 @@ use crate::trace::os::{now_mono, pin, sys};
 use crate::trace::probe::{evict_method, shmem_supported};
 use crate::trace::ptrace::{self as pt};
 use crate::trace::ptracer::{Ptracer, ThreadState};
-use crate::trace::state::{Counts, State};
+use crate::trace::sink::{RefSink, TraceSink};
+use crate::trace::state::State;
 use nix::errno::Errno;
 use nix::sys::signal::Signal;
 use nix::sys::wait::{waitpid, WaitPidFlag};
@@ -21,11 +23,9 @@ use pagescope_core::parse;
 use pagescope_core::trace::{EvictMethod, ProcessEventKind, TraceEnd, TraceHeader};
 use pagescope_core::{Error, Result};
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Instant;
 
 /// What to trace and where to write.
 #[derive(Clone, Debug)]
@@ -144,35 +144,23 @@ pub fn trace(
         &config.target,
         config.evict,
         config.pool_pages.max(1) as usize,
-        Sink::Trace(writer),
-        start_mono,
+        Box::new(TraceSink::new(writer, start_mono)),
         config.cpu,
         counts,
         |_, pid| started(pid),
     )
 }
 
-/// Where the references of [`run`] go.
-pub(super) enum Sink {
-    /// The trace file.
-    Trace(TraceWriter<File>),
-    /// The boundaries of a [`Sampler`] that moves out this fraction of the
-    /// pages (from the start: of the pages already there, only those of
-    /// the sample leave when a mapping is registered).
-    Sample(f64),
-}
-
 /// Launches or attaches the program and traces it until it exits or a
 /// stop is asked for (SIGINT or SIGTERM in this thread). `started` gets
-/// the shared state and the program's pid once it runs. `cpu`: see
-/// [`TraceConfig::cpu`].
+/// the shared state and the program's pid once it runs. References go to
+/// `sink`; a pool of `pool_cap` pages. `cpu`: see [`TraceConfig::cpu`].
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run(
     target: &Target,
     method: EvictMethod,
     pool_cap: usize,
-    sink: Sink,
-    start_mono: u64,
+    sink: Box<dyn RefSink>,
     cpu: Option<usize>,
     counts: Arc<Counts>,
     started: impl FnOnce(&Arc<Shared>, u32),
@@ -201,10 +189,6 @@ pub(super) fn run(
     };
     // From here on, a descriptor only pagescope holds outlives its death.
     let holder = Holder::start(root).map_err(|e| sys("starting pagescope's holder", e))?;
-    let (writer, fraction) = match sink {
-        Sink::Trace(w) => (Some(w), 1.0),
-        Sink::Sample(f) => (None, f),
-    };
     let (wake_r, wake_w) = rustix::pipe::pipe_with(
         rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
     )
@@ -213,17 +197,9 @@ pub(super) fn run(
         state: Mutex::new(State {
             spaces: HashMap::new(),
             next_space: 0,
-            // Sampling evicts at boundaries only: no replacement order to
-            // keep.
-            pool: Pool::new(pool_cap, writer.is_some()),
-            writer,
-            pending: Vec::new(),
-            sampled: Vec::new(),
-            moved_out: HashSet::new(),
-            fraction,
-            last_flush: Instant::now(),
+            pool: Pool::new(pool_cap, sink.replaces()),
+            sink,
             next_mapping: 0,
-            start_mono,
             forks: HashMap::new(),
             retired: Vec::new(),
             dying: Vec::new(),
@@ -353,14 +329,7 @@ pub(super) fn run(
         unevictable: counts.unevictable.load(Ordering::Relaxed),
         reason,
     };
-    let mut st = shared.lock();
-    st.flush(&counts)?;
-    let mut bytes = 0;
-    if let Some(w) = st.writer.as_mut() {
-        w.finish(&end)?;
-        bytes = w.bytes();
-    }
-    drop(st);
+    let bytes = shared.lock().sink.finish(&end, &counts)?;
     if let Some(e) = error {
         return Err(e);
     }

@@ -1,62 +1,19 @@
 //! The state the two threads of a trace share (behind one mutex): the
 //! traced address spaces with the mappings the fault thread knows of, the
-//! pool, the forks not yet claimed, and where references go. Also the
-//! counts that other threads read while a trace runs.
+//! pool, the forks not yet claimed, and where references go.
 
 use crate::trace::leftover::Leftover;
 use crate::trace::mm::{Mm, Store, PAGE};
-use crate::trace::os::now_mono;
+use crate::trace::sink::RefSink;
 use crate::trace::uffd::Uffd;
 use nix::unistd::Pid;
 use pagescope_core::evict::Pool;
-use pagescope_core::format::TraceWriter;
 use pagescope_core::parse;
-use pagescope_core::trace::{
-    EvictMethod, Mapping, MappingKind, ProcessEvent, ProcessEventKind, Ref,
-};
+use pagescope_core::trace::{EvictMethod, Mapping, MappingKind, ProcessEventKind};
 use pagescope_core::{Error, Result};
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::fs::File;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Instant;
-
-/// Counts the tracer keeps while it runs; readable from another thread.
-#[derive(Debug, Default)]
-pub struct Counts {
-    /// References logged.
-    pub references: AtomicU64,
-    /// Of which writes.
-    pub writes: AtomicU64,
-    /// Pages evicted from the pool.
-    pub evictions: AtomicU64,
-    /// Pages that could not be evicted.
-    pub unevictable: AtomicU64,
-    /// Bytes of trace written.
-    pub bytes: AtomicU64,
-}
-
-/// A page the sampled program faulted in since the last boundary (the
-/// `fault` backend of `record`).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Sampled {
-    /// Process (thread-group id).
-    pub pid: u32,
-    /// Page address.
-    pub page: u64,
-    /// Whether the fault was a write.
-    pub write: bool,
-    /// How many pages this one stands for: `1 / FRACTION` for a page of
-    /// the fixed random sample of `--sample FRACTION` that came back or
-    /// was touched for the first time, 1 for any other (a write to a page
-    /// in place, or shared memory mapped here for the first time).
-    pub weight: f64,
-    /// Its frame, read when its process exits before the boundary (whose
-    /// pagemap can't be read any more then); `None` while it lives.
-    pub pfn: Option<u64>,
-    /// The mapping that held it, read with its frame.
-    pub vma: Option<(u64, u64)>,
-}
 
 /// A traced mapping in the fault thread's lookup table.
 #[derive(Clone, Copy, Debug)]
@@ -109,19 +66,9 @@ pub(super) struct State {
     pub(super) next_space: u32,
     /// The pages let into the program.
     pub(super) pool: Pool,
-    /// The trace file; `None` when sampling for `record`, whose faults go
-    /// to `sampled` instead.
-    pub(super) writer: Option<TraceWriter<File>>,
-    pub(super) pending: Vec<Ref>,
-    pub(super) sampled: Vec<Sampled>,
-    /// Pages of the sample out of the program (moved by a boundary, or
-    /// when their mapping was registered with a fraction below one), and
-    /// the fraction sampled.
-    pub(super) moved_out: HashSet<(u32, u64)>,
-    pub(super) fraction: f64,
-    pub(super) last_flush: Instant,
+    /// Where references, mappings and events go.
+    pub(super) sink: Box<dyn RefSink>,
     pub(super) next_mapping: u32,
-    pub(super) start_mono: u64,
     pub(super) forks: HashMap<u32, VecDeque<PendingFork>>,
     /// Spaces gone (exit, exec) whose movers the fault thread must end.
     pub(super) retired: Vec<Space>,
@@ -150,21 +97,8 @@ impl std::fmt::Debug for State {
 }
 
 impl State {
-    pub(super) fn flush(&mut self, counts: &Counts) -> Result<()> {
-        if let Some(w) = self.writer.as_mut() {
-            w.refs(&self.pending)?;
-            counts.bytes.store(w.bytes(), Ordering::Relaxed);
-        }
-        self.pending.clear();
-        self.last_flush = Instant::now();
-        Ok(())
-    }
-
     pub(super) fn write_mapping(&mut self, m: &Mapping) -> Result<()> {
-        match self.writer.as_mut() {
-            Some(w) => w.mapping(m),
-            None => Ok(()),
-        }
+        self.sink.mapping(m)
     }
 
     pub(super) fn new_mapping(
@@ -193,15 +127,7 @@ impl State {
     }
 
     pub(super) fn event(&mut self, pid: u32, kind: ProcessEventKind) -> Result<()> {
-        let e = ProcessEvent {
-            time_ns: now_mono().saturating_sub(self.start_mono),
-            pid,
-            kind,
-        };
-        match self.writer.as_mut() {
-            Some(w) => w.event(&e),
-            None => Ok(()),
-        }
+        self.sink.event(pid, kind)
     }
 }
 

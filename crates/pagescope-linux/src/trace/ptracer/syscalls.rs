@@ -318,24 +318,18 @@ impl Ptracer {
         };
         let mut reader = PagemapReader::new(file, format!("/proc/{tid}/pagemap").into(), PAGE);
         let mut st = self.shared.lock();
-        // Sampling for `record`: the pages it referenced since the last
-        // boundary keep their frames, which the recorder reads from
-        // pagemap at the boundary, when this process is gone.
-        if st.writer.is_none() {
-            for s in st
-                .sampled
-                .iter_mut()
-                .filter(|s| s.pid == tid && s.pfn.is_none())
-            {
-                let _ = reader.for_each(s.page, s.page + PAGE, |_, e| {
-                    s.pfn = e.pfn().filter(|_| e.is_present()).map(|p| p.0);
-                });
-                s.vma = lines
-                    .iter()
-                    .find(|l| l.start <= s.page && s.page < l.end)
-                    .map(|l| (l.start, l.end));
-            }
-        }
+        // The frames and mappings of its pages, while they can be read.
+        st.sink.exiting(tid, &mut |page| {
+            let mut pfn = None;
+            let _ = reader.for_each(page, page + PAGE, |_, e| {
+                pfn = e.pfn().filter(|_| e.is_present()).map(|p| p.0);
+            });
+            let vma = lines
+                .iter()
+                .find(|l| l.start <= page && page < l.end)
+                .map(|l| (l.start, l.end));
+            (pfn, vma)
+        });
         // Shared memory that is traced has its references instead.
         let traced: HashSet<u64> = ts
             .space
@@ -359,13 +353,11 @@ impl Ptracer {
                 }
             });
             let id = st.new_mapping(tid, line, MappingKind::File, false)?;
-            if let Some(w) = st.writer.as_mut() {
-                w.residency(&Residency {
-                    mapping: id,
-                    pages: (line.end - line.start) / PAGE,
-                    resident,
-                })?;
-            }
+            st.sink.residency(&Residency {
+                mapping: id,
+                pages: (line.end - line.start) / PAGE,
+                resident,
+            })?;
         }
         Ok(())
     }
