@@ -1,8 +1,8 @@
 //! Places where a test can make pagescope kill itself or change a timing
-//! (`PAGESCOPE_DIE_IN_INJECTION`, `PAGESCOPE_SPIN_US`).
+//! (`PAGESCOPE_DIE_IN_INJECTION`, `PAGESCOPE_SPIN_US`). They exist only
+//! with the cargo feature `test-hooks` (on in the binary's test builds);
+//! without it each hook does nothing and its variable is never read.
 
-use nix::sys::signal::Signal;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Fault injection for the tests of `--release`: with
@@ -18,7 +18,10 @@ use std::time::Duration;
 /// the entry stop of a `fork`, no injection: the fork then waits on its
 /// message, unread. `fork-message`: just after reading a fork's message,
 /// whose descriptor only pagescope, and its holder, then hold.)
+#[cfg(feature = "test-hooks")]
 pub(super) fn die_here_for_tests(place: &str) {
+    use nix::sys::signal::Signal;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     static DONE: AtomicBool = AtomicBool::new(false);
     static SEEN: AtomicU64 = AtomicU64::new(0);
     let Some(want) = std::env::var_os("PAGESCOPE_DIE_IN_INJECTION") else {
@@ -38,14 +41,26 @@ pub(super) fn die_here_for_tests(place: &str) {
     }
 }
 
+/// Without the test hooks: nothing.
+#[cfg(not(feature = "test-hooks"))]
+#[inline(always)]
+pub(super) fn die_here_for_tests(_place: &str) {}
+
 /// How long the fault thread looks for the next fault without sleeping
 /// after serving one (`PAGESCOPE_SPIN_US`, microseconds).
+#[cfg(feature = "test-hooks")]
 pub(super) fn spin_time() -> Duration {
     let us = std::env::var("PAGESCOPE_SPIN_US")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(SPIN_US);
     Duration::from_micros(us)
+}
+
+/// Without the test hooks: [`SPIN_US`].
+#[cfg(not(feature = "test-hooks"))]
+pub(super) fn spin_time() -> Duration {
+    Duration::from_micros(SPIN_US)
 }
 
 /// The default of [`spin_time`].
