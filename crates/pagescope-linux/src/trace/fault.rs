@@ -18,41 +18,81 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use pagescope_core::Result;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// A boundary asked of the fault thread, and its answer.
-#[derive(Debug, Default)]
-pub(super) struct Boundary {
-    /// The recorder asks that faults be held, to take the references so
-    /// far; `held` answers.
-    pub(super) hold: bool,
-    pub(super) held: bool,
-    /// Then, with faults held meanwhile, for the eviction of the pages
-    /// the sink watches ([`evict_watched`]).
-    pub(super) evict: bool,
-    pub(super) answer: Option<std::result::Result<(), String>>,
+/// What the fault thread is asked to do, each with where its answer goes
+/// (dropped unanswered if the thread has ended).
+#[derive(Debug)]
+pub(super) enum Command {
+    /// Hold the faults: a sampler's boundary begins, and takes the pages
+    /// faulted in so far while none comes in (and goes out again unseen).
+    /// Answered once held; no fault is served until the next command.
+    Hold(Sender<()>),
+    /// Move the pages of the pool that the sink watches out of the program
+    /// ([`evict_watched`]); then faults are served again.
+    Evict(Sender<Result<()>>),
+    /// Put every page back and unregister every range, so the program
+    /// runs on untraced; answered when done.
+    Release(Sender<()>),
+    /// End the movers and stop.
+    Quit,
 }
 
+/// What the ptrace thread, the fault thread and a sampler share.
+#[derive(Debug)]
 pub(super) struct Shared {
     pub(super) state: Mutex<State>,
     pub(super) counts: Arc<Counts>,
-    pub(super) boundary: Mutex<Boundary>,
-    pub(super) answered: Condvar,
-    /// Set when the fault thread must put every page back and stop.
-    pub(super) release: AtomicBool,
-    pub(super) released: AtomicBool,
-    pub(super) quit: AtomicBool,
-    pub(super) wake_w: OwnedFd,
+    /// The fault thread's commands.
+    commands: Sender<Command>,
+    /// Wakes the fault thread from its `poll`.
+    wake_w: OwnedFd,
 }
 
 impl Shared {
+    /// The state and counts of a session, with the sending ends of the
+    /// fault thread's commands and wake-up pipe.
+    pub(super) fn new(
+        state: State,
+        counts: Arc<Counts>,
+        commands: Sender<Command>,
+        wake_w: OwnedFd,
+    ) -> Shared {
+        Shared {
+            state: Mutex::new(state),
+            counts,
+            commands,
+            wake_w,
+        }
+    }
+
     pub(super) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Wakes the fault thread: the state changed.
     pub(super) fn poke(&self) {
         let _ = rustix::io::write(&self.wake_w, &[1]);
+    }
+
+    /// Sends the fault thread `command`, and wakes it; `false` if it has
+    /// ended.
+    pub(super) fn ask(&self, command: Command) -> bool {
+        let sent = self.commands.send(command).is_ok();
+        self.poke();
+        sent
+    }
+
+    /// Asks the fault thread to release every page, and waits until it
+    /// has (or has ended).
+    pub(super) fn release(&self) {
+        let (done, wait) = mpsc::channel();
+        if self.ask(Command::Release(done)) {
+            let _ = wait.recv();
+        }
     }
 }
 
@@ -114,8 +154,7 @@ fn prepare_spaces(st: &mut State) {
                     Ok(mv) => m.mover = Some(mv),
                     Err(e) => {
                         m.failed = true;
-                        st.failure
-                            .get_or_insert(format!("attaching the mover: {e}"));
+                        st.failure.get_or_insert(sys("attaching the mover", e));
                         continue;
                     }
                 }
@@ -128,7 +167,7 @@ fn prepare_spaces(st: &mut State) {
             match empty_range(&mut space.mm, a, b, shared, |p| sink.watches(p)) {
                 Ok(out) => st.sink.emptied(k, out),
                 Err(e) => {
-                    st.failure.get_or_insert(e.to_string());
+                    st.failure.get_or_insert(e);
                     break;
                 }
             }
@@ -146,7 +185,72 @@ fn prepare_spaces(st: &mut State) {
     }
 }
 
-pub(super) fn fault_thread(shared: Arc<Shared>, wake_r: OwnedFd) {
+/// Does what the fault thread is asked; `false` once it must stop.
+fn obey(shared: &Shared, commands: &Receiver<Command>, command: Command) -> bool {
+    let mut next = Some(command);
+    while let Some(command) = next.take() {
+        match command {
+            Command::Hold(held) => {
+                let _ = held.send(());
+                // Held until the next command; the last sender is
+                // `shared`'s, so this always gets one.
+                next = Some(commands.recv().unwrap_or(Command::Quit));
+            }
+            Command::Evict(answer) => {
+                let mut st = shared.lock();
+                prepare_spaces(&mut st);
+                let _ = answer.send(evict_watched(&mut st, &shared.counts));
+            }
+            Command::Release(done) => {
+                release_all(&mut shared.lock());
+                let _ = done.send(());
+            }
+            Command::Quit => {
+                quit(&mut shared.lock());
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Puts every page back, unregisters every range and ends the movers
+/// ([`release_space`]); what stays in each program is left for the ptrace
+/// thread to remove.
+fn release_all(st: &mut State) {
+    prepare_spaces(st);
+    let keys: Vec<u32> = st.spaces.keys().copied().collect();
+    for k in keys {
+        if let Some(space) = st.spaces.get_mut(&k) {
+            match release_space(space) {
+                Ok(Some(ended)) => st.reap.push(ended),
+                Ok(None) => {}
+                Err(e) => {
+                    st.failure.get_or_insert(e);
+                }
+            }
+        }
+    }
+    st.pool.clear();
+}
+
+/// Ends the movers of every space, and reaps them.
+fn quit(st: &mut State) {
+    let spaces: Vec<Space> = st.spaces.drain().map(|(_, s)| s).collect();
+    st.retired.extend(spaces);
+    prepare_spaces(st);
+    // Nothing waits on a page any more: they exit at once.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !st.dying.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+        st.dying.retain(|&p| !pt::reap_now(p));
+    }
+}
+
+/// The fault thread: serves the faults and events of every traced space
+/// until told to quit, doing what it is asked ([`Command`]) between
+/// batches. `wake_r` is the wake-up pipe ([`Shared::poke`]).
+pub(super) fn fault_thread(shared: Arc<Shared>, commands: Receiver<Command>, wake_r: OwnedFd) {
     // With one CPU, looking without sleeping would hold off the program
     // that the fault just let go.
     let spin = if cpus().len() > 1 {
@@ -159,69 +263,11 @@ pub(super) fn fault_thread(shared: Arc<Shared>, wake_r: OwnedFd) {
     let mut deferred: Vec<(u32, Msg)> = Vec::new();
     let mut drain = [0u8; 64];
     loop {
-        if shared.release.load(Ordering::SeqCst) && !shared.released.load(Ordering::SeqCst) {
-            let mut st = shared.lock();
-            prepare_spaces(&mut st);
-            let keys: Vec<u32> = st.spaces.keys().copied().collect();
-            for k in keys {
-                if let Some(space) = st.spaces.get_mut(&k) {
-                    match release_space(space) {
-                        Ok(Some(ended)) => st.reap.push(ended),
-                        Ok(None) => {}
-                        Err(e) => {
-                            st.failure.get_or_insert(e.to_string());
-                        }
-                    }
-                }
-            }
-            st.pool.clear();
-            shared.released.store(true, Ordering::SeqCst);
-        }
-        if shared.quit.load(Ordering::SeqCst) {
-            let mut st = shared.lock();
-            let spaces: Vec<Space> = st.spaces.drain().map(|(_, s)| s).collect();
-            st.retired.extend(spaces);
-            prepare_spaces(&mut st);
-            // Nothing waits on a page any more: they exit at once.
-            let deadline = Instant::now() + Duration::from_secs(2);
-            while !st.dying.is_empty() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(1));
-                st.dying.retain(|&p| !pt::reap_now(p));
-            }
-            return;
-        }
-        let mut b = shared.boundary.lock().unwrap_or_else(|p| p.into_inner());
-        if std::mem::take(&mut b.hold) {
-            // The recorder takes the pages faulted in so far; no fault is
-            // served until it has read their frames and asks for the
-            // eviction, so none comes in (and goes out again unseen) in
-            // between.
-            b.held = true;
-            shared.answered.notify_all();
-            let evict = loop {
-                if std::mem::take(&mut b.evict) {
-                    break true;
-                }
-                if shared.quit.load(Ordering::SeqCst) || shared.release.load(Ordering::SeqCst) {
-                    break false;
-                }
-                b = shared
-                    .answered
-                    .wait_timeout(b, Duration::from_millis(100))
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0;
-            };
-            if evict {
-                let answer = {
-                    let mut st = shared.lock();
-                    prepare_spaces(&mut st);
-                    evict_watched(&mut st, &shared.counts).map_err(|e| e.to_string())
-                };
-                b.answer = Some(answer);
-                shared.answered.notify_all();
+        while let Ok(command) = commands.try_recv() {
+            if !obey(&shared, &commands, command) {
+                return;
             }
         }
-        drop(b);
         // Messages read while a mover waited come first, in their order.
         let mut batch: Vec<(u32, Msg)> = Vec::new();
         let fds: Vec<(u32, Arc<Uffd>)> = {
@@ -308,7 +354,7 @@ pub(super) fn fault_thread(shared: Arc<Shared>, wake_r: OwnedFd) {
                 Ok(true) => {}
                 Ok(false) => deferred.push((key, m)),
                 Err(e) => {
-                    st.failure.get_or_insert(e.to_string());
+                    st.failure.get_or_insert(e);
                     // Never leave a thread waiting on a page.
                     if let (Msg::Fault { address, .. }, Some(space)) = (m, st.spaces.get(&key)) {
                         let _ = space.mm.uffd.wake(address & !(PAGE - 1), PAGE);
@@ -317,7 +363,7 @@ pub(super) fn fault_thread(shared: Arc<Shared>, wake_r: OwnedFd) {
             }
         }
         if let Err(e) = st.sink.flush_if_due(&shared.counts) {
-            st.failure.get_or_insert(e.to_string());
+            st.failure.get_or_insert(e);
         }
     }
 }

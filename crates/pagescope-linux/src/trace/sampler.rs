@@ -3,7 +3,7 @@
 //! instead of written to a trace file.
 
 use crate::trace::counts::Counts;
-use crate::trace::fault::{Boundary, Shared};
+use crate::trace::fault::{Command, Shared};
 use crate::trace::mm::PAGE;
 use crate::trace::os::sys;
 use crate::trace::probe::evict_method;
@@ -17,8 +17,7 @@ use pagescope_core::Result;
 use std::any::Any;
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, MutexGuard};
-use std::time::Duration;
+use std::sync::{mpsc, Arc};
 
 /// A page the sampled program faulted in since the last boundary (the
 /// `fault` backend of `record`).
@@ -255,14 +254,12 @@ impl Sampler {
     /// The pages faulted in since the last boundary. Faults are held
     /// until [`Sampler::evict`], which must follow.
     pub fn take(&self) -> Vec<Sampled> {
-        // Faults held (or the tracer ended: what it logged before).
-        self.ask(
-            |b| {
-                b.held = false;
-                b.hold = true;
-            },
-            |b| std::mem::take(&mut b.held).then_some(()),
-        );
+        // Once held, no page comes in meanwhile; if the tracer has ended,
+        // what it logged before.
+        let (held, wait) = mpsc::channel();
+        if !self.finished() && self.shared.ask(Command::Hold(held)) {
+            let _ = wait.recv();
+        }
         self.with_sink(|s| std::mem::take(&mut s.sampled))
     }
 
@@ -271,47 +268,12 @@ impl Sampler {
     /// are served again.
     pub fn evict(&self, fraction: f64) -> Result<()> {
         self.with_sink(|s| s.fraction = fraction);
-        self.ask(
-            |b| {
-                b.answer = None;
-                b.evict = true;
-            },
-            |b| b.answer.take(),
-        )
-        .unwrap_or(Ok(()))
-        .map_err(|e| sys("trace", std::io::Error::other(e)))
-    }
-
-    /// Puts a request to the fault thread and waits for its answer;
-    /// `None` if the tracer has ended.
-    pub(super) fn ask<T>(
-        &self,
-        put: impl FnOnce(&mut Boundary),
-        mut answer: impl FnMut(&mut Boundary) -> Option<T>,
-    ) -> Option<T> {
-        let mut b = self.lock_boundary();
-        if self.finished() {
-            return None;
+        let (answer, wait) = mpsc::channel();
+        if self.finished() || !self.shared.ask(Command::Evict(answer)) {
+            return Ok(());
         }
-        put(&mut b);
-        drop(b);
-        self.shared.answered.notify_all();
-        self.shared.poke();
-        let mut b = self.lock_boundary();
-        loop {
-            if let Some(a) = answer(&mut b) {
-                return Some(a);
-            }
-            if self.finished() {
-                return None;
-            }
-            b = self
-                .shared
-                .answered
-                .wait_timeout(b, Duration::from_millis(100))
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
+        // No answer: the tracer has ended, with nothing left to move out.
+        wait.recv().unwrap_or(Ok(()))
     }
 
     /// Runs `f` on the sampler's sink.
@@ -319,13 +281,6 @@ impl Sampler {
         let mut st = self.shared.lock();
         let sink = st.sink.as_any_mut().downcast_mut::<SampleSink>();
         f(sink.expect("a sampler's sink"))
-    }
-
-    fn lock_boundary(&self) -> MutexGuard<'_, Boundary> {
-        self.shared
-            .boundary
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// Ends tracing: if the program still runs, every page is put back and

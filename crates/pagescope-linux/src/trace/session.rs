@@ -4,7 +4,7 @@
 //! stop is asked for; [`trace`] does that into a trace file.
 
 use crate::trace::counts::Counts;
-use crate::trace::fault::{fault_thread, Boundary, Shared};
+use crate::trace::fault::{fault_thread, Command, Shared};
 use crate::trace::holder::Holder;
 use crate::trace::mm::PAGE;
 use crate::trace::os::{now_mono, pin, sys};
@@ -24,8 +24,8 @@ use pagescope_core::trace::{EvictMethod, ProcessEventKind, TraceEnd, TraceHeader
 use pagescope_core::{Error, Result};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
 
 /// What to trace and where to write.
 #[derive(Clone, Debug)]
@@ -193,31 +193,24 @@ pub(super) fn run(
         rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
     )
     .map_err(|e| sys("pipe", e))?;
-    let shared = Arc::new(Shared {
-        state: Mutex::new(State {
-            spaces: HashMap::new(),
-            next_space: 0,
-            pool: Pool::new(pool_cap, sink.replaces()),
-            sink,
-            next_mapping: 0,
-            forks: HashMap::new(),
-            retired: Vec::new(),
-            dying: Vec::new(),
-            reap: Vec::new(),
-            failure: None,
-            zero: Box::new([0; PAGE as usize]),
-            method,
-            shmem: shmem_supported(),
-            continue_wp: true,
-        }),
-        counts: counts.clone(),
-        boundary: Mutex::new(Boundary::default()),
-        answered: Condvar::new(),
-        release: AtomicBool::new(false),
-        released: AtomicBool::new(false),
-        quit: AtomicBool::new(false),
-        wake_w,
-    });
+    let (commands, received) = mpsc::channel();
+    let state = State {
+        spaces: HashMap::new(),
+        next_space: 0,
+        pool: Pool::new(pool_cap, sink.replaces()),
+        sink,
+        next_mapping: 0,
+        forks: HashMap::new(),
+        retired: Vec::new(),
+        dying: Vec::new(),
+        reap: Vec::new(),
+        failure: None,
+        zero: Box::new([0; PAGE as usize]),
+        method,
+        shmem: shmem_supported(),
+        continue_wp: true,
+    };
+    let shared = Arc::new(Shared::new(state, counts.clone(), commands, wake_w));
     let handler = {
         let shared = shared.clone();
         pt::with_stop_signals_blocked(|| {
@@ -228,7 +221,7 @@ pub(super) fn run(
                         // Checked on the program above.
                         let _ = pin(Pid::from_raw(0), cpu);
                     }
-                    fault_thread(shared, wake_r)
+                    fault_thread(shared, received, wake_r)
                 })
         })
         .map_err(|e| sys("thread", e))?
@@ -292,29 +285,19 @@ pub(super) fn run(
             }
         }
         let failure = shared.lock().failure.take();
-        if let Some(f) = failure {
-            reason = format!("stopped by an error: {f}");
+        if let Some(e) = failure {
+            reason = format!("stopped by an error: {e}");
             let _ = tracer.detach_all();
-            error = Some(Error::Io {
-                path: "trace".into(),
-                error: std::io::Error::other(f),
-            });
+            error = Some(e);
             break;
         }
     }
-    shared.quit.store(true, Ordering::SeqCst);
-    shared.poke();
+    // A command asked from now on is dropped unanswered: the tracer has
+    // ended.
+    shared.ask(Command::Quit);
     let _ = handler.join();
     // Everything is released (or the program is gone): nothing to hold.
     drop(holder);
-    // A boundary asked for now gets no answer but this.
-    shared
-        .boundary
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .answer
-        .get_or_insert(Err(format!("the tracer ended: {reason}")));
-    shared.answered.notify_all();
     // A trace that caught nothing says so in its end record, so that an
     // empty result never reads as a clean one.
     if counts.references.load(Ordering::Relaxed) == 0 {

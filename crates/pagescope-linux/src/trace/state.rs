@@ -77,7 +77,9 @@ pub(super) struct State {
     /// What the release left in each program (its mover ended), for the
     /// ptrace thread to remove.
     pub(super) reap: Vec<Leftover>,
-    pub(super) failure: Option<String>,
+    /// The fault thread's first error, for the ptrace thread to end the
+    /// trace with.
+    pub(super) failure: Option<Error>,
     pub(super) zero: Box<[u8; PAGE as usize]>,
     /// How pages leave the program.
     pub(super) method: EvictMethod,

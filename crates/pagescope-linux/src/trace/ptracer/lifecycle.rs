@@ -11,7 +11,6 @@ use nix::sys::signal::Signal;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use pagescope_core::Result;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 impl Ptracer {
@@ -93,11 +92,7 @@ impl Ptracer {
 
     /// Ctrl-C or SIGTERM: put every page back, then let go of every thread.
     pub(in crate::trace) fn detach_all(&mut self) -> Result<()> {
-        self.shared.release.store(true, Ordering::SeqCst);
-        self.shared.poke();
-        while !self.shared.released.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        self.shared.release();
         for tid in self.parked.drain() {
             let _ = ptrace::detach(Pid::from_raw(tid as i32), None);
         }

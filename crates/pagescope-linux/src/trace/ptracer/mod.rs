@@ -27,7 +27,7 @@ use nix::errno::Errno;
 use nix::sys::ptrace;
 use nix::sys::wait::WaitStatus;
 use pagescope_core::trace::ProcessEventKind;
-use pagescope_core::{Error, Result};
+use pagescope_core::Result;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -84,11 +84,8 @@ impl Ptracer {
     pub(super) fn wait_ready(&self, ready: &AtomicBool) -> Result<()> {
         self.shared.poke();
         while !ready.load(Ordering::SeqCst) {
-            if let Some(f) = self.shared.lock().failure.clone() {
-                return Err(Error::Io {
-                    path: "trace".into(),
-                    error: std::io::Error::other(f),
-                });
+            if let Some(e) = self.shared.lock().failure.take() {
+                return Err(e);
             }
             std::thread::sleep(Duration::from_micros(100));
         }
