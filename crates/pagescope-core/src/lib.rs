@@ -13,6 +13,7 @@
 
 pub mod analysis;
 pub mod error;
+pub mod evict;
 pub mod format;
 pub mod kpageflags;
 pub mod model;

@@ -6,10 +6,11 @@
 //! descriptor table), the store of evicted pages, and the index that names
 //! the page in each slot (see [`super::mm`]).
 
+use super::descriptors::{take_fd, unregister_all};
 use super::leftover::Leftover;
 use super::mm::{self, INDEX_BYTES, INDEX_NAME, MOVER_NAME, PAGE, STORE_BYTES, STORE_NAME};
+use super::os::poll;
 use super::ptrace::{Injector, Parked};
-use super::tracer::{poll, take_fd, unregister_all};
 use super::uffd::{self, Msg, Uffd};
 use pagescope_core::{parse, Error, Result};
 
