@@ -8,7 +8,7 @@ use crate::trace::counts::Counts;
 use crate::trace::evict::shrink_pool;
 use crate::trace::hooks::die_here_for_tests;
 use crate::trace::mm::{self, Restored, PAGE};
-use crate::trace::os::sys;
+use crate::trace::os::{now_mono, sys};
 use crate::trace::sink::{Touch, Touched};
 use crate::trace::state::{anon_kind, maps_of, MapRange, PendingFork, State};
 use crate::trace::uffd::{self, Msg, Uffd};
@@ -71,6 +71,7 @@ fn log_ref(
         write,
         how,
         mapping,
+        at: st.fault_at,
     };
     st.sink.reference(touched, counts)
 }
@@ -91,6 +92,7 @@ fn on_fault(
     minor: bool,
     tid: u32,
 ) -> Result<bool> {
+    st.fault_at = now_mono();
     let page = address & !(PAGE - 1);
     let uffd = st.spaces[&key].mm.uffd.clone();
     if minor {

@@ -195,6 +195,7 @@ pub(super) fn run(
     .map_err(|e| sys("pipe", e))?;
     let (commands, received) = mpsc::channel();
     let state = State {
+        fault_at: 0,
         spaces: HashMap::new(),
         next_space: 0,
         pool: Pool::new(pool_cap, sink.replaces()),

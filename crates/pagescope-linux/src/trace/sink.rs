@@ -39,6 +39,8 @@ pub(super) struct Touched {
     /// The mapping's id, when the sink names mappings
     /// ([`RefSink::names_mappings`]; else `u32::MAX`).
     pub(super) mapping: u32,
+    /// When the fault was taken up (CLOCK_MONOTONIC, ns).
+    pub(super) at: u64,
 }
 
 /// Where the references, mappings and process events of a session go.
@@ -163,7 +165,7 @@ impl RefSink for TraceSink {
 
     fn reference(&mut self, t: Touched, counts: &Counts) -> Result<()> {
         self.pending.push(Ref {
-            time_ns: self.now(),
+            time_ns: t.at.saturating_sub(self.start_mono),
             pid: t.pid,
             tid: t.tid,
             addr: t.page,

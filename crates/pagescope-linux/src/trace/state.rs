@@ -88,6 +88,10 @@ pub(super) struct State {
     /// `UFFDIO_CONTINUE` can write-protect as it maps (Linux 6.4); until
     /// the kernel refuses, it is assumed.
     pub(super) continue_wp: bool,
+    /// When the fault being served was taken up (CLOCK_MONOTONIC, ns):
+    /// the time of its reference, read before any call that can wake the
+    /// faulting thread, which would then run on past it.
+    pub(super) fault_at: u64,
 }
 
 impl std::fmt::Debug for State {
