@@ -225,7 +225,7 @@ impl Recorder<'_> {
 pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
     let root = crate::Root::default();
     let page_size = crate::system::page_size();
-    crate::signals::block().map_err(|e| Error::io("sigprocmask", e))?;
+    crate::signals::block().map_err(|e| Error::sys("sigprocmask", e))?;
     let (probe, why) = choose(config, &root, page_size)?;
     // Two observers of one process corrupt each other's figures (two
     // refs recorders clear each other's accessed bits).
@@ -436,7 +436,7 @@ fn run(
             }
         }
         if let Some(f) = rec.freezer.as_mut() {
-            let exits = f.freeze().map_err(|e| Error::io("ptrace", e))?;
+            let exits = f.freeze().map_err(|e| Error::sys("ptrace", e))?;
             for e in exits {
                 rec.on_exit(e);
             }
