@@ -219,8 +219,8 @@ mod tests {
     }
 }
 
-/// The fuzz seeds (`fuzz/seeds/`) are version-1 files written by
-/// pagescope: they read whole, with their reasons typed.
+/// The fuzz seeds (`fuzz/seeds/`) are files written by pagescope, most
+/// of them at version 1: they read whole, with their reasons typed.
 #[cfg(test)]
 mod seeds {
     use crate::format::{read_record, read_trace, Completeness};
@@ -236,6 +236,45 @@ mod seeds {
         include_bytes!("../../../../fuzz/seeds/read_trace/pagetest.trace"),
         include_bytes!("../../../../fuzz/seeds/read_trace/pagetest-uncompressed.trace"),
     ];
+
+    /// Seeds written at version 2, by `fuzz/make-corpus.sh`'s commands.
+    const V2: [(&[u8], bool); 4] = [
+        (
+            include_bytes!("../../../../fuzz/seeds/read_record/refs-v2.rec"),
+            true,
+        ),
+        (
+            include_bytes!("../../../../fuzz/seeds/read_record/refs-v2-uncompressed.rec"),
+            true,
+        ),
+        (
+            include_bytes!("../../../../fuzz/seeds/read_trace/pagetest-v2.trace"),
+            false,
+        ),
+        (
+            include_bytes!("../../../../fuzz/seeds/read_trace/pagetest-v2-uncompressed.trace"),
+            false,
+        ),
+    ];
+
+    #[test]
+    fn version_2_seeds_read() {
+        for (bytes, record) in V2 {
+            assert_eq!(bytes[8..10], [2, 0], "a version-2 file");
+            let end = if record {
+                let mut r = crate::analysis::temporal::Recording::default();
+                let done = read_record(bytes, Path::new("r"), &mut r).unwrap();
+                assert_eq!(done, Completeness::Complete);
+                r.end.unwrap().why()
+            } else {
+                let mut t = crate::analysis::refs::RefStats::default();
+                let done = read_trace(bytes, Path::new("t"), &mut t).unwrap();
+                assert_eq!(done, Completeness::Complete);
+                t.maps.end.unwrap().why()
+            };
+            assert_eq!(end, "exited");
+        }
+    }
 
     #[test]
     fn version_1_recordings_read_with_typed_reasons() {
