@@ -49,6 +49,35 @@ pub enum Error {
         /// The underlying error.
         error: std::io::Error,
     },
+    /// A system call failed on something other than a file (a process,
+    /// a descriptor, a signal mask). The underlying error is part of the
+    /// message, as in [`Error::Io`].
+    #[error("{call}: {error}")]
+    Sys {
+        /// The call (`waitpid`, `ptrace SETREGS`), or the operation it
+        /// served (`cannot attach to process 42`).
+        call: String,
+        /// What it returned.
+        error: std::io::Error,
+    },
+    /// The caller may not use an interface that is not a file (the
+    /// `userfaultfd` system call).
+    #[error("{what}: permission denied ({needs})")]
+    NotPermitted {
+        /// The interface that refused.
+        what: String,
+        /// What would grant access.
+        needs: String,
+    },
+    /// Something that is not a file failed or is missing: a mount, a
+    /// thread pagescope started.
+    #[error("{what}: {why}")]
+    Failed {
+        /// What failed.
+        what: String,
+        /// How, in words.
+        why: String,
+    },
     /// SIGINT or SIGTERM asked the work to stop before it was done.
     #[error("interrupted")]
     Interrupted,
@@ -75,6 +104,14 @@ impl Error {
         }
     }
 
+    /// Wraps the error of a failed system call (see [`Error::Sys`]).
+    pub fn sys(call: impl Into<String>, error: std::io::Error) -> Error {
+        Error::Sys {
+            call: call.into(),
+            error,
+        }
+    }
+
     /// Builds a [`Error::Corrupt`].
     pub fn corrupt(path: impl Into<PathBuf>, why: impl Into<String>) -> Error {
         Error::Corrupt {
@@ -83,8 +120,55 @@ impl Error {
         }
     }
 
-    /// True when the error means the process went away while being read.
+    /// True when the error means the process went away while being read
+    /// (or a system call on it found it gone: ESRCH, ENOENT).
     pub fn is_gone(&self) -> bool {
-        matches!(self, Error::NotFound { .. })
+        match self {
+            Error::NotFound { .. } => true,
+            Error::Sys { error, .. } => matches!(error.raw_os_error(), Some(2 | 3)),
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io;
+
+    /// A failed system call names the call and says what it returned;
+    /// one on a process that went away is "gone", as a vanished file is.
+    #[test]
+    fn system_call_errors() {
+        let e = Error::sys("waitpid", io::Error::from_raw_os_error(10));
+        assert!(
+            e.to_string().starts_with("waitpid: No child processes"),
+            "{e}"
+        );
+        assert!(!e.is_gone());
+        let e = Error::sys("ptrace SETREGS", io::Error::from_raw_os_error(3));
+        assert!(
+            e.to_string().starts_with("ptrace SETREGS: No such process"),
+            "{e}"
+        );
+        assert!(e.is_gone());
+        let e = Error::sys(
+            "cannot run",
+            io::Error::other("pagetestx: not found in PATH"),
+        );
+        assert_eq!(e.to_string(), "cannot run: pagetestx: not found in PATH");
+        let e = Error::NotPermitted {
+            what: "userfaultfd".into(),
+            needs: "run it as root".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "userfaultfd: permission denied (run it as root)"
+        );
+        let e = Error::Failed {
+            what: "probe thread".into(),
+            why: "it ended".into(),
+        };
+        assert_eq!(e.to_string(), "probe thread: it ended");
     }
 }

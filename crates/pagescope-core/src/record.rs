@@ -309,10 +309,79 @@ pub struct ProcessInfo {
 pub struct RecordEnd {
     /// Intervals written.
     pub intervals: u64,
-    /// Why the recording ended ("exited", "interrupted", "duration").
-    pub reason: String,
+    /// Why the recording ended.
+    pub reason: EndReason,
+    /// What else is to be known about its end, in order.
+    #[serde(deserialize_with = "crate::format::limits::notes")]
+    pub notes: Vec<EndNote>,
     /// Boundaries that took so long that the next interval was started a
     /// full interval later than planned (the intervals' own times are
     /// exact either way).
     pub overruns: u64,
+}
+
+impl RecordEnd {
+    /// The reason followed by the notes, as one line (`error: ...; the
+    /// launched command was killed`): what version 1 of the format
+    /// stored.
+    pub fn why(&self) -> String {
+        let mut why = self.reason.to_string();
+        for n in &self.notes {
+            why.push_str("; ");
+            why.push_str(&n.to_string());
+        }
+        why
+    }
+}
+
+/// Why a recording ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EndReason {
+    /// The recorded processes exited (with a launched command: it did).
+    #[default]
+    Exited,
+    /// `--duration` ran out.
+    Duration,
+    /// SIGINT or SIGTERM; or the launched program was let go.
+    Interrupted,
+    /// The recording failed: the error's message.
+    Error(String),
+    /// A reason of a version-1 recording that none of the others
+    /// matches, as written.
+    Other(String),
+}
+
+impl std::fmt::Display for EndReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EndReason::Exited => f.write_str("exited"),
+            EndReason::Duration => f.write_str("duration"),
+            EndReason::Interrupted => f.write_str("interrupted"),
+            EndReason::Error(e) => write!(f, "error: {e}"),
+            EndReason::Other(s) => f.write_str(s),
+        }
+    }
+}
+
+/// Something to know about how a recording ended, besides its reason.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EndNote {
+    /// The recording failed, and the command it launched was killed.
+    LaunchedKilled,
+    /// The program the `fault` backend followed could not be let go: the
+    /// error's message.
+    NotLetGo(String),
+    /// A note of a version-1 recording that none of the others matches,
+    /// as written.
+    Other(String),
+}
+
+impl std::fmt::Display for EndNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EndNote::LaunchedKilled => f.write_str("the launched command was killed"),
+            EndNote::NotLetGo(e) => write!(f, "letting the program go: {e}"),
+            EndNote::Other(s) => f.write_str(s),
+        }
+    }
 }

@@ -181,6 +181,75 @@ pub struct TraceEnd {
     /// the store's): they stayed mapped, and later touches of them were not
     /// seen until they were written.
     pub unevictable: u64,
-    /// Why the trace ended ("exited", "interrupted", ...).
-    pub reason: String,
+    /// Why the trace ended.
+    pub reason: EndReason,
+    /// What else is to be known about its end, in order.
+    #[serde(deserialize_with = "crate::format::limits::notes")]
+    pub notes: Vec<EndNote>,
+}
+
+impl TraceEnd {
+    /// The reason followed by the notes, as one line (`exited; no page
+    /// reference was caught ...`): what version 1 of the format stored.
+    pub fn why(&self) -> String {
+        let mut why = self.reason.to_string();
+        for n in &self.notes {
+            why.push_str("; ");
+            why.push_str(&n.to_string());
+        }
+        why
+    }
+}
+
+/// Why a trace ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EndReason {
+    /// The traced programs exited.
+    #[default]
+    Exited,
+    /// SIGINT or SIGTERM: the program was detached, its pages put back,
+    /// and it runs on.
+    Interrupted,
+    /// The tracer failed and let the program run on untraced: the error's
+    /// message.
+    Error(String),
+    /// A reason of a version-1 trace that none of the others matches, as
+    /// written.
+    Other(String),
+}
+
+impl std::fmt::Display for EndReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EndReason::Exited => f.write_str("exited"),
+            EndReason::Interrupted => {
+                f.write_str("interrupted: the program was detached and runs on")
+            }
+            EndReason::Error(e) => write!(f, "stopped by an error: {e}"),
+            EndReason::Other(s) => f.write_str(s),
+        }
+    }
+}
+
+/// Something to know about how a trace ended, besides its reason.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EndNote {
+    /// Not one reference was caught: the trace is empty, which must not
+    /// read as a clean result.
+    NoReference,
+    /// A note of a version-1 trace that none of the others matches, as
+    /// written.
+    Other(String),
+}
+
+impl std::fmt::Display for EndNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EndNote::NoReference => f.write_str(
+                "no page reference was caught (the program touched no traced page, or \
+                 something else held its pages: another userfaultfd, mlock)",
+            ),
+            EndNote::Other(s) => f.write_str(s),
+        }
+    }
 }

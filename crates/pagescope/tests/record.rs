@@ -83,7 +83,7 @@ fn verify_with(backend: &str, op: &str, options: &[&str]) {
         "done",
     );
     let rec = pt.recording(&out);
-    assert_eq!(rec.end.as_ref().unwrap().reason, "exited");
+    assert_eq!(rec.end.as_ref().unwrap().why(), "exited");
     let h = rec.header();
     // Every page counts once, but with --sample.
     let sample = options
@@ -603,7 +603,7 @@ fn attach_and_verify(sample: Option<f64>) {
     let status = rec.wait().unwrap();
     assert!(status.success(), "record exited with {status}");
     let r = read_complete_recording(&out);
-    assert_eq!(r.end.as_ref().unwrap().reason, "exited");
+    assert_eq!(r.end.as_ref().unwrap().why(), "exited");
     // The header says what the counts stand for.
     assert_eq!(r.header().sample, Some(sample.unwrap_or(1.0)));
     // What the sample stands for: its pages (those that left) scaled.
@@ -650,7 +650,7 @@ fn a_command_that_execs_is_recorded_with_its_writes() {
     ];
     let mut pt = Pagetest::start(&wrapper, &args, "done");
     let rec = pt.recording(&out);
-    assert_eq!(rec.end.as_ref().unwrap().reason, "exited");
+    assert_eq!(rec.end.as_ref().unwrap().why(), "exited");
     let (start, end) = pt.buffer();
     let pages = pt.pages();
     let first = pt.lines[1]["start_ns"].as_u64().unwrap() - rec.header().start_monotonic_ns;
@@ -1013,7 +1013,7 @@ fn interrupted_recorder_completes_its_file_and_lets_go() {
     let status = rec.wait_with_output().unwrap().status;
     assert_eq!(status.code(), Some(130), "{status}");
     let r = read_complete_recording(&out);
-    assert_eq!(r.end.as_ref().unwrap().reason, "interrupted");
+    assert_eq!(r.end.as_ref().unwrap().why(), "interrupted");
     assert!(r.header().frozen);
     assert!(r.intervals.len() >= 5);
     // Every 64 MiB pass is seen whole within an interval or two.
@@ -1163,7 +1163,7 @@ fn duration_ends_a_recording() {
     ]);
     assert!(t.elapsed() < Duration::from_secs(5));
     let r = read_complete_recording(&out);
-    assert_eq!(r.end.as_ref().unwrap().reason, "duration");
+    assert_eq!(r.end.as_ref().unwrap().why(), "duration");
     // 100 ms intervals cut at 450 ms: 5, or fewer if a boundary overran
     // on a loaded machine; the last one ends at the duration.
     assert!(

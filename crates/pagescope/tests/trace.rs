@@ -6,7 +6,9 @@
 mod util;
 
 use pagescope_core::format::{read_trace, Completeness, TraceVisitor};
-use pagescope_core::trace::{Mapping, MappingKind, Ref, Residency, TraceEnd, TraceHeader};
+use pagescope_core::trace::{
+    EndReason, Mapping, MappingKind, Ref, Residency, TraceEnd, TraceHeader,
+};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -1725,7 +1727,7 @@ fn sigterm_detaches_and_the_program_runs_on() {
     assert_eq!(done["checksum"], 2 * pt.pages());
     let (all, done) = read_all(&trace);
     assert_eq!(done, Completeness::Complete);
-    assert!(all.end.unwrap().reason.starts_with("interrupted"));
+    assert_eq!(all.end.unwrap().reason, EndReason::Interrupted);
 }
 
 #[test]

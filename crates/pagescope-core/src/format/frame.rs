@@ -29,6 +29,17 @@ impl Kind {
         }
     }
 
+    /// The format version this build writes files of this kind in, and
+    /// the newest it reads: snapshots are at version 1, recordings and
+    /// traces at 2 (their end records hold a typed reason and notes, where
+    /// version 1 held one string; see `docs/format.md`).
+    pub fn version(self) -> u16 {
+        match self {
+            Kind::Snapshot => 1,
+            Kind::Record | Kind::Trace => 2,
+        }
+    }
+
     /// Lower-case name.
     pub fn name(self) -> &'static str {
         match self {
@@ -69,7 +80,7 @@ impl<W: Write> FrameWriter<W> {
     pub fn new(mut out: W, kind: Kind) -> io::Result<FrameWriter<W>> {
         let mut header = [0u8; FILE_HEADER];
         header[..8].copy_from_slice(&MAGIC);
-        header[8..10].copy_from_slice(&VERSION.to_le_bytes());
+        header[8..10].copy_from_slice(&kind.version().to_le_bytes());
         header[10..12].copy_from_slice(&(kind as u16).to_le_bytes());
         out.write_all(&header)?;
         out.flush()?;
@@ -197,16 +208,18 @@ impl<R: Read> FrameReader<R> {
             return Err(Error::corrupt(&path, "cut short inside the file header"));
         }
         let version = u16::from_le_bytes([header[8], header[9]]);
-        if version == 0 || version > VERSION {
+        let kind_raw = u16::from_le_bytes([header[10], header[11]]);
+        let kind = Kind::from_u16(kind_raw);
+        let newest = kind.map_or(VERSION, Kind::version);
+        if version == 0 || version > newest {
             return Err(Error::corrupt(
                 &path,
                 format!(
-                    "format version {version}, but this pagescope reads up to version {VERSION}: upgrade pagescope"
+                    "format version {version}, but this pagescope reads up to version {newest}: upgrade pagescope"
                 ),
             ));
         }
-        let kind_raw = u16::from_le_bytes([header[10], header[11]]);
-        let kind = Kind::from_u16(kind_raw)
+        let kind = kind
             .ok_or_else(|| Error::corrupt(&path, format!("unknown recording kind {kind_raw}")))?;
         Ok(FrameReader {
             input,
@@ -580,5 +593,28 @@ mod tests {
         newer[8] = 99;
         let e = read_all(&newer).unwrap_err().to_string();
         assert!(e.contains("version 99"), "{e}");
+    }
+
+    /// Each kind is at its own version: a reader takes every version of
+    /// a kind up to its own, and refuses a newer one naming both.
+    #[test]
+    fn versions_by_kind() {
+        for (kind, version) in [(Kind::Snapshot, 1u16), (Kind::Record, 2), (Kind::Trace, 2)] {
+            let mut file = FrameWriter::new(Vec::new(), kind).unwrap().into_inner();
+            assert_eq!(file[8..10], version.to_le_bytes());
+            for older in 1..=version {
+                file[8..10].copy_from_slice(&older.to_le_bytes());
+                let r = FrameReader::new(&file[..], Path::new("f")).unwrap();
+                assert_eq!((r.kind(), r.version()), (kind, older));
+            }
+            file[8..10].copy_from_slice(&(version + 1).to_le_bytes());
+            let e = FrameReader::new(&file[..], Path::new("f")).unwrap_err();
+            let says = format!(
+                "f: format version {}, but this pagescope reads up to version {version}: \
+                 upgrade pagescope",
+                version + 1
+            );
+            assert_eq!(e.to_string(), says);
+        }
     }
 }

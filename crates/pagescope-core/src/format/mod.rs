@@ -22,6 +22,7 @@ pub mod limits;
 mod record;
 mod snapshot;
 mod trace;
+mod v1;
 
 pub use codec::{decode_pages, encode_pages, PageEncoder};
 pub use frame::{Completeness, Frame, FrameReader, FrameWriter, Kind, ReadOutcome};
@@ -34,9 +35,11 @@ pub use trace::{decode_refs, encode_refs, read_trace, TraceVisitor, TraceWriter}
 /// as PNG's signature does.
 pub const MAGIC: [u8; 8] = *b"\x89PGS\r\n\x1a\n";
 
-/// The format version this build writes. Readers accept this version and
-/// refuse newer ones with a message naming both.
-pub const VERSION: u16 = 1;
+/// The newest format version of any kind of file this build writes
+/// ([`Kind::version`] gives each kind's). Readers accept a kind's
+/// versions up to its own and refuse newer ones with a message naming
+/// both.
+pub const VERSION: u16 = 2;
 
 /// Frame types. Readers skip types they do not know, so new record kinds
 /// can be added without breaking old readers.

@@ -6,6 +6,7 @@
 
 use super::frame::{decode, open_kind, Completeness, Kind, RecordFile};
 use super::frame_type;
+use super::v1::RecordEndV1;
 use crate::record::{Counts, Interval, ProcessInfo, RecordEnd, RecordHeader, Sampling};
 use crate::{Error, Result};
 use std::io::{Read, Write};
@@ -73,6 +74,7 @@ pub fn read_record<R: Read>(
     visitor: &mut dyn RecordVisitor,
 ) -> Result<Completeness> {
     let mut reader = open_kind(input, path, Kind::Record, "a recording")?;
+    let version = reader.version();
     let mut header: Option<RecordHeader> = None;
     // The header goes to the visitor once its sampling frame, if any, is
     // read: at the first frame of another type, or at the end.
@@ -128,7 +130,11 @@ pub fn read_record<R: Read>(
                 visitor.interval(&i)?;
             }
             (frame_type::END, Some(_)) => {
-                visitor.end(&decode(path, at, "end", &frame.payload)?)?;
+                let end: RecordEnd = match version {
+                    1 => decode::<RecordEndV1>(path, at, "end", &frame.payload)?.into(),
+                    _ => decode(path, at, "end", &frame.payload)?,
+                };
+                visitor.end(&end)?;
                 return Ok(Completeness::Complete);
             }
             _ => {} // A newer frame type: skip it.
@@ -268,7 +274,8 @@ mod tests {
         }
         w.finish(&RecordEnd {
             intervals: n,
-            reason: "exited".into(),
+            reason: crate::record::EndReason::Exited,
+            notes: vec![],
             overruns: 0,
         })
         .unwrap();
@@ -345,6 +352,31 @@ mod tests {
         let (bytes, _) = write_with(1, &h);
         let e = read_record(&bytes[..], Path::new("r"), &mut Collect::default()).unwrap_err();
         assert!(e.to_string().contains("sampled fraction 0"), "{e}");
+    }
+
+    /// The end's reason and notes come back typed, and read as version 1
+    /// wrote them.
+    #[test]
+    fn the_end_comes_back() {
+        use crate::record::{EndNote, EndReason};
+        let end = RecordEnd {
+            intervals: 0,
+            reason: EndReason::Error("ptrace: gone".into()),
+            notes: vec![EndNote::LaunchedKilled],
+            overruns: 3,
+        };
+        let mut w = RecordWriter::new(Vec::new(), Path::new("r"), &header()).unwrap();
+        w.finish(&end).unwrap();
+        let bytes = w.file.frames.into_inner();
+        assert_eq!(bytes[8..10], [2, 0]);
+        let mut c = Collect::default();
+        read_record(&bytes[..], Path::new("r"), &mut c).unwrap();
+        let read = c.end.unwrap();
+        assert_eq!(read, end);
+        assert_eq!(
+            read.why(),
+            "error: ptrace: gone; the launched command was killed"
+        );
     }
 
     #[test]

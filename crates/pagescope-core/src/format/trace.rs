@@ -14,6 +14,7 @@ use super::codec::{put, unzigzag, zigzag, Column};
 use super::frame::{decode, open_kind, Completeness, Kind, RecordFile};
 use super::frame_type;
 use super::limits::CHUNK_REFS;
+use super::v1::TraceEndV1;
 use crate::trace::{Mapping, ProcessEvent, Ref, Residency, TraceEnd, TraceHeader};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -293,6 +294,7 @@ pub fn read_trace<R: Read>(
     visitor: &mut dyn TraceVisitor,
 ) -> Result<Completeness> {
     let mut reader = open_kind(input, path, Kind::Trace, "a trace")?;
+    let version = reader.version();
     let mut seen_header = false;
     loop {
         let frame = match reader.next_or_end(seen_header)? {
@@ -341,7 +343,11 @@ pub fn read_trace<R: Read>(
                 visitor.refs(&refs)?;
             }
             frame_type::END => {
-                visitor.end(&decode(path, at, "end", &frame.payload)?)?;
+                let end: TraceEnd = match version {
+                    1 => decode::<TraceEndV1>(path, at, "end", &frame.payload)?.into(),
+                    _ => decode(path, at, "end", &frame.payload)?,
+                };
+                visitor.end(&end)?;
                 return Ok(Completeness::Complete);
             }
             _ => {} // A newer frame type: skip it.
@@ -433,6 +439,31 @@ mod tests {
         // The unit (varint 1) is the first byte; the rest is the old form.
         assert_eq!(buf[0], 1);
         assert_eq!(decode_refs(&buf[1..], true).unwrap(), refs);
+    }
+
+    /// The end's reason and notes come back typed, and read as version 1
+    /// wrote them.
+    #[test]
+    fn the_end_comes_back() {
+        use crate::trace::{EndNote, EndReason};
+        let end = TraceEnd {
+            references: 0,
+            evictions: 1,
+            unevictable: 2,
+            reason: EndReason::Interrupted,
+            notes: vec![EndNote::NoReference],
+        };
+        let mut w = TraceWriter::new(Vec::new(), Path::new("t"), &header(), 1).unwrap();
+        w.finish(&end).unwrap();
+        let bytes = w.file.frames.into_inner();
+        assert_eq!(bytes[8..10], [2, 0]);
+        let mut c = Collect::default();
+        read_trace(&bytes[..], Path::new("t"), &mut c).unwrap();
+        let read = c.end.unwrap();
+        assert_eq!(read, end);
+        assert!(read.why().starts_with(
+            "interrupted: the program was detached and runs on; no page reference was caught ("
+        ));
     }
 
     #[test]

@@ -10,7 +10,9 @@ use super::probe::{Follow, Followed, Launched, Probe};
 use crate::procfs::{self, ProcDir};
 use nix::sys::signal::Signal;
 use pagescope_core::format::RecordWriter;
-use pagescope_core::record::{Backend, Interval, ProcessInfo, RecordEnd, RecordHeader, Scope};
+use pagescope_core::record::{
+    Backend, EndNote, EndReason, Interval, ProcessInfo, RecordEnd, RecordHeader, Scope,
+};
 use pagescope_core::{Error, Result};
 use rustix::time::ClockId;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -223,7 +225,7 @@ impl Recorder<'_> {
 pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
     let root = crate::Root::default();
     let page_size = crate::system::page_size();
-    crate::signals::block().map_err(|e| Error::io("sigprocmask", e))?;
+    crate::signals::block().map_err(|e| Error::sys("sigprocmask", e))?;
     let (probe, why) = choose(config, &root, page_size)?;
     // Two observers of one process corrupt each other's figures (two
     // refs recorders clear each other's accessed bits).
@@ -332,17 +334,18 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
             rec.on_exit(e);
         }
     }
-    let (intervals, mut reason) = match result {
+    let mut notes = Vec::new();
+    let (intervals, reason) = match result {
         Ok(r) => r,
         Err(e) => {
-            let mut reason = format!("error: {e}");
             if rec.end_launched() {
-                reason.push_str("; the launched command was killed");
+                notes.push(EndNote::LaunchedKilled);
             }
             // Finish the file so that it reads as complete up to here.
             let _ = out.finish(&RecordEnd {
                 intervals: live.intervals.load(Ordering::Relaxed),
-                reason,
+                reason: EndReason::Error(e.to_string()),
+                notes,
                 overruns: rec.overruns,
             });
             return Err(e);
@@ -351,7 +354,7 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
     if rec.exit_code.is_none() {
         match rec.follower().map(|f| f.let_go()) {
             Some(Launched::Exited(code)) if rec.child.is_some() => rec.exit_code = Some(code),
-            Some(Launched::Failed(e)) => reason = format!("{reason}; letting the program go: {e}"),
+            Some(Launched::Failed(e)) => notes.push(EndNote::NotLetGo(e.to_string())),
             Some(Launched::Exited(_) | Launched::Running | Launched::LetGo) | None => {}
         }
     }
@@ -362,6 +365,7 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
     let end = RecordEnd {
         intervals,
         reason,
+        notes,
         overruns: rec.overruns,
     };
     out.finish(&end)?;
@@ -380,7 +384,7 @@ fn run(
     out: &mut RecordWriter<std::fs::File>,
     start: Instant,
     live: &Live,
-) -> Result<(u64, String)> {
+) -> Result<(u64, EndReason)> {
     let config = rec.config;
     let pids = rec.targets()?;
     rec.attach_new(&pids)?;
@@ -413,7 +417,7 @@ fn run(
                 break;
             }
             match crate::signals::wait(deadline - now) {
-                Some(Signal::SIGINT | Signal::SIGTERM) => reason = Some("interrupted"),
+                Some(Signal::SIGINT | Signal::SIGTERM) => reason = Some(EndReason::Interrupted),
                 Some(_) if !rec.probe_launched => rec.drain_children(),
                 _ => {}
             }
@@ -422,17 +426,17 @@ fn run(
                     Launched::Running => {}
                     Launched::Exited(code) if rec.child.is_some() => rec.exit_code = Some(code),
                     // An attached process: its exit code is its parent's.
-                    Launched::Exited(_) => reason = Some("exited"),
-                    Launched::LetGo => reason = Some("interrupted"),
+                    Launched::Exited(_) => reason = Some(EndReason::Exited),
+                    Launched::LetGo => reason = Some(EndReason::Interrupted),
                     Launched::Failed(e) => return Err(e),
                 }
             }
             if rec.child.is_some() && rec.exit_code.is_some() {
-                reason = Some("exited");
+                reason = Some(EndReason::Exited);
             }
         }
         if let Some(f) = rec.freezer.as_mut() {
-            let exits = f.freeze().map_err(|e| Error::io("ptrace", e))?;
+            let exits = f.freeze().map_err(|e| Error::sys("ptrace", e))?;
             for e in exits {
                 rec.on_exit(e);
             }
@@ -485,13 +489,13 @@ fn run(
         begun = ended;
         seq += 1;
         if let Some(r) = reason {
-            return Ok((seq, r.into()));
+            return Ok((seq, r));
         }
         if config.duration.is_some_and(|d| ended - start >= d) {
-            return Ok((seq, "duration".into()));
+            return Ok((seq, EndReason::Duration));
         }
         if !matches!(config.target, Target::Command(_)) && pids.is_empty() {
-            return Ok((seq, "exited".into()));
+            return Ok((seq, EndReason::Exited));
         }
     }
 }

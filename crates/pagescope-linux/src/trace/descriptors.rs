@@ -70,8 +70,8 @@ pub(super) fn make_userfaultfd(inj: &mut Injector, t: Pid) -> Result<i64> {
     if fd < 0 {
         let e = Errno::from_raw(-fd as i32);
         return Err(if e == Errno::EPERM {
-            Error::PermissionDenied {
-                path: "userfaultfd".into(),
+            Error::NotPermitted {
+                what: "userfaultfd".into(),
                 needs: "the program may not make one (the system call and \
                         /dev/userfaultfd were refused): run it as root, or \
                         `sysctl vm.unprivileged_userfaultfd=1`, or give access to \

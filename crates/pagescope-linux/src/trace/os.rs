@@ -7,7 +7,7 @@ use nix::unistd::Pid;
 use pagescope_core::{Error, Result};
 
 pub(super) fn sys(what: &str, e: impl Into<std::io::Error>) -> Error {
-    Error::io(what, e.into())
+    Error::sys(what, e.into())
 }
 
 pub(super) fn now_mono() -> u64 {

@@ -19,8 +19,8 @@ pub fn evict_method(want: Option<EvictMethod>) -> Result<EvictMethod> {
         let errno = e.raw_os_error().unwrap_or(0);
         let why = crate::cause::userfaultfd_refused(errno);
         if errno == libc::EPERM {
-            Error::PermissionDenied {
-                path: "userfaultfd".into(),
+            Error::NotPermitted {
+                what: "userfaultfd".into(),
                 needs: why,
             }
         } else {

@@ -622,7 +622,7 @@ pub fn release(pid: u32) -> Result<Released> {
             // already through its parent's fork message and then exec'd (its
             // store is gone with the old image): nothing is left to put back.
             Err(_) if moved_on(pid, store, index) => return Ok(done),
-            Err(e) => return Err(Error::io(format!("UFFDIO_COPY in {pid}"), e)),
+            Err(e) => return Err(Error::sys(format!("UFFDIO_COPY in {pid}"), e)),
         }
         let_go(&uffd, source, &mut done)?;
     }
@@ -647,7 +647,7 @@ fn let_go(uffd: &Uffd, source: Source, done: &mut Released) -> Result<()> {
         }
         for &m in &msgs {
             follow(m, source, &mut Vec::new(), done)
-                .map_err(|e| Error::io(format!("UFFDIO_COPY in a child of {pid}"), e))?;
+                .map_err(|e| Error::sys(format!("UFFDIO_COPY in a child of {pid}"), e))?;
         }
     }
     Ok(())
@@ -746,10 +746,10 @@ impl Held {
         let mut left = stored;
         for m in std::mem::take(&mut held.stash) {
             follow(m, source, &mut left, &mut done)
-                .map_err(|e| Error::io(format!("UFFDIO_COPY in a child of {pid}"), e))?;
+                .map_err(|e| Error::sys(format!("UFFDIO_COPY in a child of {pid}"), e))?;
         }
         put_back(&held.uffd, source, &mut left, &mut done)
-            .map_err(|e| Error::io(format!("UFFDIO_COPY in {pid}"), e))?;
+            .map_err(|e| Error::sys(format!("UFFDIO_COPY in {pid}"), e))?;
         let_go(&held.uffd, source, &mut done)?;
         Ok(Some(done))
     }
@@ -763,9 +763,10 @@ impl Held {
             let mut byte = [0u8; 1];
             let _ = super::remote::read(pid, page, &mut byte);
         });
-        let probe = rx
-            .recv()
-            .map_err(|_| Error::io("probe thread", std::io::Error::other("it ended")))?;
+        let probe = rx.recv().map_err(|_| Error::Failed {
+            what: "probe thread".into(),
+            why: "it ended".into(),
+        })?;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
         let mut msgs = Vec::new();
         while std::time::Instant::now() < deadline {

@@ -20,7 +20,9 @@ use nix::unistd::Pid;
 use pagescope_core::evict::Pool;
 use pagescope_core::format::TraceWriter;
 use pagescope_core::parse;
-use pagescope_core::trace::{EvictMethod, ProcessEventKind, TraceEnd, TraceHeader};
+use pagescope_core::trace::{
+    EndNote, EndReason, EvictMethod, ProcessEventKind, TraceEnd, TraceHeader,
+};
 use pagescope_core::{Error, Result};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -245,14 +247,14 @@ pub(super) fn run(
     shared
         .lock()
         .event(root, ProcessEventKind::Start { command })?;
-    let mut reason = "exited".to_string();
+    let mut reason = EndReason::Exited;
     let mut error = None;
     if !seized.is_empty() {
         if let Err(e) = tracer
             .attach_running(root, &seized)
             .and_then(|()| tracer.attach_descendants())
         {
-            reason = format!("stopped by an error: {e}");
+            reason = EndReason::Error(e.to_string());
             let _ = tracer.detach_all();
             error = Some(e);
         }
@@ -262,7 +264,7 @@ pub(super) fn run(
     }
     while error.is_none() {
         if pt::stop_requested() {
-            reason = "interrupted: the program was detached and runs on".into();
+            reason = EndReason::Interrupted;
             if let Err(e) = tracer.detach_all() {
                 error = Some(e);
             }
@@ -278,7 +280,7 @@ pub(super) fn run(
             Ok(status) => {
                 if let Err(e) = tracer.on_status(status) {
                     // Leave the program running untraced rather than stuck.
-                    reason = format!("stopped by an error: {e}");
+                    reason = EndReason::Error(e.to_string());
                     let _ = tracer.detach_all();
                     error = Some(e);
                     break;
@@ -287,7 +289,7 @@ pub(super) fn run(
         }
         let failure = shared.lock().failure.take();
         if let Some(e) = failure {
-            reason = format!("stopped by an error: {e}");
+            reason = EndReason::Error(e.to_string());
             let _ = tracer.detach_all();
             error = Some(e);
             break;
@@ -301,17 +303,16 @@ pub(super) fn run(
     drop(holder);
     // A trace that caught nothing says so in its end record, so that an
     // empty result never reads as a clean one.
+    let mut notes = Vec::new();
     if counts.references.load(Ordering::Relaxed) == 0 {
-        reason.push_str(
-            "; no page reference was caught (the program touched no traced page, or \
-             something else held its pages: another userfaultfd, mlock)",
-        );
+        notes.push(EndNote::NoReference);
     }
     let end = TraceEnd {
         references: counts.references.load(Ordering::Relaxed),
         evictions: counts.evictions.load(Ordering::Relaxed),
         unevictable: counts.unevictable.load(Ordering::Relaxed),
         reason,
+        notes,
     };
     let bytes = shared.lock().sink.finish(&end, &counts)?;
     if let Some(e) = error {

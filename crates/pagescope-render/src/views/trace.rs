@@ -5,6 +5,7 @@ use super::{col, opt};
 use crate::report::{Chart, Column, Report, Style, Table, Value};
 use pagescope_core::analysis::mrc::Mrc;
 use pagescope_core::analysis::refs::{RefCounts, RefStats, TraceMaps};
+use pagescope_core::trace::EndReason;
 
 /// Notes every trace report carries: what the trace can't hold, and
 /// whether it is complete.
@@ -33,8 +34,8 @@ fn trace_notes(maps: &TraceMaps) -> Vec<String> {
                     e.unevictable
                 ));
             }
-            if !e.reason.starts_with("exited") {
-                n.push(format!("the trace ended: {}", e.reason));
+            if e.reason != EndReason::Exited {
+                n.push(format!("the trace ended: {}", e.why()));
             }
         }
     }
@@ -209,5 +210,45 @@ pub fn mrc(m: &Mrc) -> Report {
         }],
         text: None,
         chart: Some(chart),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pagescope_core::trace::{EndNote, TraceEnd};
+
+    fn ended(reason: EndReason, notes: Vec<EndNote>) -> Vec<String> {
+        let maps = TraceMaps {
+            end: Some(TraceEnd {
+                reason,
+                notes,
+                ..TraceEnd::default()
+            }),
+            ..TraceMaps::default()
+        };
+        trace_notes(&maps)
+    }
+
+    /// A trace that did not end by its programs' exit says why, with its
+    /// notes, in the words of its end record.
+    #[test]
+    fn how_the_trace_ended() {
+        assert!(ended(EndReason::Exited, vec![EndNote::NoReference]).is_empty());
+        assert_eq!(
+            ended(EndReason::Interrupted, vec![]),
+            ["the trace ended: interrupted: the program was detached and runs on"]
+        );
+        assert_eq!(
+            ended(
+                EndReason::Error("waitpid: x".into()),
+                vec![EndNote::NoReference]
+            ),
+            [
+                "the trace ended: stopped by an error: waitpid: x; no page reference was caught \
+                 (the program touched no traced page, or something else held its pages: \
+                 another userfaultfd, mlock)"
+            ]
+        );
     }
 }

@@ -7,7 +7,7 @@ use crate::output::{note, output_name};
 use crate::progress::Spinner;
 use crate::BadInput;
 use anyhow::{anyhow, Context, Result};
-use pagescope_core::record::Backend;
+use pagescope_core::record::{Backend, EndReason};
 use pagescope_linux::record::{Choice, DamonSettings, Live, RecordConfig, Target};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -114,7 +114,7 @@ pub fn run(args: RecordArgs) -> Result<u8> {
             h.backend.name(),
             h.why,
             outcome.bytes,
-            outcome.end.reason
+            outcome.end.why()
         );
         for n in &h.notes {
             note(n);
@@ -139,7 +139,7 @@ pub fn run(args: RecordArgs) -> Result<u8> {
     // A launched command's exit code is its own; a recording of running
     // processes stopped by Ctrl-C or SIGTERM (its file complete, its end
     // saying `interrupted`) exits 130, as the shell's convention has it.
-    let interrupted = outcome.end.reason.starts_with("interrupted");
+    let interrupted = outcome.end.reason == EndReason::Interrupted;
     Ok(match outcome.exit_code {
         Some(c) => u8::try_from(c).unwrap_or(1),
         None if interrupted => 130,

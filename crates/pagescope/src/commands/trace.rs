@@ -7,7 +7,7 @@ use crate::output::{note, output_name};
 use crate::progress::Spinner;
 use crate::BadInput;
 use anyhow::{Context, Result};
-use pagescope_core::trace::EvictMethod;
+use pagescope_core::trace::{EndReason, EvictMethod};
 use pagescope_linux::trace::{Counts, Target, TraceConfig};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -79,7 +79,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     let outcome = outcome.context("trace failed")?;
     if outcome.end.references == 0 && quiet {
         // Said even when quiet: an empty trace must not pass for a clean one.
-        note(&outcome.end.reason);
+        note(&outcome.end.why());
     }
     if !quiet {
         let e = &outcome.end;
@@ -91,7 +91,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
             e.evictions,
             outcome.bytes,
             outcome.bytes as f64 / e.references.max(1) as f64,
-            e.reason
+            e.why()
         );
         if e.unevictable > 0 {
             note(&format!(
@@ -104,7 +104,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
     // An attached program's exit status is its parent's business; a trace
     // stopped by Ctrl-C or SIGTERM (the program let go, the file complete,
     // its end saying `interrupted`) exits 130.
-    let interrupted = outcome.end.reason.starts_with("interrupted");
+    let interrupted = outcome.end.reason == EndReason::Interrupted;
     Ok(match (args.pid, outcome.exit_status) {
         (None, Some(s)) => u8::try_from(s).unwrap_or(1),
         _ if interrupted => 130,

@@ -244,8 +244,9 @@ fn find_tracefs(root: &Root) -> Result<PathBuf> {
             (kind == "tracefs").then(|| PathBuf::from(dir))
         })
         .min_by_key(|d| d != Path::new("/sys/kernel/tracing"))
-        .ok_or_else(|| Error::NotFound {
-            path: "tracefs".into(),
+        .ok_or_else(|| Error::Failed {
+            what: "tracefs".into(),
+            why: "not mounted".into(),
         })
 }
 
