@@ -131,7 +131,7 @@ pub fn read_record<R: Read>(
             }
             (frame_type::END, Some(_)) => {
                 let end: RecordEnd = match version {
-                    1 => decode::<RecordEndV1>(path, at, "end", &frame.payload)?.into(),
+                    1 => decode::<RecordEndV1>(path, at, "end", &frame.payload)?.upgrade(),
                     _ => decode(path, at, "end", &frame.payload)?,
                 };
                 visitor.end(&end)?;

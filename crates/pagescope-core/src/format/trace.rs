@@ -268,8 +268,10 @@ struct MappingWithoutDevice {
     traced: bool,
 }
 
-impl From<MappingWithoutDevice> for Mapping {
-    fn from(m: MappingWithoutDevice) -> Mapping {
+impl MappingWithoutDevice {
+    /// The mapping, with no device.
+    fn upgrade(self) -> Mapping {
+        let m = self;
         Mapping {
             id: m.id,
             pid: m.pid,
@@ -325,7 +327,7 @@ pub fn read_trace<R: Read>(
             }
             frame_type::MAPPING => {
                 let m: MappingWithoutDevice = decode(path, at, "mapping", &frame.payload)?;
-                visitor.mapping(&m.into())?
+                visitor.mapping(&m.upgrade())?
             }
             frame_type::MAPPING_WITH_DEVICE => {
                 visitor.mapping(&decode(path, at, "mapping", &frame.payload)?)?
@@ -344,7 +346,7 @@ pub fn read_trace<R: Read>(
             }
             frame_type::END => {
                 let end: TraceEnd = match version {
-                    1 => decode::<TraceEndV1>(path, at, "end", &frame.payload)?.into(),
+                    1 => decode::<TraceEndV1>(path, at, "end", &frame.payload)?.upgrade(),
                     _ => decode(path, at, "end", &frame.payload)?,
                 };
                 visitor.end(&end)?;

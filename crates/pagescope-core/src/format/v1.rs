@@ -17,8 +17,10 @@ pub(crate) struct RecordEndV1 {
     overruns: u64,
 }
 
-impl From<RecordEndV1> for RecordEnd {
-    fn from(v1: RecordEndV1) -> RecordEnd {
+impl RecordEndV1 {
+    /// The record as version 2 holds it.
+    pub(crate) fn upgrade(self) -> RecordEnd {
+        let v1 = self;
         let (reason, notes) = record_reason(&v1.reason);
         RecordEnd {
             intervals: v1.intervals,
@@ -38,8 +40,10 @@ pub(crate) struct TraceEndV1 {
     reason: String,
 }
 
-impl From<TraceEndV1> for TraceEnd {
-    fn from(v1: TraceEndV1) -> TraceEnd {
+impl TraceEndV1 {
+    /// The record as version 2 holds it.
+    pub(crate) fn upgrade(self) -> TraceEnd {
+        let v1 = self;
         let (reason, notes) = trace_reason(&v1.reason);
         TraceEnd {
             references: v1.references,
