@@ -769,12 +769,12 @@ impl Held {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
         let mut msgs = Vec::new();
         while std::time::Instant::now() < deadline {
-            let mut polls: Vec<libc::pollfd> = self
+            let mut polls: Vec<pagescope_sys::poll::PollFd> = self
                 .uffds
                 .iter()
-                .map(|h| libc::pollfd {
+                .map(|h| pagescope_sys::poll::PollFd {
                     fd: h.uffd.raw(),
-                    events: libc::POLLIN,
+                    events: pagescope_sys::poll::POLLIN,
                     revents: 0,
                 })
                 .collect();
@@ -782,7 +782,7 @@ impl Held {
                 continue;
             }
             for (i, p) in polls.iter().enumerate() {
-                if p.revents & libc::POLLIN == 0 {
+                if p.revents & pagescope_sys::poll::POLLIN == 0 {
                     continue;
                 }
                 msgs.clear();
@@ -820,9 +820,9 @@ impl Held {
             };
             if pidfd_send_signal(&pidfd, Signal::KILL).is_ok() {
                 // A pidfd is readable once its process has exited.
-                let mut p = [libc::pollfd {
+                let mut p = [pagescope_sys::poll::PollFd {
                     fd: std::os::fd::AsRawFd::as_raw_fd(&pidfd),
-                    events: libc::POLLIN,
+                    events: pagescope_sys::poll::POLLIN,
                     revents: 0,
                 }];
                 poll(&mut p, 1000);
