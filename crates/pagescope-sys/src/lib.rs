@@ -18,3 +18,4 @@ pub mod ptrace;
 pub mod signals;
 pub mod touch;
 pub mod uffd;
+pub mod wait;

@@ -14,6 +14,25 @@ pub use linux_raw_sys::ptrace::{
     PTRACE_O_TRACEEXIT, PTRACE_O_TRACEFORK, PTRACE_O_TRACESYSGOOD, PTRACE_O_TRACEVFORK,
 };
 
+/// The `PTRACE_EVENT_*` numbers as the `i32` a wait status carries
+/// (`status >> 16`), to match on.
+pub mod event {
+    use linux_raw_sys::ptrace as k;
+
+    /// `PTRACE_EVENT_FORK`.
+    pub const FORK: i32 = k::PTRACE_EVENT_FORK as i32;
+    /// `PTRACE_EVENT_VFORK`.
+    pub const VFORK: i32 = k::PTRACE_EVENT_VFORK as i32;
+    /// `PTRACE_EVENT_CLONE`.
+    pub const CLONE: i32 = k::PTRACE_EVENT_CLONE as i32;
+    /// `PTRACE_EVENT_EXEC`.
+    pub const EXEC: i32 = k::PTRACE_EVENT_EXEC as i32;
+    /// `PTRACE_EVENT_EXIT`.
+    pub const EXIT: i32 = k::PTRACE_EVENT_EXIT as i32;
+    /// `PTRACE_EVENT_STOP`.
+    pub const STOP: i32 = k::PTRACE_EVENT_STOP as i32;
+}
+
 /// One request whose `addr` is unused and whose `data` is a number.
 fn request(req: u32, tid: u32, data: usize) -> io::Result<i64> {
     // SAFETY: the requests made here (SEIZE, INTERRUPT, CONT, SYSCALL,

@@ -343,7 +343,7 @@ pub fn unpark(pid: u32) -> Result<usize> {
                     // Registered with the fork's descriptor, which a holder
                     // kept: the release through the process's own
                     // descriptor copies it back.
-                    Err(e) if e.raw_os_error() == Some(libc::EIO) => {}
+                    Err(e) if e.raw_os_error() == Some(rustix::io::Errno::IO.raw_os_error()) => {}
                     r => r.map_err(|e| Error::io(&mem_path, e))?,
                 }
             }
@@ -614,10 +614,10 @@ pub fn release(pid: u32) -> Result<Released> {
         match put_back(&uffd, source, &mut left, &mut done) {
             Ok(()) => {}
             // Another descriptor of the process owns the pages.
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => continue,
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => continue,
             // A descriptor inherited from a parent whose address space is
             // gone: nothing of this process is registered with it.
-            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => continue,
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::SRCH.raw_os_error()) => continue,
             // The pages put back so far let it finish, or it was released
             // already through its parent's fork message and then exec'd (its
             // store is gone with the old image): nothing is left to put back.
@@ -853,7 +853,7 @@ fn is_held(pid: u32, page: u64, fill: Option<u64>) -> bool {
         }
         None => mem.read_exact_at(&mut [0u8; 1], page),
     };
-    matches!(r, Err(e) if e.raw_os_error() == Some(libc::EIO))
+    matches!(r, Err(e) if e.raw_os_error() == Some(rustix::io::Errno::IO.raw_os_error()))
 }
 
 /// How long the descriptor must stay silent after the unregistration
@@ -889,7 +889,7 @@ fn put_back(
                 }
                 left.pop();
             }
-            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::AGAIN.raw_os_error()) => {
                 msgs.clear();
                 uffd.wait_readable(100)?;
                 uffd.read_msgs(&mut msgs)?;
@@ -928,7 +928,7 @@ fn follow(
             let mut theirs = left.clone();
             match put_back(&child, source, &mut theirs, done) {
                 // The child is gone already.
-                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::SRCH.raw_os_error()) => {}
                 r => r?,
             }
             // Closing it unregisters the child and wakes its threads.

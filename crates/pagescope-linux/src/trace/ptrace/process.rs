@@ -205,7 +205,7 @@ fn wait_seized(tid: Pid) -> io::Result<Option<Seized>> {
             Err(Errno::EINTR) => continue,
             Err(Errno::ECHILD) => Ok(None),
             Err(e) => Err(e.into()),
-            Ok(WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_STOP)) => {
+            Ok(WaitStatus::PtraceEvent(_, _, pagescope_sys::ptrace::event::STOP)) => {
                 Ok(Some(Seized::Interrupted))
             }
             Ok(WaitStatus::PtraceEvent(_, _, event)) => Ok(Some(Seized::Event(event))),

@@ -50,7 +50,7 @@ impl Ptracer {
                 Err(_) => return false,
             };
             let inj = match status {
-                WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_STOP) => {
+                WaitStatus::PtraceEvent(_, _, pagescope_sys::ptrace::event::STOP) => {
                     Injector::at_interrupt(pid, insn)
                 }
                 WaitStatus::PtraceSyscall(_) => match pagescope_sys::ptrace::syscall_info(tid) {

@@ -126,7 +126,7 @@ impl Ptracer {
                 };
                 if let SyscallStop::Entry { nr, args } = info {
                     let entry = (nr, args);
-                    if entry.0 == nr::CLONE && entry.1[0] & libc::CLONE_VM as u64 == 0 {
+                    if entry.0 == nr::CLONE && entry.1[0] & pagescope_sys::abi::CLONE_VM == 0 {
                         die_here_for_tests("fork-entry");
                     }
                     if let Some(t) = self.threads.get_mut(&tid) {
@@ -140,7 +140,7 @@ impl Ptracer {
                 }
                 let _ = ptrace::syscall(pid, None);
             }
-            WaitStatus::PtraceEvent(pid, _, libc::PTRACE_EVENT_STOP)
+            WaitStatus::PtraceEvent(pid, _, pagescope_sys::ptrace::event::STOP)
                 if !self.threads.contains_key(&(pid.as_raw() as u32)) =>
             {
                 // A new task, stopped before its parent's event arrived:
@@ -148,7 +148,7 @@ impl Ptracer {
                 // tracer knows its address space.
                 self.parked.insert(pid.as_raw() as u32);
             }
-            WaitStatus::PtraceEvent(pid, _, libc::PTRACE_EVENT_STOP)
+            WaitStatus::PtraceEvent(pid, _, pagescope_sys::ptrace::event::STOP)
                 if self
                     .threads
                     .get(&(pid.as_raw() as u32))
@@ -160,14 +160,14 @@ impl Ptracer {
             WaitStatus::PtraceEvent(pid, _, event) => {
                 let tid = pid.as_raw() as u32;
                 match event {
-                    libc::PTRACE_EVENT_FORK
-                    | libc::PTRACE_EVENT_VFORK
-                    | libc::PTRACE_EVENT_CLONE => {
+                    pagescope_sys::ptrace::event::FORK
+                    | pagescope_sys::ptrace::event::VFORK
+                    | pagescope_sys::ptrace::event::CLONE => {
                         if let Ok(child) = ptrace::getevent(pid) {
                             self.on_new_child(tid, child as u32, event)?;
                         }
                     }
-                    libc::PTRACE_EVENT_EXEC => {
+                    pagescope_sys::ptrace::event::EXEC => {
                         // A non-leader thread that execs takes the leader's id.
                         if let Ok(former) = ptrace::getevent(pid) {
                             let former = former as u32;
@@ -181,7 +181,7 @@ impl Ptracer {
                             t.entry = Some((nr::EXECVE, [0; 6]));
                         }
                     }
-                    libc::PTRACE_EVENT_EXIT => self.on_exit_event(tid)?,
+                    pagescope_sys::ptrace::event::EXIT => self.on_exit_event(tid)?,
                     _ => {}
                 }
                 let _ = ptrace::syscall(pid, None);
