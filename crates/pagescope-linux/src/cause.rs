@@ -315,14 +315,18 @@ impl UffdFacts {
 
     /// The cause, as a sentence that follows "userfaultfd was refused: ".
     pub fn explain(&self) -> String {
-        match self.errno {
-            libc::ENOSYS => "this kernel has no userfaultfd (CONFIG_USERFAULTFD)".into(),
-            libc::EPERM if self.unprivileged == Some(0) && !self.cap_sys_ptrace => {
+        use rustix::io::Errno;
+        let errno = Some(self.errno)
+            .filter(|e| (1..4096).contains(e))
+            .map(Errno::from_raw_os_error);
+        match errno {
+            Some(Errno::NOSYS) => "this kernel has no userfaultfd (CONFIG_USERFAULTFD)".into(),
+            Some(Errno::PERM) if self.unprivileged == Some(0) && !self.cap_sys_ptrace => {
                 "vm.unprivileged_userfaultfd is 0 and pagescope lacks CAP_SYS_PTRACE: run as \
                  root, or `sysctl vm.unprivileged_userfaultfd=1`"
                     .into()
             }
-            libc::EPERM => format!(
+            Some(Errno::PERM) => format!(
                 "refused although {}: a seccomp filter or a security module refused it",
                 if self.cap_sys_ptrace {
                     "pagescope has CAP_SYS_PTRACE".to_string()
@@ -334,9 +338,9 @@ impl UffdFacts {
                     )
                 }
             ),
-            e => format!(
+            _ => format!(
                 "userfaultfd failed: {}",
-                std::io::Error::from_raw_os_error(e)
+                std::io::Error::from_raw_os_error(self.errno)
             ),
         }
     }
@@ -466,17 +470,19 @@ mod tests {
             }
             .explain()
         };
-        let sysctl = f(libc::EPERM, Some(0), false);
+        let sysctl = f(rustix::io::Errno::PERM.raw_os_error(), Some(0), false);
         assert!(sysctl.contains("run as root"), "{sysctl}");
         assert!(
             sysctl.contains("vm.unprivileged_userfaultfd is 0"),
             "{sysctl}"
         );
-        let other = f(libc::EPERM, Some(1), false);
+        let other = f(rustix::io::Errno::PERM.raw_os_error(), Some(1), false);
         assert!(other.contains("seccomp"), "{other}");
-        let root = f(libc::EPERM, Some(0), true);
+        let root = f(rustix::io::Errno::PERM.raw_os_error(), Some(0), true);
         assert!(root.contains("has CAP_SYS_PTRACE"), "{root}");
-        assert!(f(libc::ENOSYS, None, true).contains("CONFIG_USERFAULTFD"));
+        assert!(
+            f(rustix::io::Errno::NOSYS.raw_os_error(), None, true).contains("CONFIG_USERFAULTFD")
+        );
     }
 
     #[test]

@@ -6,8 +6,10 @@
 //! snapshot stream into any [`pagescope_core::model::SnapshotSink`]. All
 //! paths hang off a [`Root`], so tests can point the readers at a fixture
 //! tree. Reads are batched: one `pread` per run of pagemap entries or page
-//! frames, into reused buffers.
+//! frames, into reused buffers. Raw kernel calls (ioctls, ptrace, clone,
+//! signal handlers) are `pagescope-sys`'s safe functions.
 
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod cause;

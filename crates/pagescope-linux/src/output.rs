@@ -48,11 +48,13 @@ pub fn create(path: &Path) -> io::Result<File> {
             // Not ours to replace; O_NOFOLLOW in case it became a link.
             return std::fs::OpenOptions::new()
                 .write(true)
-                .custom_flags(libc::O_NOFOLLOW)
+                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
                 .open(path);
         }
         if t.is_dir() {
-            return Err(io::Error::from_raw_os_error(libc::EISDIR));
+            return Err(io::Error::from_raw_os_error(
+                rustix::io::Errno::ISDIR.raw_os_error(),
+            ));
         }
     }
     let dir = match path.parent() {
@@ -153,7 +155,10 @@ mod tests {
             .is_char_device());
         let dir = tempfile::tempdir().unwrap();
         let e = create(dir.path()).unwrap_err();
-        assert_eq!(e.raw_os_error(), Some(libc::EISDIR));
+        assert_eq!(
+            e.raw_os_error(),
+            Some(rustix::io::Errno::ISDIR.raw_os_error())
+        );
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }

@@ -1,10 +1,11 @@
 //! New processes made with clone(2) and fork(2): the raw part of
 //! pagescope's holder (see `pagescope-linux`'s `trace::holder`), a clone
 //! that shares this process's descriptor table and runs nothing but
-//! system calls, with the ledger of descriptor numbers it shares; and
-//! the fork of a single-threaded program.
+//! system calls, with the ledger of descriptor numbers it shares; the
+//! fork of a single-threaded program; and the fork and exec of a program
+//! that stops itself first, for a tracer to attach.
 
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -235,6 +236,33 @@ pub fn fork() -> io::Result<Forked> {
         pid if pid < 0 => Err(io::Error::last_os_error()),
         0 => Ok(Forked::Child),
         pid => Ok(Forked::Parent(pid)),
+    }
+}
+
+/// Forks a child that stops itself (`SIGSTOP`) and, once continued,
+/// runs `path` with arguments `argv` (`execv`: the environment is this
+/// process's); where the exec fails it writes `pagescope: exec failed`
+/// to its standard error and exits with status 127. Returns the child's
+/// pid. Any process may call it, threaded or not: the child makes only
+/// async-signal-safe calls, on memory prepared before the fork.
+pub fn fork_exec_stopped(path: &CStr, argv: &[CString]) -> io::Result<i32> {
+    let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    let msg = b"pagescope: exec failed\n";
+    // SAFETY: the child only calls async-signal-safe functions (raise,
+    // execv, write, _exit) on memory prepared before the fork (`path`,
+    // the NUL-terminated `ptrs` to `argv`'s strings, `msg`), and never
+    // returns.
+    match unsafe { libc::fork() } {
+        pid if pid < 0 => Err(io::Error::last_os_error()),
+        // SAFETY: as above.
+        0 => unsafe {
+            libc::raise(libc::SIGSTOP);
+            libc::execv(path.as_ptr(), ptrs.as_ptr());
+            libc::write(2, msg.as_ptr().cast(), msg.len());
+            libc::_exit(127);
+        },
+        pid => Ok(pid),
     }
 }
 

@@ -7,8 +7,10 @@
 
 #![deny(missing_docs)]
 
+pub mod abi;
 pub mod clone;
 pub mod damon;
+pub mod kcmp;
 pub mod mem;
 pub mod pagemap_scan;
 pub mod poll;
@@ -16,3 +18,4 @@ pub mod ptrace;
 pub mod signals;
 pub mod touch;
 pub mod uffd;
+pub mod wait;

@@ -14,6 +14,12 @@ use std::io;
 use std::marker::PhantomData;
 use std::os::fd::AsFd;
 
+/// `PM_SCAN_WP_MATCHING`: write-protect the pages found, in the same walk.
+pub const WP_MATCHING: u64 = linux_raw_sys::general::PM_SCAN_WP_MATCHING as u64;
+/// `PAGE_IS_WRITTEN`: the category of pages written since they were
+/// last write-protected.
+pub const PAGE_IS_WRITTEN: u64 = linux_raw_sys::general::PAGE_IS_WRITTEN as u64;
+
 /// `linux/fs.h`: `#define PAGEMAP_SCAN _IOWR(PAGEMAP_MAGIC, 16, struct
 /// pm_scan_arg)`, with `PAGEMAP_MAGIC` `'f'`.
 const PAGEMAP_SCAN: Opcode = opcode::read_write::<pm_scan_arg>(b'f', 16);

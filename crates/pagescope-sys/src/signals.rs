@@ -1,6 +1,9 @@
-//! Waiting for blocked signals, and asking which are pending
-//! (sigtimedwait(2), sigpending(2)).
+//! Signals: blocking them in a thread (pthread_sigmask(3)), waiting for
+//! blocked ones and asking which are pending (sigtimedwait(2),
+//! sigpending(2)), and catching some into one flag (sigaction(2)).
 
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// The set of the signals `signals` (numbers such as `libc::SIGINT`).
@@ -41,6 +44,84 @@ pub fn any_pending(signals: &[i32]) -> bool {
         libc::sigpending(&mut pending) == 0
             && signals.iter().any(|&s| libc::sigismember(&pending, s) == 1)
     }
+}
+
+/// Blocks `signals` in the calling thread (`block`), or unblocks them;
+/// threads it starts later inherit its mask.
+pub fn block_in_thread(signals: &[i32], block: bool) -> io::Result<()> {
+    let set = set_of(signals);
+    let how = if block {
+        libc::SIG_BLOCK
+    } else {
+        libc::SIG_UNBLOCK
+    };
+    // SAFETY: `set` is a valid set for the call; the old mask is not asked
+    // for (null).
+    match unsafe { libc::pthread_sigmask(how, &set, std::ptr::null_mut()) } {
+        0 => Ok(()),
+        e => Err(io::Error::from_raw_os_error(e)),
+    }
+}
+
+/// A thread of this process, to send signals to (pthread_kill(3)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Thread(libc::pthread_t);
+
+impl Thread {
+    /// The calling thread.
+    pub fn current() -> Thread {
+        // SAFETY: pthread_self has no preconditions.
+        Thread(unsafe { libc::pthread_self() })
+    }
+
+    /// Sends `signal` to the thread, which must not have been joined
+    /// (its id may then name another thread, or none).
+    pub fn signal(self, signal: i32) -> io::Result<()> {
+        // SAFETY: the id came from pthread_self of a thread of this
+        // process; the caller keeps the thread unjoined while it signals.
+        match unsafe { libc::pthread_kill(self.0, signal) } {
+            0 => Ok(()),
+            e => Err(io::Error::from_raw_os_error(e)),
+        }
+    }
+}
+
+/// The flag that the handlers installed by [`catch_to_flag`] raise.
+static CAUGHT: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn raise_on_signal(_: libc::c_int) {
+    CAUGHT.store(true, Ordering::SeqCst);
+}
+
+/// Installs, for each of `signals`, a handler that only raises one flag
+/// ([`flag_raised`]), without `SA_RESTART`: a blocking system call of the
+/// thread that takes the signal returns `EINTR`.
+pub fn catch_to_flag(signals: &[i32]) -> io::Result<()> {
+    for &sig in signals {
+        // SAFETY: an all-zero sigaction is a valid value (no flags, an
+        // empty mask once sigemptyset has run).
+        let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+        action.sa_sigaction = raise_on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        // SAFETY: the mask is part of `action`, valid for the call.
+        unsafe { libc::sigemptyset(&mut action.sa_mask) };
+        // SAFETY: the handler only stores to an atomic (async-signal-safe);
+        // `action` is valid for the call and the old action is not asked
+        // for.
+        if unsafe { libc::sigaction(sig, &action, std::ptr::null_mut()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Raises the flag of [`catch_to_flag`], as a caught signal would.
+pub fn raise_flag() {
+    CAUGHT.store(true, Ordering::SeqCst);
+}
+
+/// Whether the flag of [`catch_to_flag`] is raised.
+pub fn flag_raised() -> bool {
+    CAUGHT.load(Ordering::SeqCst)
 }
 
 #[cfg(test)]

@@ -335,9 +335,9 @@ impl Uffd {
     /// Waits up to `timeout_ms` for a message to read (an interrupted
     /// wait returns early, without error).
     pub fn wait_readable(&self, timeout_ms: i32) -> io::Result<()> {
-        let mut p = [libc::pollfd {
+        let mut p = [crate::poll::PollFd {
             fd: self.fd.as_raw_fd(),
-            events: libc::POLLIN,
+            events: crate::poll::POLLIN,
             revents: 0,
         }];
         if crate::poll::poll(&mut p, timeout_ms) < 0 {

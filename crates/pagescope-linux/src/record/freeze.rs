@@ -72,7 +72,7 @@ pub struct Status {
 
 /// `__WALL`: children and tracees, whatever signal they report exits by.
 fn wall() -> WaitOptions {
-    WaitOptions::from_bits_retain(linux_raw_sys::general::__WALL)
+    WaitOptions::from_bits_retain(pagescope_sys::abi::WALL as u32)
 }
 
 /// Waits for any child or tracee (`__WALL`); `None` if `nohang` and
@@ -111,15 +111,15 @@ pub fn wait_pid(pid: u32) -> Option<Exit> {
 /// The exit a wait status reports, if it reports one.
 pub fn exit_of(st: Status) -> Option<Exit> {
     let raw = st.raw;
-    if libc::WIFEXITED(raw) {
+    if pagescope_sys::wait::exited(raw) {
         Some(Exit {
             pid: st.tid,
-            code: libc::WEXITSTATUS(raw),
+            code: pagescope_sys::wait::exit_status(raw),
         })
-    } else if libc::WIFSIGNALED(raw) {
+    } else if pagescope_sys::wait::signaled(raw) {
         Some(Exit {
             pid: st.tid,
-            code: 128 + libc::WTERMSIG(raw),
+            code: 128 + pagescope_sys::wait::term_signal(raw),
         })
     } else {
         None
@@ -150,10 +150,10 @@ fn traced_by_us(tid: u32) -> bool {
 }
 
 fn is_job_stop(sig: i32) -> bool {
-    matches!(
-        sig,
-        libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
-    )
+    use rustix::process::Signal;
+    [Signal::STOP, Signal::TSTP, Signal::TTIN, Signal::TTOU]
+        .map(Signal::as_raw)
+        .contains(&sig)
 }
 
 /// Restarts a stopped thread; returns its new state.
@@ -204,17 +204,22 @@ impl Freezer {
                         self.threads.insert(tid, State::Running);
                         new += 1;
                     }
-                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                    Err(e) if e.raw_os_error() == Some(rustix::io::Errno::SRCH.raw_os_error()) => {}
                     // Attached already: a child or thread the kernel
                     // attached (TRACEFORK, TRACECLONE) whose first stop
                     // has not been read yet.
-                    Err(e) if e.raw_os_error() == Some(libc::EPERM) && traced_by_us(tid) => {
+                    Err(e)
+                        if e.raw_os_error() == Some(rustix::io::Errno::PERM.raw_os_error())
+                            && traced_by_us(tid) =>
+                    {
                         self.threads.insert(tid, State::Running);
                         new += 1;
                     }
                     // Exiting: it can't be attached, and needn't be.
-                    Err(e) if e.raw_os_error() == Some(libc::EPERM) && is_ending(tid) => {}
-                    Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                    Err(e)
+                        if e.raw_os_error() == Some(rustix::io::Errno::PERM.raw_os_error())
+                            && is_ending(tid) => {}
+                    Err(e) if e.raw_os_error() == Some(rustix::io::Errno::PERM.raw_os_error()) => {
                         let facts = crate::cause::PtraceFacts::read(Path::new("/proc"), tid);
                         let hint = if facts.only_attach_refused() {
                             " (--no-freeze records it without stopping it)"
@@ -249,12 +254,12 @@ impl Freezer {
             return Some(e);
         }
         let (tid, raw) = (st.tid, st.raw);
-        if !libc::WIFSTOPPED(raw) {
+        if !pagescope_sys::wait::stopped(raw) {
             return None;
         }
-        let sig = libc::WSTOPSIG(raw);
+        let sig = pagescope_sys::wait::stop_signal(raw);
         let event = raw >> 16;
-        if event == libc::PTRACE_EVENT_EXEC {
+        if event == pagescope_sys::ptrace::event::EXEC {
             // A thread other than the leader that execs takes the
             // leader's id; its own id disappears without an exit.
             let former = ptrace::event_message(tid).unwrap_or(0);
@@ -264,7 +269,7 @@ impl Freezer {
         }
         let r = match event {
             0 => Resume::Cont(sig), // signal-delivery-stop: deliver it
-            libc::PTRACE_EVENT_STOP if is_job_stop(sig) => Resume::Listen,
+            pagescope_sys::ptrace::event::STOP if is_job_stop(sig) => Resume::Listen,
             _ => Resume::Cont(0),
         };
         let s = if freezing {

@@ -144,7 +144,7 @@ impl Recorder<'_> {
             let _ = f.let_go();
         }
         crate::launched::reap(child);
-        self.exit_code = Some(128 + libc::SIGKILL);
+        self.exit_code = Some(128 + rustix::process::Signal::KILL.as_raw());
         true
     }
 

@@ -37,19 +37,19 @@ pub(crate) fn take_fd(pid: u32, fd: i32) -> Result<OwnedFd> {
 /// stopped under `inj`: the system call, or where it is refused,
 /// `/dev/userfaultfd`. Returns the descriptor's number in the program.
 pub(super) fn make_userfaultfd(inj: &mut Injector, t: Pid) -> Result<i64> {
-    let flags = (libc::O_CLOEXEC | libc::O_NONBLOCK) as u64;
+    let flags = pagescope_sys::abi::O_CLOEXEC | pagescope_sys::abi::O_NONBLOCK;
     let mut fd = inject(inj, nr::USERFAULTFD, [flags, 0, 0, 0, 0, 0])?;
     if fd < 0 {
         // The system call refused (a seccomp filter of the program's,
         // or vm.unprivileged_userfaultfd=0 for a user without
         // CAP_SYS_PTRACE): since Linux 6.1, /dev/userfaultfd makes the
         // same descriptor for whoever may open it.
-        const USERFAULTFD_IOC_NEW: u64 = 0xaa00;
+        use pagescope_sys::abi::USERFAULTFD_IOC_NEW;
         let path = write_name(t, inj.sp(), "/dev/userfaultfd")?;
         let open = [
-            libc::AT_FDCWD as u64,
+            pagescope_sys::abi::AT_FDCWD,
             path,
-            (libc::O_RDWR | libc::O_CLOEXEC) as u64,
+            pagescope_sys::abi::O_RDWR | pagescope_sys::abi::O_CLOEXEC,
             0,
             0,
             0,
@@ -172,7 +172,7 @@ pub(crate) fn unregister_all(uffd: &Uffd, pid: u32) -> Result<bool> {
         // The process has exited (a page put back let it finish).
         Err(e)
             if e.kind() == std::io::ErrorKind::NotFound
-                || e.raw_os_error() == Some(libc::ESRCH) =>
+                || e.raw_os_error() == Some(rustix::io::Errno::SRCH.raw_os_error()) =>
         {
             return Ok(false)
         }
@@ -188,9 +188,12 @@ pub(crate) fn unregister_all(uffd: &Uffd, pid: u32) -> Result<bool> {
             match uffd.unregister(start, end - start) {
                 Ok(()) => {}
                 // A range registered by another userfaultfd of the process.
-                Err(err) if err.raw_os_error() == Some(libc::EINVAL) => {}
+                Err(err) if err.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {
+                }
                 // The address space is gone: the process exited meanwhile.
-                Err(err) if err.raw_os_error() == Some(libc::ENOMEM) => return Ok(false),
+                Err(err) if err.raw_os_error() == Some(rustix::io::Errno::NOMEM.raw_os_error()) => {
+                    return Ok(false)
+                }
                 Err(err) => return Err(sys("UFFDIO_UNREGISTER", err)),
             }
         }

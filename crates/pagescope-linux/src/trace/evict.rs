@@ -45,7 +45,7 @@ fn evict_pages(st: &mut State, counts: &Counts, pages: &[Page]) -> Result<(Vec<P
                             moved_in_batch.insert((key, start), m as usize);
                         }
                     }
-                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                    Err(e) if e.raw_os_error() == Some(rustix::io::Errno::SRCH.raw_os_error()) => {}
                     Err(e) => return Err(sys("UFFDIO_MOVE (evicting pages)", e)),
                 }
             }
@@ -68,7 +68,7 @@ fn evict_pages(st: &mut State, counts: &Counts, pages: &[Page]) -> Result<(Vec<P
                 Ok(false) => {
                     counts.unevictable.fetch_add(n, Ordering::Relaxed);
                 }
-                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::SRCH.raw_os_error()) => {}
                 Err(e) => return Err(sys("madvise (evicting shared memory)", e)),
             }
             continue;
@@ -78,7 +78,7 @@ fn evict_pages(st: &mut State, counts: &Counts, pages: &[Page]) -> Result<(Vec<P
         } else if n > 1 {
             match space.mm.evict_run(start, n) {
                 Ok(m) => m as usize,
-                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => 0,
+                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::SRCH.raw_os_error()) => 0,
                 Err(e) => return Err(sys("UFFDIO_MOVE (evicting pages)", e)),
             }
         } else {
@@ -97,7 +97,7 @@ fn evict_pages(st: &mut State, counts: &Counts, pages: &[Page]) -> Result<(Vec<P
                 }
                 Ok(None) => later.push((key, page)),
                 // The process is exiting (its mover or memory already gone).
-                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::SRCH.raw_os_error()) => {}
                 Err(e) => return Err(sys("UFFDIO_MOVE (evicting a page)", e)),
             }
         }
@@ -118,7 +118,7 @@ pub(super) fn reclaim_dead(
     for key in keys {
         if let Some(space) = st.spaces.get_mut(&key) {
             match space.mm.reclaim_dead(at_least) {
-                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::SRCH.raw_os_error()) => {}
                 r => r.map_err(|e| sys("madvise (freeing store slots)", e))?,
             }
         }

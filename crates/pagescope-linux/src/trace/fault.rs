@@ -281,11 +281,11 @@ pub(super) fn fault_thread(shared: Arc<Shared>, commands: Receiver<Command>, wak
                 .map(|(&k, s)| (k, s.mm.uffd.clone()))
                 .collect()
         };
-        let mut polls: Vec<libc::pollfd> = std::iter::once(wake_r.as_raw_fd())
+        let mut polls: Vec<pagescope_sys::poll::PollFd> = std::iter::once(wake_r.as_raw_fd())
             .chain(fds.iter().map(|(_, u)| u.raw()))
-            .map(|fd| libc::pollfd {
+            .map(|fd| pagescope_sys::poll::PollFd {
                 fd,
-                events: libc::POLLIN,
+                events: pagescope_sys::poll::POLLIN,
                 revents: 0,
             })
             .collect();
@@ -326,7 +326,7 @@ pub(super) fn fault_thread(shared: Arc<Shared>, commands: Receiver<Command>, wak
             let _ = rustix::io::read(&wake_r, &mut drain);
         }
         for (i, (key, u)) in fds.iter().enumerate() {
-            if polls[i + 1].revents & libc::POLLIN == 0 {
+            if polls[i + 1].revents & pagescope_sys::poll::POLLIN == 0 {
                 continue;
             }
             msgs.clear();

@@ -49,7 +49,10 @@ static LEDGER: OnceLock<Result<Ledger, i32>> = OnceLock::new();
 /// The ledger, mapped at the first call.
 fn ledger() -> io::Result<Ledger> {
     (*LEDGER.get_or_init(|| {
-        Ledger::map(LEDGER_FDS).map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))
+        Ledger::map(LEDGER_FDS).map_err(|e| {
+            e.raw_os_error()
+                .unwrap_or(rustix::io::Errno::NOMEM.raw_os_error())
+        })
     }))
     .map_err(io::Error::from_raw_os_error)
 }
@@ -83,8 +86,9 @@ impl Holder {
     pub fn start(root: u32) -> io::Result<Holder> {
         let ledger = ledger()?;
         let root_fd = rustix::process::pidfd_open(
-            rustix::process::Pid::from_raw(root as i32)
-                .ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))?,
+            rustix::process::Pid::from_raw(root as i32).ok_or_else(|| {
+                io::Error::from_raw_os_error(rustix::io::Errno::SRCH.raw_os_error())
+            })?,
             rustix::process::PidfdFlags::empty(),
         )?;
         let keep = root_fd.as_raw_fd();
@@ -117,10 +121,12 @@ impl Holder {
 
 impl Drop for Holder {
     fn drop(&mut self) {
-        use nix::sys::wait::{waitpid, WaitPidFlag};
-        let pid = nix::unistd::Pid::from_raw(self.pid);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-        while waitpid(pid, Some(WaitPidFlag::__WALL)) == Err(nix::errno::Errno::EINTR) {}
+        use rustix::process::{kill_process, waitpid, Pid, Signal, WaitOptions};
+        if let Some(pid) = Pid::from_raw(self.pid) {
+            let _ = kill_process(pid, Signal::KILL);
+            let wall = WaitOptions::from_bits_retain(pagescope_sys::abi::WALL as u32);
+            while matches!(waitpid(Some(pid), wall), Err(rustix::io::Errno::INTR)) {}
+        }
         drop(self.stop.take());
         if let Some(t) = self.parent.take() {
             let _ = t.join();

@@ -55,7 +55,7 @@ impl Leftover {
     pub fn remove(&self, inj: &mut Injector) -> Vec<u32> {
         let mut reaped = Vec::new();
         for &m in &self.movers {
-            let r = inj.syscall(nr::WAIT4, [m as u64, 0, libc::__WALL as u64, 0, 0, 0]);
+            let r = inj.syscall(nr::WAIT4, [m as u64, 0, pagescope_sys::abi::WALL, 0, 0, 0]);
             if matches!(r, Ok(r) if r == m as i64) {
                 reaped.push(m);
             }

@@ -568,7 +568,9 @@ impl Mm {
     fn read_mem(&mut self, addr: u64, buf: &mut [u8]) -> io::Result<()> {
         match self.space_mem() {
             Some(mem) => mem.read_exact_at(buf, addr),
-            None => Err(io::Error::from_raw_os_error(libc::ESRCH)),
+            None => Err(io::Error::from_raw_os_error(
+                rustix::io::Errno::SRCH.raw_os_error(),
+            )),
         }
     }
 
@@ -607,7 +609,10 @@ impl Mm {
             mover, uffd, stash, ..
         } = self;
         let Some((m, mover)) = mover.as_ref().and_then(|m| Some((m, m.mover.as_ref()?))) else {
-            return Ok(vec![-(libc::ENODEV as i64); ranges.len()]);
+            return Ok(vec![
+                -i64::from(rustix::io::Errno::NODEV.raw_os_error());
+                ranges.len()
+            ]);
         };
         let mut results = Vec::with_capacity(ranges.len());
         for chunk in ranges.chunks(BATCH_MAX) {
@@ -792,7 +797,7 @@ fn batch(
     debug_assert!(BATCH_ARGS + args.len() as u64 <= SCRATCH_BYTES);
     let mut table = vec![0u8; calls.len() * BATCH_ENTRY];
     // A call the mover never ran reads as failed.
-    let unrun = -(libc::ENOSYS as i64) as u64;
+    let unrun = -i64::from(rustix::io::Errno::NOSYS.raw_os_error()) as u64;
     for (e, (nr, a)) in table.chunks_mut(BATCH_ENTRY).zip(calls) {
         let words = std::iter::once(nr).chain(a).chain(std::iter::once(&unrun));
         for (word, v) in e.chunks_mut(8).zip(words) {

@@ -62,4 +62,3 @@ pub use release::{
 pub use release::{release_all, ReleaseError, ReleaseReport, ReleaseStep};
 pub use sampler::{Sampled, Sampler};
 pub use session::{trace, Target, TraceConfig, TraceOutcome};
-pub(crate) use uffd::{Uffd, FEATURES_WP_ASYNC, MODE_WP};

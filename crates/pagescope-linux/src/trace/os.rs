@@ -54,19 +54,9 @@ fn allowed_cpus() -> String {
         .join(" ")
 }
 
-#[allow(unsafe_code)]
-pub(crate) fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> i32 {
-    // SAFETY: `fds` is a valid, exclusively borrowed array of pollfd.
-    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) }
-}
+pub(crate) use pagescope_sys::poll::poll;
 
-pub(super) const MAP_PRIVATE: u64 = 0x02;
-pub(super) const MAP_SHARED: u64 = 0x01;
-pub(super) const MAP_ANONYMOUS: u64 = 0x20;
-pub(super) const MAP_NORESERVE: u64 = 0x4000;
-pub(super) const MAP_POPULATE: u64 = 0x8000;
-pub(super) const MAP_STACK: u64 = 0x20000;
-pub(super) const MAP_GROWSDOWN: u64 = 0x100;
-pub(super) const PR_SET_VMA: u64 = 0x53564d41;
-pub(super) const PR_SET_VMA_ANON_NAME: u64 = 0;
-pub(super) const MADV_DONTNEED: u64 = 4;
+pub(super) use pagescope_sys::abi::{
+    MADV_DONTNEED, MAP_ANONYMOUS, MAP_GROWSDOWN, MAP_NORESERVE, MAP_POPULATE, MAP_PRIVATE,
+    MAP_SHARED, MAP_STACK, PR_SET_VMA, PR_SET_VMA_ANON_NAME,
+};

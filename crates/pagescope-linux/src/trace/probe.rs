@@ -18,7 +18,7 @@ pub fn evict_method(want: Option<EvictMethod>) -> Result<EvictMethod> {
     let available = uffd::Uffd::probe_features().map_err(|e| {
         let errno = e.raw_os_error().unwrap_or(0);
         let why = crate::cause::userfaultfd_refused(errno);
-        if errno == libc::EPERM {
+        if errno == rustix::io::Errno::PERM.raw_os_error() {
             Error::NotPermitted {
                 what: "userfaultfd".into(),
                 needs: why,

@@ -343,7 +343,7 @@ pub fn unpark(pid: u32) -> Result<usize> {
                     // Registered with the fork's descriptor, which a holder
                     // kept: the release through the process's own
                     // descriptor copies it back.
-                    Err(e) if e.raw_os_error() == Some(libc::EIO) => {}
+                    Err(e) if e.raw_os_error() == Some(rustix::io::Errno::IO.raw_os_error()) => {}
                     r => r.map_err(|e| Error::io(&mem_path, e))?,
                 }
             }
@@ -614,10 +614,10 @@ pub fn release(pid: u32) -> Result<Released> {
         match put_back(&uffd, source, &mut left, &mut done) {
             Ok(()) => {}
             // Another descriptor of the process owns the pages.
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => continue,
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => continue,
             // A descriptor inherited from a parent whose address space is
             // gone: nothing of this process is registered with it.
-            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => continue,
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::SRCH.raw_os_error()) => continue,
             // The pages put back so far let it finish, or it was released
             // already through its parent's fork message and then exec'd (its
             // store is gone with the old image): nothing is left to put back.
@@ -770,12 +770,12 @@ impl Held {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
         let mut msgs = Vec::new();
         while std::time::Instant::now() < deadline {
-            let mut polls: Vec<libc::pollfd> = self
+            let mut polls: Vec<pagescope_sys::poll::PollFd> = self
                 .uffds
                 .iter()
-                .map(|h| libc::pollfd {
+                .map(|h| pagescope_sys::poll::PollFd {
                     fd: h.uffd.raw(),
-                    events: libc::POLLIN,
+                    events: pagescope_sys::poll::POLLIN,
                     revents: 0,
                 })
                 .collect();
@@ -783,7 +783,7 @@ impl Held {
                 continue;
             }
             for (i, p) in polls.iter().enumerate() {
-                if p.revents & libc::POLLIN == 0 {
+                if p.revents & pagescope_sys::poll::POLLIN == 0 {
                     continue;
                 }
                 msgs.clear();
@@ -821,9 +821,9 @@ impl Held {
             };
             if pidfd_send_signal(&pidfd, Signal::KILL).is_ok() {
                 // A pidfd is readable once its process has exited.
-                let mut p = [libc::pollfd {
+                let mut p = [pagescope_sys::poll::PollFd {
                     fd: std::os::fd::AsRawFd::as_raw_fd(&pidfd),
-                    events: libc::POLLIN,
+                    events: pagescope_sys::poll::POLLIN,
                     revents: 0,
                 }];
                 poll(&mut p, 1000);
@@ -854,7 +854,7 @@ fn is_held(pid: u32, page: u64, fill: Option<u64>) -> bool {
         }
         None => mem.read_exact_at(&mut [0u8; 1], page),
     };
-    matches!(r, Err(e) if e.raw_os_error() == Some(libc::EIO))
+    matches!(r, Err(e) if e.raw_os_error() == Some(rustix::io::Errno::IO.raw_os_error()))
 }
 
 /// How long the descriptor must stay silent after the unregistration
@@ -890,7 +890,7 @@ fn put_back(
                 }
                 left.pop();
             }
-            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::AGAIN.raw_os_error()) => {
                 msgs.clear();
                 uffd.wait_readable(100)?;
                 uffd.read_msgs(&mut msgs)?;
@@ -929,7 +929,7 @@ fn follow(
             let mut theirs = left.clone();
             match put_back(&child, source, &mut theirs, done) {
                 // The child is gone already.
-                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::SRCH.raw_os_error()) => {}
                 r => r?,
             }
             // Closing it unregisters the child and wakes its threads.

@@ -105,13 +105,17 @@ fn on_fault(
                 // Another thread's write already opened it (clearing the
                 // protection again is harmless, and wakes).
                 match uffd.write_protect(page, PAGE, false) {
-                    Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return Ok(false),
+                    Err(e) if e.raw_os_error() == Some(rustix::io::Errno::AGAIN.raw_os_error()) => {
+                        return Ok(false)
+                    }
                     r => r.map_err(|e| sys("UFFDIO_WRITEPROTECT", e))?,
                 }
             }
             Some(false) => {
                 match uffd.write_protect(page, PAGE, false) {
-                    Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return Ok(false),
+                    Err(e) if e.raw_os_error() == Some(rustix::io::Errno::AGAIN.raw_os_error()) => {
+                        return Ok(false)
+                    }
                     r => r.map_err(|e| sys("UFFDIO_WRITEPROTECT", e))?,
                 }
                 log_ref(st, counts, key, page, tid, true, Touch::Write)?;
@@ -136,7 +140,9 @@ fn on_fault(
                 // resident when tracing began (or after fork). Log it and
                 // let it in.
                 match uffd.write_protect(page, PAGE, false) {
-                    Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return Ok(false),
+                    Err(e) if e.raw_os_error() == Some(rustix::io::Errno::AGAIN.raw_os_error()) => {
+                        return Ok(false)
+                    }
                     r => r.map_err(|e| sys("UFFDIO_WRITEPROTECT", e))?,
                 }
                 log_ref(st, counts, key, page, tid, true, Touch::Write)?;
@@ -150,7 +156,9 @@ fn on_fault(
     let mut evicted = true;
     let back = match space.mm.bring_back(page, !write) {
         Ok(b) => b,
-        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return Ok(false),
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::AGAIN.raw_os_error()) => {
+            return Ok(false)
+        }
         Err(e) => return Err(sys("UFFDIO_MOVE (bringing a page back)", e)),
     };
     match back {
@@ -175,7 +183,9 @@ fn on_fault(
                     st.pool.remove((key, page));
                     return Ok(true);
                 }
-                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return Ok(false),
+                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::AGAIN.raw_os_error()) => {
+                    return Ok(false)
+                }
                 Err(e) => return Err(sys("UFFDIO_COPY", e)),
             }
         }
@@ -214,7 +224,9 @@ fn fill_outside_sample(st: &mut State, key: u32, page: u64) -> Result<bool> {
             return Ok(true);
         }
         Ok(mm::Fill::Gone) => return Ok(true),
-        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return Ok(false),
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::AGAIN.raw_os_error()) => {
+            return Ok(false)
+        }
         Err(e) => return Err(sys("UFFDIO_COPY", e)),
     }
     let Some((&start, range)) = space.maps.range(..=page).next_back() else {
@@ -284,15 +296,23 @@ fn on_minor_fault(
     let split = wp && !st.continue_wp;
     match uffd.continue_page(page, PAGE, wp && !split, split) {
         Ok(()) => {}
-        Err(e) if errno(&e) == libc::EINVAL && wp && st.continue_wp => {
+        Err(e) if errno(&e) == rustix::io::Errno::INVAL.raw_os_error() && wp && st.continue_wp => {
             st.continue_wp = false;
             return on_minor_fault(st, counts, key, page, write, tid);
         }
-        Err(e) if errno(&e) == libc::EAGAIN => return Ok(false),
+        Err(e) if errno(&e) == rustix::io::Errno::AGAIN.raw_os_error() => return Ok(false),
         // Mapped already (another thread's fault), or gone from the page
         // cache (a hole punched: the retry is a missing fault) or from the
         // address space: the thread retries.
-        Err(e) if matches!(errno(&e), libc::EEXIST | libc::EFAULT | libc::ENOENT) => {
+        Err(e)
+            if [
+                rustix::io::Errno::EXIST,
+                rustix::io::Errno::FAULT,
+                rustix::io::Errno::NOENT,
+            ]
+            .map(rustix::io::Errno::raw_os_error)
+            .contains(&errno(&e)) =>
+        {
             let _ = uffd.wake(page, PAGE);
             return Ok(true);
         }

@@ -9,8 +9,8 @@ use std::ops::Deref;
 use std::os::fd::{AsRawFd, OwnedFd};
 
 pub use pagescope_sys::uffd::{
-    features, missing_features, own_fd, Msg, FEATURES_SHMEM, FEATURES_WP_ASYNC, FEATURE_MOVE,
-    MODE_MISSING_WP, MODE_WP, MOVE, MOVE_MODE_DONTWAKE,
+    features, missing_features, own_fd, Msg, FEATURES_SHMEM, FEATURE_MOVE, MODE_MISSING_WP, MOVE,
+    MOVE_MODE_DONTWAKE,
 };
 
 /// A userfaultfd held by the tracer: [`pagescope_sys::uffd::Uffd`]'s

@@ -444,7 +444,7 @@ impl Damon {
         self.pipe = Some(
             std::fs::OpenOptions::new()
                 .read(true)
-                .custom_flags(libc::O_NONBLOCK)
+                .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
                 .open(&path)
                 .map_err(|e| Error::io(&path, e))?,
         );
@@ -518,7 +518,7 @@ impl Damon {
         }
         let system = self.system.is_some();
         std::fs::write(&state, "on").map_err(|e| {
-            if e.raw_os_error() == Some(libc::EINVAL)
+            if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error())
                 && has_operations(&self.root, system).is_none()
             {
                 Error::Unsupported {

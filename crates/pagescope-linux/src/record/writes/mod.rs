@@ -5,50 +5,11 @@
 //! read from pagemap (bit 55) and cleared with `clear_refs` 4. Otherwise,
 //! from Linux 6.7, from `PAGEMAP_SCAN` on a userfaultfd in asynchronous
 //! write-protect mode that pagescope gives each recorded process (see
-//! `scan`). Giving a process a userfaultfd takes the tracer of
-//! `crate::trace`, which is built for x86_64 only: elsewhere `scan` is
-//! a stand-in that is never supported.
+//! `scan`). Giving a process a userfaultfd injects system calls with
+//! `crate::trace`, which is built for x86_64 only: elsewhere the scan is
+//! never supported.
 
-#[cfg(target_arch = "x86_64")]
 mod scan;
-
-/// The scan where pagescope can't give a process a userfaultfd.
-#[cfg(not(target_arch = "x86_64"))]
-mod scan {
-    use pagescope_core::Result;
-    use std::collections::HashMap;
-    use std::path::Path;
-
-    /// No scanners: [`supported`] is false.
-    #[derive(Debug, Default)]
-    pub(super) struct Scans {}
-
-    impl Scans {
-        /// Finds nothing (never called: [`supported`] is false).
-        pub fn gather(
-            &mut self,
-            _proc_root: &Path,
-            _pids: &[u32],
-            _written: &mut HashMap<u32, Vec<(u64, u64)>>,
-        ) -> Result<()> {
-            Ok(())
-        }
-    }
-
-    /// Never.
-    pub fn supported() -> bool {
-        false
-    }
-
-    /// Why not.
-    pub fn unavailable() -> String {
-        format!(
-            "PAGEMAP_SCAN needs a userfaultfd in each process, which pagescope gives only on \
-             x86_64 (not {})",
-            std::env::consts::ARCH
-        )
-    }
-}
 
 use super::soft_dirty;
 use crate::procfs::ProcDir;

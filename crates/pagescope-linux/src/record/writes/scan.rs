@@ -26,13 +26,40 @@
 //! own at once, as a new process would be (the writes of the interval of
 //! the exec are not counted).
 
-use crate::trace::Uffd;
-use linux_raw_sys::general as k;
 use pagescope_core::{parse, Error, Result};
-use pagescope_sys::pagemap_scan::{self, PageRegion, Query};
+use pagescope_sys::pagemap_scan::{self, PageRegion, Query, PAGE_IS_WRITTEN, WP_MATCHING};
+use pagescope_sys::uffd::{Uffd, FEATURES_WP_ASYNC, MODE_WP};
+use rustix::io::Errno;
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::path::Path;
+
+/// Giving a process a userfaultfd: system calls injected into one of its
+/// threads, which pagescope does on x86_64 only (`crate::trace`).
+#[cfg(target_arch = "x86_64")]
+mod give {
+    pub(super) use crate::trace::userfaultfd_of;
+
+    /// Whether pagescope can give a process a userfaultfd here.
+    pub(super) const AVAILABLE: bool = true;
+}
+
+/// See the x86_64 version: elsewhere pagescope can't.
+#[cfg(not(target_arch = "x86_64"))]
+mod give {
+    /// Never called ([`AVAILABLE`] is false).
+    pub(super) fn userfaultfd_of(_pid: u32) -> super::Result<Option<std::os::fd::OwnedFd>> {
+        Ok(None)
+    }
+
+    /// Whether pagescope can give a process a userfaultfd here.
+    pub(super) const AVAILABLE: bool = false;
+}
+
+/// `e`'s error number, if it is one of `errnos`.
+fn is(e: &std::io::Error, errnos: &[Errno]) -> bool {
+    Errno::from_io_error(e).is_some_and(|n| errnos.contains(&n))
+}
 
 /// The end of the user address space scanned (x86_64, 4-level paging).
 const USER_END: u64 = 0x7fff_ffff_f000;
@@ -121,22 +148,30 @@ fn gone(proc_root: &Path, pid: u32) -> bool {
 }
 
 /// Whether this kernel has asynchronous write protection and
-/// `PAGEMAP_SCAN` (both Linux 6.7).
+/// `PAGEMAP_SCAN` (both Linux 6.7), and pagescope can give a process a
+/// userfaultfd here.
 pub fn supported() -> bool {
-    Uffd::probe_features()
-        .is_ok_and(|f| f & crate::trace::FEATURES_WP_ASYNC == crate::trace::FEATURES_WP_ASYNC)
+    give::AVAILABLE
+        && Uffd::probe_features().is_ok_and(|f| f & FEATURES_WP_ASYNC == FEATURES_WP_ASYNC)
 }
 
 /// Why [`supported`] is false, checked on this machine: pagescope
 /// may not make a userfaultfd (and why), or the kernel's has no
 /// asynchronous write protection.
 pub fn unavailable() -> String {
+    if !give::AVAILABLE {
+        return format!(
+            "PAGEMAP_SCAN needs a userfaultfd in each process, which pagescope gives only on \
+             x86_64 (not {})",
+            std::env::consts::ARCH
+        );
+    }
     match Uffd::probe_features() {
         Err(e) => {
             let errno = e.raw_os_error().unwrap_or(0);
             format!(
                 "PAGEMAP_SCAN needs a userfaultfd, which {}: {}",
-                if errno == libc::EPERM {
+                if errno == Errno::PERM.raw_os_error() {
                     "the kernel refuses pagescope"
                 } else {
                     "pagescope could not make"
@@ -165,15 +200,15 @@ struct Scanner {
 impl Scanner {
     /// Gives `pid` a userfaultfd, registers its mappings, and protects
     /// every page (the first scan's result is dropped). `None`: not now
-    /// (see [`crate::trace::userfaultfd_of`]).
+    /// (see `crate::trace::userfaultfd_of`).
     fn attach(proc_root: &Path, pid: u32) -> Result<Option<Scanner>> {
         let path = proc_root.join(pid.to_string()).join("pagemap");
         let pagemap = File::open(&path).map_err(|e| Error::io(&path, e))?;
-        let Some(fd) = crate::trace::userfaultfd_of(pid)? else {
+        let Some(fd) = give::userfaultfd_of(pid)? else {
             return Ok(None);
         };
         let uffd = Uffd::new(fd);
-        uffd.api(crate::trace::FEATURES_WP_ASYNC)
+        uffd.api(FEATURES_WP_ASYNC)
             .map_err(|e| Error::io("UFFDIO_API (asynchronous write protection)", e))?;
         let mut s = Scanner {
             pid,
@@ -226,22 +261,13 @@ impl Scanner {
             if !(anon || shared) || !self.seen.insert((l.start, l.end)) {
                 continue;
             }
-            match self
-                .uffd
-                .register(l.start, l.end - l.start, crate::trace::MODE_WP)
-            {
+            match self.uffd.register(l.start, l.end - l.start, MODE_WP) {
                 Ok(()) => {}
-                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(false),
-                Err(e) if e.raw_os_error() == Some(libc::ENOMEM) && !self.alive() => {
-                    return Ok(false)
-                }
+                Err(e) if is(&e, &[Errno::SRCH]) => return Ok(false),
+                Err(e) if is(&e, &[Errno::NOMEM]) && !self.alive() => return Ok(false),
                 // Not protectable (a regular file, a special mapping), or
                 // held by another userfaultfd (a tracer's), or gone.
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::EINVAL | libc::EBUSY | libc::ENOMEM | libc::EPERM)
-                    ) => {}
+                Err(e) if is(&e, &[Errno::INVAL, Errno::BUSY, Errno::NOMEM, Errno::PERM]) => {}
                 Err(e) => return Err(Error::io("UFFDIO_REGISTER (write protection)", e)),
             }
         }
@@ -267,9 +293,9 @@ impl Scanner {
         // The pages written since the last scan, write-protected again in
         // the same walk.
         let query = Query {
-            flags: k::PM_SCAN_WP_MATCHING as u64,
-            category_mask: k::PAGE_IS_WRITTEN as u64,
-            return_mask: k::PAGE_IS_WRITTEN as u64,
+            flags: WP_MATCHING,
+            category_mask: PAGE_IS_WRITTEN,
+            return_mask: PAGE_IS_WRITTEN,
             ..Query::default()
         };
         let mut at = 0;
@@ -277,7 +303,7 @@ impl Scanner {
             let found = match pagemap_scan::scan(&self.pagemap, at, USER_END, &query, &mut regions)
             {
                 Ok(found) => found,
-                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(false),
+                Err(e) if is(&e, &[Errno::SRCH]) => return Ok(false),
                 Err(e) => {
                     return Err(Error::io(
                         proc_root.join(self.pid.to_string()).join("pagemap"),

@@ -9,7 +9,7 @@ pub const PARK_RECORD: u64 = 2048;
 pub(super) const PARK_MAGIC: u64 = u64::from_le_bytes(*b"pgsPARK1");
 
 /// Words of a `user_regs_struct`.
-pub(super) const REGS_WORDS: usize = std::mem::size_of::<libc::user_regs_struct>() / 8;
+pub(super) const REGS_WORDS: usize = pagescope_sys::ptrace::Regs::WORDS;
 
 /// Bytes of a parking record: magic, thread id, registers.
 pub(super) const RECORD_BYTES: usize = 16 + REGS_WORDS * 8;
@@ -83,4 +83,5 @@ pub const BATCH_ENTRY: usize = 64;
 /// clone flags of the mover: same address space, not auto-attached, no
 /// signal to the parent when it ends (so the program's `wait` never sees
 /// it).
-pub const MOVER_CLONE_FLAGS: u64 = (libc::CLONE_VM | libc::CLONE_UNTRACED) as u64;
+pub const MOVER_CLONE_FLAGS: u64 =
+    pagescope_sys::abi::CLONE_VM | pagescope_sys::abi::CLONE_UNTRACED;

@@ -24,6 +24,7 @@ use nix::sys::ptrace;
 use nix::sys::signal::{self, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
+use pagescope_sys::ptrace::{getregs, setregs, Regs};
 use std::io;
 
 /// Waits for the next stop of `tid` while it runs injected code, and
@@ -101,7 +102,7 @@ fn injection_stop(tid: Pid, status: WaitStatus, held: &mut Vec<Signal>) -> io::R
 /// `rax` at the call's exit stop, where `tid` is left stopped.
 pub(super) fn run_at(
     tid: Pid,
-    base: &libc::user_regs_struct,
+    base: &Regs,
     insn: u64,
     nr: u64,
     args: [u64; 6],
@@ -119,7 +120,7 @@ pub(super) fn run_at(
     r.r10 = args[3];
     r.r8 = args[4];
     r.r9 = args[5];
-    ptrace::setregs(tid, r)?;
+    setregs(tid.as_raw() as u32, &r)?;
     ptrace::syscall(tid, None)?;
     wait_syscall_stop(tid, held)?; // entry
     ptrace::syscall(tid, None)?;
@@ -127,14 +128,14 @@ pub(super) fn run_at(
         None => wait_syscall_stop(tid, held)?,
         Some(idle) => wait_syscall_stop_idle(tid, held, idle)?,
     } // exit
-    Ok(ptrace::getregs(tid)?.rax as i64)
+    Ok(getregs(tid.as_raw() as u32)?.rax as i64)
 }
 
 /// A thread stopped at a syscall-exit stop, borrowed for injection.
 #[derive(Debug)]
 pub struct Injector {
     tid: Pid,
-    saved: libc::user_regs_struct,
+    saved: Regs,
     insn: u64,
     held: Vec<Signal>,
     finished: bool,
@@ -148,7 +149,7 @@ impl Injector {
     /// means the one the thread just executed (not after `execve`, which
     /// leaves `rip` at the new program's entry point).
     pub fn new(tid: Pid, insn: Option<u64>) -> io::Result<Injector> {
-        let saved = ptrace::getregs(tid)?;
+        let saved = getregs(tid.as_raw() as u32)?;
         Ok(Injector {
             tid,
             saved,
@@ -191,13 +192,13 @@ impl Injector {
         self.insn = insn;
         // From now on, between calls too: the thread would go on at the
         // loop, not where the last call left it.
-        let mut r = ptrace::getregs(self.tid)?;
+        let mut r = getregs(self.tid.as_raw() as u32)?;
         r.rip = insn + 2;
         // Not in a system call to restart (at an interrupt stop of an
         // attach, the kernel would otherwise run the interrupted call once
         // more, at the page, before the loop).
         r.orig_rax = u64::MAX;
-        ptrace::setregs(self.tid, r)?;
+        setregs(self.tid.as_raw() as u32, &r)?;
         if let Some((pid, old)) = before.filter(|&(_, old)| old != record) {
             write_code(pid, old, &[0u8; 8])?;
         }
@@ -255,7 +256,7 @@ impl Injector {
     /// syscall-exit stop. Signals that arrived meanwhile are sent again.
     pub fn finish(mut self) -> io::Result<()> {
         self.finished = true;
-        ptrace::setregs(self.tid, self.saved)?;
+        setregs(self.tid.as_raw() as u32, &self.saved)?;
         if let Some((pid, record)) = self.parked {
             // The thread is back at its own code: the record is void (the
             // release checks where the thread is, too).
@@ -273,7 +274,7 @@ impl Drop for Injector {
     /// registers back (if it is stopped), so that it can be let go.
     fn drop(&mut self) {
         if !self.finished {
-            let _ = ptrace::setregs(self.tid, self.saved);
+            let _ = setregs(self.tid.as_raw() as u32, &self.saved);
         }
     }
 }

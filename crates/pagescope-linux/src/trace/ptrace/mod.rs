@@ -33,40 +33,5 @@ pub use process::{
 };
 pub use signals::{catch_stop_signals, request_stop, stop_requested, with_stop_signals_blocked};
 
-/// x86_64 system call numbers the tracer uses or watches.
-pub mod nr {
-    /// close
-    pub const CLOSE: u64 = 3;
-    /// ioctl
-    pub const IOCTL: u64 = 16;
-    /// openat
-    pub const OPENAT: u64 = 257;
-    /// mmap
-    pub const MMAP: u64 = 9;
-    /// mprotect
-    pub const MPROTECT: u64 = 10;
-    /// munmap
-    pub const MUNMAP: u64 = 11;
-    /// brk
-    pub const BRK: u64 = 12;
-    /// clone
-    pub const CLONE: u64 = 56;
-    /// mremap
-    pub const MREMAP: u64 = 25;
-    /// madvise
-    pub const MADVISE: u64 = 28;
-    /// shmat
-    pub const SHMAT: u64 = 30;
-    /// execve
-    pub const EXECVE: u64 = 59;
-    /// prctl
-    pub const PRCTL: u64 = 157;
-    /// execveat
-    pub const EXECVEAT: u64 = 322;
-    /// userfaultfd
-    pub const USERFAULTFD: u64 = 323;
-    /// dup3
-    pub const DUP3: u64 = 292;
-    /// wait4
-    pub const WAIT4: u64 = 61;
-}
+/// System call numbers the tracer uses or watches.
+pub use pagescope_sys::abi::nr;

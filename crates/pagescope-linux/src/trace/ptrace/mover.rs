@@ -9,6 +9,7 @@ use nix::sys::ptrace;
 use nix::sys::signal::{self, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
+use pagescope_sys::ptrace::{getregs, setregs, Regs};
 use std::io;
 
 /// A task that shares the traced program's address space and runs the
@@ -21,7 +22,7 @@ use std::io;
 pub struct Mover {
     pid: Pid,
     insn: u64,
-    regs: libc::user_regs_struct,
+    regs: Regs,
 }
 
 impl Mover {
@@ -51,7 +52,7 @@ impl Mover {
         Ok(Mover {
             pid: p,
             insn,
-            regs: ptrace::getregs(p)?,
+            regs: getregs(p.as_raw() as u32)?,
         })
     }
 
@@ -100,7 +101,7 @@ impl Mover {
         r.orig_rax = u64::MAX;
         r.rbx = table;
         r.r12 = n;
-        ptrace::setregs(self.pid, r)?;
+        setregs(self.pid.as_raw() as u32, &r)?;
         ptrace::cont(self.pid, None)?;
         let mut waiting = true;
         loop {

@@ -5,17 +5,16 @@
 //! the bootstrap written into the vDSO for the calls that make the
 //! mover's page, and the vDSO's own `syscall` instruction.
 
-#![allow(unsafe_code)]
-
 use super::code::{
     BOOT_BYTES, BOOT_CODE, BOOT_LOOP, BOOT_MAGIC, BOOT_RECORD, MOVER_BATCH, MOVER_CODE, PARK_MAGIC,
-    PARK_RECORD, PAUSE_PC, RECORD_BYTES, REGS_WORDS,
+    PARK_RECORD, PAUSE_PC, RECORD_BYTES,
 };
 use super::process::seize_error;
 use nix::errno::Errno;
 use nix::sys::ptrace;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
+use pagescope_sys::ptrace::Regs;
 use std::io;
 
 /// Writes a bootstrap into the unused end of the vDSO of `pid` (the zero
@@ -152,17 +151,15 @@ pub struct Parked {
     pub tid: u32,
     /// Its parking record's address.
     pub record: u64,
-    regs: libc::user_regs_struct,
+    regs: Regs,
 }
 
 impl Parked {
-    pub(super) fn record(tid: u32, regs: &libc::user_regs_struct) -> Vec<u8> {
+    pub(super) fn record(tid: u32, regs: &Regs) -> Vec<u8> {
         let mut out = Vec::with_capacity(RECORD_BYTES);
         out.extend_from_slice(&PARK_MAGIC.to_le_bytes());
         out.extend_from_slice(&u64::from(tid).to_le_bytes());
-        // SAFETY: user_regs_struct is plain u64 words.
-        let words: &[u64; REGS_WORDS] = unsafe { &*(regs as *const _ as *const [u64; REGS_WORDS]) };
-        for w in words {
+        for w in regs.to_words() {
             out.extend_from_slice(&w.to_le_bytes());
         }
         out
@@ -178,12 +175,7 @@ impl Parked {
             if word(0) != PARK_MAGIC || word(1) != u64::from(tid) {
                 continue;
             }
-            let mut words = [0u64; REGS_WORDS];
-            for (i, w) in words.iter_mut().enumerate() {
-                *w = word(2 + i);
-            }
-            // SAFETY: user_regs_struct is plain u64 words.
-            let regs: libc::user_regs_struct = unsafe { std::mem::transmute(words) };
+            let regs = Regs::from_words(std::array::from_fn(|i| word(2 + i)));
             out.push(Parked { tid, record, regs });
         }
         out
@@ -212,7 +204,7 @@ impl Parked {
                     Err(e) => return Err(e.into()),
                 }
             }
-            ptrace::setregs(t, self.regs)?;
+            pagescope_sys::ptrace::setregs(self.tid, &self.regs)?;
             Ok(())
         })();
         let _ = write_code(pid, self.record, &[0u8; 8]);

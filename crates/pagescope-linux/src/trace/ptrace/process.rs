@@ -2,8 +2,6 @@
 //! the threads of a running process (`PTRACE_SEIZE`), and comparing
 //! processes and descriptors (`kcmp`).
 
-#![allow(unsafe_code)]
-
 use nix::errno::Errno;
 use nix::sys::ptrace;
 use nix::sys::signal::{self, Signal};
@@ -70,36 +68,22 @@ fn cstring(s: &str) -> io::Result<CString> {
 pub fn spawn(program: &std::path::Path, argv: &[String]) -> io::Result<Pid> {
     let path = cstring(&program.to_string_lossy())?;
     let args: Vec<CString> = argv.iter().map(|a| cstring(a)).collect::<io::Result<_>>()?;
-    let mut ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
-    ptrs.push(std::ptr::null());
-    let msg = b"pagescope: exec failed\n";
-    // SAFETY: the child only calls async-signal-safe functions (raise,
-    // execv, write, _exit) on memory prepared before the fork.
-    match unsafe { nix::unistd::fork() }.map_err(io::Error::from)? {
-        nix::unistd::ForkResult::Child => unsafe {
-            libc::raise(libc::SIGSTOP);
-            libc::execv(path.as_ptr(), ptrs.as_ptr());
-            libc::write(2, msg.as_ptr().cast(), msg.len());
-            libc::_exit(127);
-        },
-        nix::unistd::ForkResult::Parent { child } => {
-            match waitpid(child, Some(WaitPidFlag::WSTOPPED)).map_err(io::Error::from)? {
-                WaitStatus::Stopped(_, Signal::SIGSTOP) => {}
-                other => {
-                    return Err(io::Error::other(format!(
-                        "the child did not stop before exec: {other:?}"
-                    )))
-                }
-            }
-            if let Err(e) = ptrace::seize(child, options()) {
-                let _ = signal::kill(child, Signal::SIGKILL);
-                let _ = waitpid(child, None);
-                return Err(seize_error(child, e));
-            }
-            signal::kill(child, Signal::SIGCONT).map_err(io::Error::from)?;
-            Ok(child)
+    let child = Pid::from_raw(pagescope_sys::clone::fork_exec_stopped(&path, &args)?);
+    match waitpid(child, Some(WaitPidFlag::WSTOPPED)).map_err(io::Error::from)? {
+        WaitStatus::Stopped(_, Signal::SIGSTOP) => {}
+        other => {
+            return Err(io::Error::other(format!(
+                "the child did not stop before exec: {other:?}"
+            )))
         }
     }
+    if let Err(e) = ptrace::seize(child, options()) {
+        let _ = signal::kill(child, Signal::SIGKILL);
+        let _ = waitpid(child, None);
+        return Err(seize_error(child, e));
+    }
+    signal::kill(child, Signal::SIGCONT).map_err(io::Error::from)?;
+    Ok(child)
 }
 
 /// The message for a refused `PTRACE_SEIZE` of `tid`, naming the cause
@@ -196,8 +180,10 @@ pub fn seize_process(pid: u32, opts: ptrace::Options) -> io::Result<Vec<(Pid, Se
 /// parent stopped at its `vfork` event, resumed, would wait for its child
 /// before it ran anything.
 pub fn at_interrupt_stop(tid: Pid) -> bool {
-    ptrace::getsiginfo(tid)
-        .is_ok_and(|si| si.si_signo == libc::SIGTRAP && si.si_code >> 8 == libc::PTRACE_EVENT_STOP)
+    pagescope_sys::ptrace::stop_signal(tid.as_raw() as u32).is_ok_and(|(signo, code)| {
+        signo == Signal::SIGTRAP as i32
+            && code >> 8 == pagescope_sys::ptrace::PTRACE_EVENT_STOP as i32
+    })
 }
 
 /// The pid of the tracer of `tid`, from its status.
@@ -219,7 +205,7 @@ fn wait_seized(tid: Pid) -> io::Result<Option<Seized>> {
             Err(Errno::EINTR) => continue,
             Err(Errno::ECHILD) => Ok(None),
             Err(e) => Err(e.into()),
-            Ok(WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_STOP)) => {
+            Ok(WaitStatus::PtraceEvent(_, _, pagescope_sys::ptrace::event::STOP)) => {
                 Ok(Some(Seized::Interrupted))
             }
             Ok(WaitStatus::PtraceEvent(_, _, event)) => Ok(Some(Seized::Event(event))),
@@ -243,38 +229,19 @@ pub fn reap_now(pid: Pid) -> bool {
 
 /// Whether two processes share one address space (`kcmp KCMP_VM`).
 pub fn same_mm(a: u32, b: u32) -> io::Result<bool> {
-    kcmp(a, b, 1, 0, 0)
+    pagescope_sys::kcmp::same_vm(a, b)
 }
 
 /// Whether descriptor `fa` of process `a` and `fb` of `b` are one open
 /// file (`kcmp KCMP_FILE`): a copy inherited at a fork, or taken with
 /// `pidfd_getfd`.
 pub fn same_file(a: u32, fa: i32, b: u32, fb: i32) -> io::Result<bool> {
-    kcmp(a, b, 0, fa as libc::c_long, fb as libc::c_long)
+    pagescope_sys::kcmp::same_file(a, fa, b, fb)
 }
 
 /// Whether processes `a` and `b` share one address space (`kcmp
 /// KCMP_VM`): a pagescope mover and its program, a `vfork` child before
 /// its exec and its parent.
 pub fn same_vm(a: u32, b: u32) -> io::Result<bool> {
-    kcmp(a, b, 1, 0, 0)
-}
-
-fn kcmp(a: u32, b: u32, kind: libc::c_long, x: libc::c_long, y: libc::c_long) -> io::Result<bool> {
-    // SAFETY: kcmp takes integers only.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_kcmp,
-            a as libc::c_long,
-            b as libc::c_long,
-            kind,
-            x,
-            y,
-        )
-    };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r == 0)
-    }
+    pagescope_sys::kcmp::same_vm(a, b)
 }

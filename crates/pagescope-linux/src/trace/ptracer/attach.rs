@@ -324,7 +324,9 @@ impl Ptracer {
     fn caught_forking(&mut self, parent: u32, event: i32) -> Result<()> {
         if !matches!(
             event,
-            libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK | libc::PTRACE_EVENT_CLONE
+            pagescope_sys::ptrace::event::FORK
+                | pagescope_sys::ptrace::event::VFORK
+                | pagescope_sys::ptrace::event::CLONE
         ) {
             return Ok(());
         }

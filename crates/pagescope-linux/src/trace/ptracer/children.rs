@@ -23,7 +23,7 @@ impl Ptracer {
     pub(super) fn on_new_child(&mut self, parent: u32, child: u32, event: i32) -> Result<()> {
         let pts = self.threads[&parent];
         let shares = pt::same_mm(parent, child).unwrap_or(false);
-        let is_thread = event == libc::PTRACE_EVENT_CLONE
+        let is_thread = event == pagescope_sys::ptrace::event::CLONE
             && std::fs::read_to_string(format!("/proc/{child}/status"))
                 .ok()
                 .and_then(|s| {
@@ -75,7 +75,11 @@ impl Ptracer {
                     // index, where its copy of the slot holds a page. (The
                     // parent's map may have changed since the fork.)
                     let stored = match mm::stored_pages(child, mm.store.base, mm.store.index) {
-                        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Vec::new(),
+                        Err(e)
+                            if e.raw_os_error() == Some(rustix::io::Errno::SRCH.raw_os_error()) =>
+                        {
+                            Vec::new()
+                        }
                         r => r.map_err(|e| sys("reading the store of a forked child", e))?,
                     };
                     for (slot, page) in stored {
@@ -225,7 +229,7 @@ impl Ptracer {
             && std::fs::read_link(format!("/proc/{tid}/fd/{parent_fd}"))
                 .is_ok_and(|l| l.as_os_str() == "anon_inode:[userfaultfd]");
         if inherited && fd != parent_fd {
-            let flags = libc::O_CLOEXEC as u64;
+            let flags = pagescope_sys::abi::O_CLOEXEC;
             let r = inject(inj, nr::DUP3, [fd as u64, parent_fd as u64, flags, 0, 0, 0])?;
             inject(inj, nr::CLOSE, [fd as u64, 0, 0, 0, 0, 0])?;
             if r < 0 {
@@ -251,8 +255,9 @@ fn move_registrations(space: &Space, tid: u32, own: &Uffd) -> Result<()> {
         let r = if range.shared {
             // It was registered in the parent, so it can be here.
             own.register_shared(start, len).and_then(|ok| {
-                ok.then_some(())
-                    .ok_or_else(|| std::io::Error::from_raw_os_error(libc::EINVAL))
+                ok.then_some(()).ok_or_else(|| {
+                    std::io::Error::from_raw_os_error(rustix::io::Errno::INVAL.raw_os_error())
+                })
             })
         } else {
             own.register(start, len, uffd::MODE_MISSING_WP)

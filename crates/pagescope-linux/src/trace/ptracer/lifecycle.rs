@@ -50,11 +50,11 @@ impl Ptracer {
                 Err(_) => return false,
             };
             let inj = match status {
-                WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_STOP) => {
+                WaitStatus::PtraceEvent(_, _, pagescope_sys::ptrace::event::STOP) => {
                     Injector::at_interrupt(pid, insn)
                 }
-                WaitStatus::PtraceSyscall(_) => match ptrace::syscall_info(pid) {
-                    Ok(info) if info.op == libc::PTRACE_SYSCALL_INFO_EXIT => {
+                WaitStatus::PtraceSyscall(_) => match pagescope_sys::ptrace::syscall_info(tid) {
+                    Ok(pagescope_sys::ptrace::SyscallStop::Exit { .. }) => {
                         Injector::new(pid, Some(insn))
                     }
                     _ => {

@@ -28,6 +28,7 @@ use nix::sys::ptrace;
 use nix::sys::wait::WaitStatus;
 use pagescope_core::trace::ProcessEventKind;
 use pagescope_core::Result;
+use pagescope_sys::ptrace::SyscallStop;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -116,24 +117,22 @@ impl Ptracer {
         match status {
             WaitStatus::PtraceSyscall(pid) => {
                 let tid = pid.as_raw() as u32;
-                let info = match ptrace::syscall_info(pid) {
+                let info = match pagescope_sys::ptrace::syscall_info(tid) {
                     Ok(info) => info,
                     // Killed since it stopped (another thread's exit_group,
                     // a SIGKILL): its exit is reported next.
-                    Err(Errno::ESRCH) => return Ok(()),
+                    Err(e) if e.raw_os_error() == Some(Errno::ESRCH as i32) => return Ok(()),
                     Err(e) => return Err(sys("PTRACE_GET_SYSCALL_INFO", e)),
                 };
-                if info.op == libc::PTRACE_SYSCALL_INFO_ENTRY {
-                    // SAFETY of reading the union: op says entry.
-                    let entry = entry_of(&info);
-                    if entry.0 == nr::CLONE && entry.1[0] & libc::CLONE_VM as u64 == 0 {
+                if let SyscallStop::Entry { nr, args } = info {
+                    let entry = (nr, args);
+                    if entry.0 == nr::CLONE && entry.1[0] & pagescope_sys::abi::CLONE_VM == 0 {
                         die_here_for_tests("fork-entry");
                     }
                     if let Some(t) = self.threads.get_mut(&tid) {
                         t.entry = Some(entry);
                     }
-                } else if info.op == libc::PTRACE_SYSCALL_INFO_EXIT {
-                    let ret = exit_of(&info);
+                } else if let SyscallStop::Exit { rval: ret } = info {
                     let entry = self.threads.get_mut(&tid).and_then(|t| t.entry.take());
                     if let Some((n, args)) = entry {
                         self.on_syscall_exit(tid, n, args, ret)?;
@@ -141,7 +140,7 @@ impl Ptracer {
                 }
                 let _ = ptrace::syscall(pid, None);
             }
-            WaitStatus::PtraceEvent(pid, _, libc::PTRACE_EVENT_STOP)
+            WaitStatus::PtraceEvent(pid, _, pagescope_sys::ptrace::event::STOP)
                 if !self.threads.contains_key(&(pid.as_raw() as u32)) =>
             {
                 // A new task, stopped before its parent's event arrived:
@@ -149,7 +148,7 @@ impl Ptracer {
                 // tracer knows its address space.
                 self.parked.insert(pid.as_raw() as u32);
             }
-            WaitStatus::PtraceEvent(pid, _, libc::PTRACE_EVENT_STOP)
+            WaitStatus::PtraceEvent(pid, _, pagescope_sys::ptrace::event::STOP)
                 if self
                     .threads
                     .get(&(pid.as_raw() as u32))
@@ -161,14 +160,14 @@ impl Ptracer {
             WaitStatus::PtraceEvent(pid, _, event) => {
                 let tid = pid.as_raw() as u32;
                 match event {
-                    libc::PTRACE_EVENT_FORK
-                    | libc::PTRACE_EVENT_VFORK
-                    | libc::PTRACE_EVENT_CLONE => {
+                    pagescope_sys::ptrace::event::FORK
+                    | pagescope_sys::ptrace::event::VFORK
+                    | pagescope_sys::ptrace::event::CLONE => {
                         if let Ok(child) = ptrace::getevent(pid) {
                             self.on_new_child(tid, child as u32, event)?;
                         }
                     }
-                    libc::PTRACE_EVENT_EXEC => {
+                    pagescope_sys::ptrace::event::EXEC => {
                         // A non-leader thread that execs takes the leader's id.
                         if let Ok(former) = ptrace::getevent(pid) {
                             let former = former as u32;
@@ -182,7 +181,7 @@ impl Ptracer {
                             t.entry = Some((nr::EXECVE, [0; 6]));
                         }
                     }
-                    libc::PTRACE_EVENT_EXIT => self.on_exit_event(tid)?,
+                    pagescope_sys::ptrace::event::EXIT => self.on_exit_event(tid)?,
                     _ => {}
                 }
                 let _ = ptrace::syscall(pid, None);
@@ -205,18 +204,4 @@ impl Ptracer {
         }
         Ok(())
     }
-}
-
-fn entry_of(info: &libc::ptrace_syscall_info) -> (u64, [u64; 6]) {
-    #[allow(unsafe_code)]
-    // SAFETY: the kernel filled the entry arm (op == ENTRY).
-    let e = unsafe { info.u.entry };
-    (e.nr, e.args)
-}
-
-fn exit_of(info: &libc::ptrace_syscall_info) -> i64 {
-    #[allow(unsafe_code)]
-    // SAFETY: the kernel filled the exit arm (op == EXIT).
-    let e = unsafe { info.u.exit };
-    e.sval
 }
