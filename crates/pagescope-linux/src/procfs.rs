@@ -33,6 +33,12 @@ pub struct ProcDir {
     pub pid: u32,
 }
 
+/// The running system's procfs mount, for the system-call layer only
+/// (see [`ProcDir::live`]).
+pub fn live_root() -> PathBuf {
+    crate::Root::default().proc
+}
+
 /// `root` and its descendants, from every process's parent in `/proc`.
 pub fn descendants(proc_root: &Path, root: u32) -> Vec<u32> {
     let mut buf = Vec::new();
@@ -112,6 +118,24 @@ impl ProcDir {
             path: proc_root.join(pid.to_string()),
             pid,
         }
+    }
+
+    /// `/proc/self`, this process, by path ([`ProcDir::at`]).
+    pub fn own(proc_root: &Path) -> ProcDir {
+        ProcDir {
+            dir: None,
+            path: proc_root.join("self"),
+            pid: std::process::id(),
+        }
+    }
+
+    /// `/proc/PID` of the running system, by path ([`ProcDir::at`]): for
+    /// the system-call layer (ptrace, `process_vm_readv`, the kernel's
+    /// refusals explained), which acts on live processes by pid, so that
+    /// no other procfs could be meant. Everything above it reads the
+    /// procfs of the [`crate::Root`] its caller gave.
+    pub fn live(pid: u32) -> ProcDir {
+        ProcDir::at(&live_root(), pid)
     }
 
     /// The directory's path, for messages.
@@ -259,10 +283,15 @@ impl ProcDir {
 
     /// Reads a whole file into `buf` (cleared first).
     pub fn read_into(&self, name: &str, buf: &mut Vec<u8>) -> Result<()> {
+        self.read_io(name, buf)
+            .map_err(|e| Error::io(self.path.join(name), e))
+    }
+
+    /// Reads a whole file into `buf` (cleared first), with the system's
+    /// error.
+    fn read_io(&self, name: &str, buf: &mut Vec<u8>) -> io::Result<()> {
         buf.clear();
-        let mut f = self.open_file(name)?;
-        f.read_to_end(buf)
-            .map_err(|e| Error::io(self.path.join(name), e))?;
+        self.open_with(name, OFlags::RDONLY)?.read_to_end(buf)?;
         Ok(())
     }
 
@@ -307,8 +336,9 @@ impl ProcDir {
 
     /// The system call the thread is blocked in (`syscall`): `None` if it
     /// is in none.
-    pub fn syscall(&self, buf: &mut Vec<u8>) -> Result<Option<parse::syscall::Syscall>> {
-        Ok(parse::syscall::parse(&self.read_text("syscall", buf)?))
+    pub fn syscall(&self, buf: &mut Vec<u8>) -> io::Result<Option<parse::syscall::Syscall>> {
+        self.read_io("syscall", buf)?;
+        Ok(parse::syscall::parse(&String::from_utf8_lossy(buf)))
     }
 
     /// `/proc/PID/cmdline`, argument by argument.
@@ -330,9 +360,10 @@ impl ProcDir {
 
     /// The vDSO's range (start, end) from `/proc/PID/maps`: `None` if the
     /// process has none (booted with `vdso=0`).
-    pub fn vdso(&self, buf: &mut Vec<u8>) -> Result<Option<(u64, u64)>> {
-        Ok(self
-            .maps(buf)?
+    pub fn vdso(&self, buf: &mut Vec<u8>) -> io::Result<Option<(u64, u64)>> {
+        self.read_io("maps", buf)?;
+        Ok(parse::maps::parse(&String::from_utf8_lossy(buf))
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?
             .iter()
             .find(|l| l.path == "[vdso]")
             .map(|l| (l.start, l.end)))
