@@ -125,6 +125,6 @@ fn end_launched(pid: Option<u32>) {
     );
     for root in roots {
         pagescope_linux::launched::kill_tree(&proc_root, root);
-        pagescope_linux::launched::reap(root);
+        pagescope_linux::launched::reap(&proc_root, root);
     }
 }
