@@ -49,6 +49,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         evict,
         time_resolution_ns: args.time_resolution.as_nanos() as u32,
         cpu: args.cpu,
+        root: pagescope_linux::Root::default(),
     };
     let _idle_poll = idle_poll(args.no_idle_poll, quiet);
     let counts = Arc::new(Counts::default());
