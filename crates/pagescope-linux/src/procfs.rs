@@ -268,9 +268,18 @@ impl ProcDir {
 
     /// What descriptor `fd` of the process names (the link `fd/FD`).
     pub fn fd_target(&self, fd: i32) -> io::Result<PathBuf> {
-        let name = format!("fd/{fd}");
+        self.link(&format!("fd/{fd}"))
+    }
+
+    /// The program the process runs (the link `exe`).
+    pub fn exe(&self) -> io::Result<PathBuf> {
+        self.link("exe")
+    }
+
+    /// Where the symbolic link `name` points.
+    fn link(&self, name: &str) -> io::Result<PathBuf> {
         let link = match &self.dir {
-            Some(d) => rustix::fs::readlinkat(d, name.as_str(), Vec::new()),
+            Some(d) => rustix::fs::readlinkat(d, name, Vec::new()),
             None => rustix::fs::readlinkat(CWD, self.path.join(name), Vec::new()),
         }?;
         Ok(PathBuf::from(std::ffi::OsStr::from_bytes(link.as_bytes())))
@@ -332,6 +341,11 @@ impl ProcDir {
     /// status.
     pub fn tgid(&self, buf: &mut Vec<u8>) -> Result<u32> {
         Ok(self.status(buf)?.tgid)
+    }
+
+    /// The text of thread `tid`'s file `name` (`task/TID/NAME`).
+    pub fn task_text(&self, tid: u32, name: &str, buf: &mut Vec<u8>) -> Result<String> {
+        self.read_text(&format!("task/{tid}/{name}"), buf)
     }
 
     /// The system call the thread is blocked in (`syscall`): `None` if it
@@ -467,6 +481,9 @@ mod tests {
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
             assert_eq!(thread.state(&mut buf).unwrap(), 'S');
+            let text = dir.task_text(tid, "syscall", &mut buf).unwrap();
+            assert!(text.starts_with("202 "), "{text}");
+            assert_eq!(dir.exe().unwrap(), std::env::current_exe().unwrap());
             let file = std::fs::File::open("/dev/null").unwrap();
             let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
             assert_eq!(dir.fd_target(fd).unwrap(), Path::new("/dev/null"));

@@ -39,6 +39,17 @@ pub fn parse(text: &str) -> Option<Syscall> {
     })
 }
 
+/// The stack pointer the file names: of a thread blocked in a system
+/// call, or stopped outside one (`-1 sp pc`); `None` for a running
+/// thread.
+pub fn stack_pointer(text: &str) -> Option<u64> {
+    let f: Vec<&str> = text.split_whitespace().collect();
+    if f.len() < 3 {
+        return None;
+    }
+    u64::from_str_radix(f[f.len() - 2].trim_start_matches("0x"), 16).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,5 +69,17 @@ mod tests {
         assert_eq!(parse("-1 0x7ffd5a1e3e58 0x7f4c1a7012d6\n"), None);
         assert_eq!(parse(""), None);
         assert_eq!(parse("34 0x0 0x0 0x0 0x0 0x0 zz 0x1 0x2"), None);
+    }
+
+    #[test]
+    fn stack_pointer_in_and_outside_a_system_call() {
+        let text = "34 0x0 0x1 0x2 0x3 0x4 0xff 0x7ffd5a1e3e58 0x7f4c1a7012d6\n";
+        assert_eq!(stack_pointer(text), Some(0x7ffd5a1e3e58));
+        assert_eq!(
+            stack_pointer("-1 0x7ffd5a1e3e00 0x401000\n"),
+            Some(0x7ffd5a1e3e00)
+        );
+        assert_eq!(stack_pointer("running\n"), None);
+        assert_eq!(stack_pointer(""), None);
     }
 }
