@@ -6,6 +6,7 @@
 //! The facts are read from `/proc` (`*Facts::read`); the sentence is a
 //! pure function of them (`*Facts::explain`), tested on literal facts.
 
+use crate::procfs::ProcDir;
 use pagescope_core::parse;
 use std::path::Path;
 
@@ -71,15 +72,13 @@ fn cap_names(mask: u64) -> String {
 }
 
 /// `/proc/PID/status`, parsed, if it can be read.
-fn status(proc: &Path, pid: &str) -> Option<parse::status::Status> {
-    let text = std::fs::read_to_string(proc.join(pid).join("status")).ok()?;
-    parse::status::parse(&text).ok()
+fn status(dir: ProcDir) -> Option<parse::status::Status> {
+    dir.status(&mut Vec::new()).ok()
 }
 
 /// `/proc/PID/stat`, parsed, if it can be read.
 fn stat(proc: &Path, pid: u32) -> Option<parse::stat::Stat> {
-    let text = std::fs::read_to_string(proc.join(pid.to_string()).join("stat")).ok()?;
-    parse::stat::parse(&text).ok()
+    ProcDir::at(proc, pid).stat(&mut Vec::new()).ok()
 }
 
 /// Whether `ancestor` is `pid`'s parent, grandparent, ... (up to init).
@@ -142,14 +141,14 @@ impl PtraceFacts {
     /// Reads the facts about `pid` and this process from `proc`.
     pub fn read(proc: &Path, pid: u32) -> PtraceFacts {
         let me = std::process::id();
-        let own = status(proc, "self").unwrap_or_default();
+        let own = status(ProcDir::own(proc)).unwrap_or_default();
         let mut f = PtraceFacts {
             pid,
             yama_scope: sysctl(proc, "kernel/yama/ptrace_scope"),
             cap_sys_ptrace: own.cap_effective & (1 << CAP_SYS_PTRACE) != 0,
             ..PtraceFacts::default()
         };
-        let (Some(st), Some(s)) = (stat(proc, pid), status(proc, &pid.to_string())) else {
+        let (Some(st), Some(s)) = (stat(proc, pid), status(ProcDir::at(proc, pid))) else {
             f.gone = true;
             return f;
         };
@@ -158,7 +157,8 @@ impl PtraceFacts {
         f.kernel_thread = st.is_kernel_thread();
         f.exiting = matches!(st.state, 'Z' | 'X');
         if s.tracer_pid != 0 {
-            let name = std::fs::read_to_string(proc.join(s.tracer_pid.to_string()).join("comm"))
+            let name = ProcDir::at(proc, s.tracer_pid)
+                .read_text("comm", &mut Vec::new())
                 .map(|c| c.trim_end().to_string())
                 .unwrap_or_default();
             f.tracer = Some((s.tracer_pid, name));
@@ -287,7 +287,7 @@ impl PtraceFacts {
 /// Why `PTRACE_SEIZE` of `pid` failed with `EPERM`, checked on this
 /// machine.
 pub fn ptrace_refused(pid: u32) -> String {
-    PtraceFacts::read(Path::new("/proc"), pid).explain()
+    PtraceFacts::read(&crate::procfs::live_root(), pid).explain()
 }
 
 /// What decides whether this process may make a userfaultfd
@@ -305,7 +305,7 @@ pub struct UffdFacts {
 impl UffdFacts {
     /// Reads the facts of a userfaultfd refused with `errno`.
     pub fn read(proc: &Path, errno: i32) -> UffdFacts {
-        let own = status(proc, "self").unwrap_or_default();
+        let own = status(ProcDir::own(proc)).unwrap_or_default();
         UffdFacts {
             errno,
             unprivileged: sysctl(proc, "vm/unprivileged_userfaultfd"),
@@ -349,7 +349,7 @@ impl UffdFacts {
 /// Why this process may not make a userfaultfd (the attempt failed with
 /// `errno`), checked on this machine.
 pub fn userfaultfd_refused(errno: i32) -> String {
-    UffdFacts::read(Path::new("/proc"), errno).explain()
+    UffdFacts::read(&crate::procfs::live_root(), errno).explain()
 }
 
 /// Whether kernel `release` (`uname -r`) is `major.minor` or later;

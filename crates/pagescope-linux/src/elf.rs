@@ -99,7 +99,8 @@ mod tests {
 
     #[test]
     fn non_elf_is_none() {
-        assert!(read(Path::new("/proc/self/status"), (0, 0, 0), "x").is_none());
+        let status = crate::procfs::ProcDir::own(&crate::Root::default().proc).file_path("status");
+        assert!(read(&status, (0, 0, 0), "x").is_none());
         assert!(read(Path::new("/nonexistent"), (0, 0, 0), "x").is_none());
     }
 }

@@ -68,8 +68,9 @@ const REAP_WAIT: Duration = Duration::from_secs(10);
 /// tracer thread). A thread of it that this process still traces may stop
 /// on its way out (`PTRACE_EVENT_EXIT`): it is let go (detached), or it
 /// would wait there for ever. Gives up after ten seconds (a task in an
-/// uninterruptible sleep ends when that sleep does).
-pub fn reap(root: u32) {
+/// uninterruptible sleep ends when that sleep does). `proc_root`: the
+/// procfs where its threads are listed.
+pub fn reap(proc_root: &Path, root: u32) {
     let pid = Pid::from_raw(root as i32);
     let deadline = Instant::now() + REAP_WAIT;
     let nohang = WaitPidFlag::__WALL | WaitPidFlag::WNOHANG;
@@ -84,11 +85,9 @@ pub fn reap(root: u32) {
             Err(_) => return,
         }
         // Its other threads, stopped on their way out.
-        let tasks = std::fs::read_dir(format!("/proc/{root}/task"));
-        for tid in tasks.into_iter().flatten().flatten() {
-            let Some(tid) = tid.file_name().to_str().and_then(|t| t.parse::<i32>().ok()) else {
-                continue;
-            };
+        let tasks = ProcDir::at(proc_root, root).tasks();
+        for tid in tasks.into_iter().flatten() {
+            let tid = tid as i32;
             if tid != pid.as_raw() {
                 let tid = Pid::from_raw(tid);
                 if let Ok(st) = waitpid(tid, Some(nohang)) {
@@ -115,7 +114,7 @@ mod tests {
     /// shell reaped, and the grandchild never reparented alive.
     #[test]
     fn a_tree_is_ended_and_its_root_reaped() {
-        let proc_root = Path::new("/proc");
+        let proc_root = &crate::Root::default().proc;
         let mut child = std::process::Command::new("sh")
             .args(["-c", "sleep 1000 & sleep 1000; wait"])
             .spawn()
@@ -131,14 +130,11 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         };
         kill_tree(proc_root, root);
-        reap(root);
-        assert!(!proc_root.join(root.to_string()).exists());
+        reap(proc_root, root);
+        assert!(!ProcDir::at(proc_root, root).exists());
         // The others were killed too: gone, or zombies for init, once
         // their exit has run.
-        let state = |p: u32| {
-            let stat = std::fs::read_to_string(proc_root.join(format!("{p}/stat"))).ok()?;
-            stat.rsplit_once(") ")?.1.chars().next()
-        };
+        let state = |p: u32| ProcDir::at(proc_root, p).state(&mut Vec::new()).ok();
         for &p in &tree[1..] {
             let deadline = Instant::now() + Duration::from_secs(2);
             while !matches!(state(p), None | Some('Z')) {
@@ -167,10 +163,11 @@ mod tests {
             return;
         }
         let t = Instant::now();
-        kill_tree(Path::new("/proc"), root);
-        reap(root);
+        let proc_root = &crate::Root::default().proc;
+        kill_tree(proc_root, root);
+        reap(proc_root, root);
         assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
-        assert!(!Path::new(&format!("/proc/{root}")).exists());
+        assert!(!ProcDir::at(proc_root, root).exists());
         // Reaped already: this finds nothing to wait for.
         let _ = child.wait();
     }

@@ -117,12 +117,9 @@ impl Drop for ObserverLock {
 /// The start time of `pid` (field 22 of its stat, in clock ticks since
 /// boot): with the pid, it names one process.
 fn start_time(proc_root: &Path, pid: u32) -> Result<u64> {
-    let path = proc_root.join(pid.to_string()).join("stat");
-    let stat = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-    stat.rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().nth(19))
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| Error::corrupt(&path, "no start time"))
+    Ok(crate::procfs::ProcDir::at(proc_root, pid)
+        .stat(&mut Vec::new())?
+        .start_time)
 }
 
 #[cfg(test)]
@@ -137,7 +134,7 @@ mod tests {
             std::time::SystemTime::now()
         ));
         let me = std::process::id();
-        let proc_root = Path::new("/proc");
+        let proc_root = &crate::Root::default().proc;
         let first = ObserverLock::acquire_in(&locks, proc_root, me, "record")
             .unwrap()
             .unwrap();

@@ -75,7 +75,6 @@ impl PagemapReader {
 mod tests {
     use super::*;
     use crate::procfs::ProcDir;
-    use std::path::Path;
 
     #[test]
     fn sees_own_touched_pages() {
@@ -87,7 +86,7 @@ mod tests {
         std::hint::black_box(&mut v);
         let start = (v.as_ptr() as u64).div_ceil(ps) * ps;
         let end = start + 32 * ps;
-        let dir = ProcDir::open(Path::new("/proc"), std::process::id()).unwrap();
+        let dir = ProcDir::open(&crate::Root::default().proc, std::process::id()).unwrap();
         let file = dir.open_file("pagemap").unwrap();
         let mut r = PagemapReader::new(file, "pagemap".into(), ps);
         let mut present = 0;

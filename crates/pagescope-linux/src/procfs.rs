@@ -5,23 +5,38 @@
 //! to the process it was opened for: if that process exits and its pid is
 //! reused, reads through the old descriptor fail with ESRCH instead of
 //! reading the newcomer, so one process's data is never mixed with its
-//! successor's.
+//! successor's. Where one read is all a caller makes, [`ProcDir::at`]
+//! names the directory by its path instead (no descriptor held, one open
+//! per read, as cheap as a plain open).
+//!
+//! This is the one place that makes the path of a process's file: every
+//! reader of a process, in `trace` and `record` too, goes through it, from
+//! the procfs mount of the [`crate::Root`] its caller gave.
 
 use crate::errno;
 use pagescope_core::parse::{self, ParseError};
 use pagescope_core::{Error, Result};
-use rustix::fd::OwnedFd;
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{openat, Mode, OFlags, CWD};
-use std::io::Read;
+use std::io::{self, Read};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-/// An open `/proc/PID` directory.
+/// A `/proc/PID` directory: open ([`ProcDir::open`]), or named by its
+/// path ([`ProcDir::at`]).
 #[derive(Debug)]
 pub struct ProcDir {
-    dir: OwnedFd,
+    /// The open directory; `None` for one named by its path.
+    dir: Option<OwnedFd>,
     path: PathBuf,
     /// The process id.
     pub pid: u32,
+}
+
+/// The running system's procfs mount, for the system-call layer only
+/// (see [`ProcDir::live`]).
+pub fn live_root() -> PathBuf {
+    crate::Root::default().proc
 }
 
 /// `root` and its descendants, from every process's parent in `/proc`.
@@ -81,17 +96,46 @@ pub(crate) fn corrupt(path: &Path, e: ParseError) -> Error {
 }
 
 impl ProcDir {
-    /// Opens `/proc/PID`.
+    /// Opens `/proc/PID` (of a process or, by its thread id, a thread)
+    /// and holds it: every read after is of this process, never of one
+    /// that reused its pid.
     pub fn open(proc_root: &Path, pid: u32) -> Result<ProcDir> {
         let path = proc_root.join(pid.to_string());
-        let dir = openat(
-            CWD,
-            &path,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| errno(&path, e))?;
-        Ok(ProcDir { dir, path, pid })
+        let dir = open_dir(CWD, &path).map_err(|e| errno(&path, e))?;
+        Ok(ProcDir {
+            dir: Some(dir),
+            path,
+            pid,
+        })
+    }
+
+    /// `/proc/PID` named by its path, not opened: each read opens its file
+    /// by path, as a plain open does. For a caller that reads once (a
+    /// second read may be of another process that reused the pid).
+    pub fn at(proc_root: &Path, pid: u32) -> ProcDir {
+        ProcDir {
+            dir: None,
+            path: proc_root.join(pid.to_string()),
+            pid,
+        }
+    }
+
+    /// `/proc/self`, this process, by path ([`ProcDir::at`]).
+    pub fn own(proc_root: &Path) -> ProcDir {
+        ProcDir {
+            dir: None,
+            path: proc_root.join("self"),
+            pid: std::process::id(),
+        }
+    }
+
+    /// `/proc/PID` of the running system, by path ([`ProcDir::at`]): for
+    /// the system-call layer (ptrace, `process_vm_readv`, the kernel's
+    /// refusals explained), which acts on live processes by pid, so that
+    /// no other procfs could be meant. Everything above it reads the
+    /// procfs of the [`crate::Root`] its caller gave.
+    pub fn live(pid: u32) -> ProcDir {
+        ProcDir::at(&live_root(), pid)
     }
 
     /// The directory's path, for messages.
@@ -99,36 +143,164 @@ impl ProcDir {
         &self.path
     }
 
+    /// The path of the process's file `name`, for messages.
+    pub fn file_path(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    /// Whether the directory is there (the process exists, or is a
+    /// zombie).
+    pub fn exists(&self) -> bool {
+        self.dir.is_some() || self.path.exists()
+    }
+
+    /// The directory of thread `tid` (`task/TID`), held as this one is.
+    pub fn task(&self, tid: u32) -> io::Result<ProcDir> {
+        let name = format!("task/{tid}");
+        let path = self.path.join(&name);
+        let dir = match &self.dir {
+            Some(d) => Some(open_dir(d.as_fd(), &name)?),
+            None => None,
+        };
+        Ok(ProcDir {
+            dir,
+            path,
+            pid: tid,
+        })
+    }
+
+    /// Opens `name` with `flags` (and `O_CLOEXEC`).
+    fn open_with(&self, name: &str, flags: OFlags) -> io::Result<std::fs::File> {
+        let fd = match &self.dir {
+            Some(d) => openat(d, name, flags | OFlags::CLOEXEC, Mode::empty()),
+            None => openat(
+                CWD,
+                self.path.join(name),
+                flags | OFlags::CLOEXEC,
+                Mode::empty(),
+            ),
+        }?;
+        Ok(std::fs::File::from(fd))
+    }
+
     /// Opens a file of the process.
     pub fn open_file(&self, name: &str) -> Result<std::fs::File> {
-        let fd = openat(
-            &self.dir,
-            name,
-            OFlags::RDONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| errno(self.path.join(name), e))?;
-        Ok(std::fs::File::from(fd))
+        self.open_with(name, OFlags::RDONLY)
+            .map_err(|e| Error::io(self.path.join(name), e))
     }
 
     /// Opens a file of the process for writing (`clear_refs`).
     pub fn open_write(&self, name: &str) -> Result<std::fs::File> {
-        let fd = openat(
-            &self.dir,
-            name,
-            OFlags::WRONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| errno(self.path.join(name), e))?;
-        Ok(std::fs::File::from(fd))
+        self.open_with(name, OFlags::WRONLY)
+            .map_err(|e| Error::io(self.path.join(name), e))
+    }
+
+    /// `/proc/PID/mem`, for reading and writing (an open checks ptrace
+    /// access; a read or write through it then names this address space
+    /// for as long as it is open).
+    pub fn mem(&self) -> io::Result<std::fs::File> {
+        self.open_with("mem", OFlags::RDWR)
+    }
+
+    /// `/proc/PID/pagemap`, open.
+    pub fn pagemap(&self) -> io::Result<std::fs::File> {
+        self.open_with("pagemap", OFlags::RDONLY)
+    }
+
+    /// A reader of `/proc/PID/pagemap` for pages of `page_size` bytes.
+    pub fn pagemap_reader(&self, page_size: u64) -> io::Result<crate::pagemap::PagemapReader> {
+        Ok(crate::pagemap::PagemapReader::new(
+            self.pagemap()?,
+            self.file_path("pagemap"),
+            page_size,
+        ))
+    }
+
+    /// The numbered entries of the directory `name` (`task`, `fd`), in
+    /// no particular order.
+    fn numbered(&self, name: &str) -> io::Result<Vec<u32>> {
+        let fd = match &self.dir {
+            Some(d) => open_dir(d.as_fd(), name)?,
+            None => open_dir(CWD, self.path.join(name))?,
+        };
+        let mut out = Vec::new();
+        for entry in rustix::fs::Dir::new(fd)? {
+            let entry = entry?;
+            let n = std::str::from_utf8(entry.file_name().to_bytes())
+                .ok()
+                .and_then(|n| n.parse::<u32>().ok());
+            out.extend(n);
+        }
+        Ok(out)
+    }
+
+    /// The threads of the process (`task/`): their ids.
+    pub fn tasks(&self) -> io::Result<Vec<u32>> {
+        self.numbered("task")
+    }
+
+    /// The children of each of the process's threads (`task/*/children`);
+    /// a thread that can't be read has none.
+    pub fn children(&self) -> Vec<u32> {
+        let mut buf = Vec::new();
+        self.tasks()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|t| self.task(t).ok()?.read_text("children", &mut buf).ok())
+            .flat_map(|text| {
+                text.split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// The process's descriptors (`fd/`), each with what it names (its
+    /// link, e.g. `anon_inode:[userfaultfd]`); one closed meanwhile is
+    /// left out.
+    pub fn fds(&self) -> io::Result<Vec<(i32, PathBuf)>> {
+        Ok(self
+            .numbered("fd")?
+            .into_iter()
+            .filter_map(|fd| Some((fd as i32, self.fd_target(fd as i32).ok()?)))
+            .collect())
+    }
+
+    /// What descriptor `fd` of the process names (the link `fd/FD`).
+    pub fn fd_target(&self, fd: i32) -> io::Result<PathBuf> {
+        self.link(&format!("fd/{fd}"))
+    }
+
+    /// The program the process runs (the link `exe`).
+    pub fn exe(&self) -> io::Result<PathBuf> {
+        self.link("exe")
+    }
+
+    /// Where the symbolic link `name` points.
+    fn link(&self, name: &str) -> io::Result<PathBuf> {
+        let link = match &self.dir {
+            Some(d) => rustix::fs::readlinkat(d, name, Vec::new()),
+            None => rustix::fs::readlinkat(CWD, self.path.join(name), Vec::new()),
+        }?;
+        Ok(PathBuf::from(std::ffi::OsStr::from_bytes(link.as_bytes())))
+    }
+
+    /// `/proc/PID/fdinfo/FD`.
+    pub fn fdinfo(&self, fd: i32, buf: &mut Vec<u8>) -> Result<String> {
+        self.read_text(&format!("fdinfo/{fd}"), buf)
     }
 
     /// Reads a whole file into `buf` (cleared first).
     pub fn read_into(&self, name: &str, buf: &mut Vec<u8>) -> Result<()> {
+        self.read_io(name, buf)
+            .map_err(|e| Error::io(self.path.join(name), e))
+    }
+
+    /// Reads a whole file into `buf` (cleared first), with the system's
+    /// error.
+    fn read_io(&self, name: &str, buf: &mut Vec<u8>) -> io::Result<()> {
         buf.clear();
-        let mut f = self.open_file(name)?;
-        f.read_to_end(buf)
-            .map_err(|e| Error::io(self.path.join(name), e))?;
+        self.open_with(name, OFlags::RDONLY)?.read_to_end(buf)?;
         Ok(())
     }
 
@@ -155,6 +327,34 @@ impl ProcDir {
         parse::status::parse(&text).map_err(|e| corrupt(&self.path.join("status"), e))
     }
 
+    /// The process's state letter (`R`, `S`, `Z`...), from its stat.
+    pub fn state(&self, buf: &mut Vec<u8>) -> Result<char> {
+        Ok(self.stat(buf)?.state)
+    }
+
+    /// The pid of the process that traces it (0 if none), from its status.
+    pub fn tracer_pid(&self, buf: &mut Vec<u8>) -> Result<u32> {
+        Ok(self.status(buf)?.tracer_pid)
+    }
+
+    /// Its thread group (the process a thread belongs to), from its
+    /// status.
+    pub fn tgid(&self, buf: &mut Vec<u8>) -> Result<u32> {
+        Ok(self.status(buf)?.tgid)
+    }
+
+    /// The text of thread `tid`'s file `name` (`task/TID/NAME`).
+    pub fn task_text(&self, tid: u32, name: &str, buf: &mut Vec<u8>) -> Result<String> {
+        self.read_text(&format!("task/{tid}/{name}"), buf)
+    }
+
+    /// The system call the thread is blocked in (`syscall`): `None` if it
+    /// is in none.
+    pub fn syscall(&self, buf: &mut Vec<u8>) -> io::Result<Option<parse::syscall::Syscall>> {
+        self.read_io("syscall", buf)?;
+        Ok(parse::syscall::parse(&String::from_utf8_lossy(buf)))
+    }
+
     /// `/proc/PID/cmdline`, argument by argument.
     pub fn cmdline(&self, buf: &mut Vec<u8>) -> Result<Vec<String>> {
         self.read_into("cmdline", buf)?;
@@ -170,6 +370,17 @@ impl ProcDir {
     pub fn maps(&self, buf: &mut Vec<u8>) -> Result<Vec<parse::maps::MapsLine>> {
         let text = self.read_text("maps", buf)?;
         parse::maps::parse(&text).map_err(|e| corrupt(&self.path.join("maps"), e))
+    }
+
+    /// The vDSO's range (start, end) from `/proc/PID/maps`: `None` if the
+    /// process has none (booted with `vdso=0`).
+    pub fn vdso(&self, buf: &mut Vec<u8>) -> io::Result<Option<(u64, u64)>> {
+        self.read_io("maps", buf)?;
+        Ok(parse::maps::parse(&String::from_utf8_lossy(buf))
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?
+            .iter()
+            .find(|l| l.path == "[vdso]")
+            .map(|l| (l.start, l.end)))
     }
 
     /// `/proc/PID/smaps`.
@@ -189,6 +400,16 @@ impl ProcDir {
         let text = self.read_text("numa_maps", buf)?;
         parse::numa_maps::parse(&text).map_err(|e| corrupt(&self.path.join("numa_maps"), e))
     }
+}
+
+/// Opens the directory `path` (relative to `at`).
+fn open_dir<P: rustix::path::Arg>(at: BorrowedFd<'_>, path: P) -> rustix::io::Result<OwnedFd> {
+    openat(
+        at,
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
 }
 
 #[cfg(test)]
@@ -218,6 +439,84 @@ mod tests {
         let numa = dir.numa_maps(&mut buf).unwrap();
         assert!(numa.iter().any(|n| n.start == stack.start));
         assert!(list_pids(Path::new("/proc")).unwrap().contains(&me));
+    }
+
+    #[test]
+    fn threads_descriptors_and_memory_of_own_process() {
+        let me = std::process::id();
+        let proc = Path::new("/proc");
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let sleeper = std::thread::spawn(move || {
+            let link = std::fs::read_link("/proc/thread-self").unwrap();
+            tid_tx
+                .send(
+                    link.file_name()
+                        .unwrap()
+                        .to_str()
+                        .unwrap()
+                        .parse::<u32>()
+                        .unwrap(),
+                )
+                .unwrap();
+            let _ = rx.recv();
+        });
+        let tid = tid_rx.recv().unwrap();
+        let mut buf = Vec::new();
+        for dir in [ProcDir::open(proc, me).unwrap(), ProcDir::at(proc, me)] {
+            assert!(dir.exists());
+            let tasks = dir.tasks().unwrap();
+            assert!(tasks.contains(&me) && tasks.contains(&tid), "{tasks:?}");
+            assert_eq!(dir.tgid(&mut buf).unwrap(), me);
+            assert_eq!(dir.tracer_pid(&mut buf).unwrap(), 0);
+            let thread = dir.task(tid).unwrap();
+            assert_eq!(thread.tgid(&mut buf).unwrap(), me);
+            // Blocked in futex (202) until told to go on.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            loop {
+                match thread.syscall(&mut buf).unwrap() {
+                    Some(s) if s.nr == 202 => break,
+                    s => assert!(std::time::Instant::now() < deadline, "{s:?}"),
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            assert_eq!(thread.state(&mut buf).unwrap(), 'S');
+            let text = dir.task_text(tid, "syscall", &mut buf).unwrap();
+            assert!(text.starts_with("202 "), "{text}");
+            assert_eq!(dir.exe().unwrap(), std::env::current_exe().unwrap());
+            let file = std::fs::File::open("/dev/null").unwrap();
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+            assert_eq!(dir.fd_target(fd).unwrap(), Path::new("/dev/null"));
+            assert!(dir
+                .fds()
+                .unwrap()
+                .contains(&(fd, PathBuf::from("/dev/null"))));
+            assert!(dir.fdinfo(fd, &mut buf).unwrap().starts_with("pos:"));
+            drop(file);
+            // This process's own memory, through mem and pagemap.
+            let word: u64 = 0x5ca1_ab1e;
+            let addr = &word as *const u64 as u64;
+            let mut got = [0u8; 8];
+            std::os::unix::fs::FileExt::read_exact_at(&dir.mem().unwrap(), &mut got, addr).unwrap();
+            assert_eq!(u64::from_ne_bytes(got), word);
+            let mut present = false;
+            dir.pagemap_reader(4096)
+                .unwrap()
+                .for_each(addr & !4095, (addr & !4095) + 4096, |_, e| {
+                    present = e.is_present()
+                })
+                .unwrap();
+            assert!(present);
+            let (start, end) = dir.vdso(&mut buf).unwrap().unwrap();
+            assert!(start < end);
+            assert!(!dir.children().contains(&me));
+        }
+        tx.send(()).unwrap();
+        sleeper.join().unwrap();
+        let gone = ProcDir::at(proc, 99_999_999);
+        assert!(!gone.exists());
+        assert!(gone.tasks().is_err());
+        assert!(gone.status(&mut buf).unwrap_err().is_gone());
     }
 
     #[test]

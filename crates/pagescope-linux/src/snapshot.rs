@@ -266,7 +266,7 @@ impl Collector<'_, '_> {
         let exe = if kernel_thread {
             String::new()
         } else {
-            std::fs::read_link(dir.path().join("exe"))
+            dir.exe()
                 .map(|p| p.to_string_lossy().into_owned())
                 .unwrap_or_default()
         };
@@ -299,23 +299,15 @@ impl Collector<'_, '_> {
     /// `/proc/PID/task/TID/syscall` ("NR args... sp pc", or "-1 sp pc";
     /// "running" gives none). Needs ptrace access; empty without it.
     fn thread_sps(&mut self, dir: &ProcDir) -> Vec<u64> {
-        let Ok(tasks) = std::fs::read_dir(dir.path().join("task")) else {
+        let Ok(tasks) = dir.tasks() else {
             return Vec::new();
         };
-        let mut sps = Vec::new();
-        for t in tasks.flatten() {
-            let Ok(text) = std::fs::read_to_string(t.path().join("syscall")) else {
-                continue;
-            };
-            let fields: Vec<&str> = text.split_whitespace().collect();
-            if fields.len() >= 3 {
-                let sp = fields[fields.len() - 2].trim_start_matches("0x");
-                if let Ok(v) = u64::from_str_radix(sp, 16) {
-                    sps.push(v);
-                }
-            }
-        }
-        sps
+        let mut buf = Vec::new();
+        tasks
+            .into_iter()
+            .filter_map(|t| dir.task_text(t, "syscall", &mut buf).ok())
+            .filter_map(|text| pagescope_core::parse::syscall::stack_pointer(&text))
+            .collect()
     }
 
     /// Records the ELF headers of every file the VMAs map that no earlier

@@ -52,10 +52,7 @@ pub fn read_snapshot_file(
 
 /// Whether a process `pid` exists on the live system.
 pub fn process_exists(pid: u32) -> bool {
-    pagescope_linux::Root::default()
-        .proc
-        .join(pid.to_string())
-        .exists()
+    pagescope_linux::procfs::ProcDir::at(&pagescope_linux::Root::default().proc, pid).exists()
 }
 
 /// A `--pid` that names no process is an error before any work starts.

@@ -1574,7 +1574,7 @@ fn die_then_release(place: &str, evict: &str, argv: &[&str], comm: &str) -> (Str
         );
     }
     assert!(
-        !pagescope_linux::trace::left_holders()
+        !pagescope_linux::trace::left_holders(&pagescope_linux::Root::default().proc)
             .iter()
             .any(|&(_, r)| r == Some(root)),
         "{what}: the holder of pagescope's descriptors is still there"

@@ -5,6 +5,7 @@
 //! Malformed text yields a [`ParseError`] naming the line, never a panic.
 
 pub mod cgroup;
+pub mod fdinfo;
 pub mod iomem;
 pub mod maps;
 pub mod meminfo;
@@ -13,6 +14,7 @@ pub mod slabinfo;
 pub mod smaps;
 pub mod stat;
 pub mod status;
+pub mod syscall;
 
 use std::fmt;
 

@@ -51,6 +51,8 @@ pub struct RecordConfig {
     /// The fraction of resident pages the `fault` backend moves out at
     /// each boundary (in (0, 1]).
     pub sample: f64,
+    /// Where `/proc` and `/sys` are.
+    pub root: crate::Root,
 }
 
 /// Figures for the live line, updated at every boundary.

@@ -15,11 +15,12 @@
 //! A recorder that dies detaches them all (the kernel does it), so the
 //! program runs on.
 
+use crate::procfs::ProcDir;
 use pagescope_sys::ptrace;
 use rustix::process::{Pid, WaitOptions};
 use std::collections::HashMap;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// How long a boundary waits for every thread to stop.
@@ -54,9 +55,11 @@ pub struct Exit {
 }
 
 /// The traced threads and their states.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Freezer {
     threads: HashMap<u32, State>,
+    /// The procfs where the threads are listed.
+    proc_root: PathBuf,
 }
 
 /// One wait status, as the kernel gave it. Decoded here rather than by
@@ -127,26 +130,15 @@ pub fn exit_of(st: Status) -> Option<Exit> {
 }
 
 /// Whether a task is gone or can no longer stop (exiting: zombie or dead).
-fn is_ending(tid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{tid}/stat")) {
-        Ok(s) => s
-            .rsplit_once(") ")
-            .and_then(|(_, rest)| rest.chars().next())
-            .is_none_or(|c| c == 'Z' || c == 'X'),
-        Err(_) => true,
-    }
+fn is_ending(proc_root: &Path, tid: u32) -> bool {
+    ProcDir::at(proc_root, tid)
+        .stat(&mut Vec::new())
+        .map_or(true, |s| s.is_dead())
 }
 
 /// Whether this process is already `tid`'s tracer.
-fn traced_by_us(tid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{tid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("TracerPid:"))
-                .and_then(|v| v.trim().parse::<u32>().ok())
-        })
-        == Some(std::process::id())
+fn traced_by_us(proc_root: &Path, tid: u32) -> bool {
+    ProcDir::at(proc_root, tid).tracer_pid(&mut Vec::new()).ok() == Some(std::process::id())
 }
 
 fn is_job_stop(sig: i32) -> bool {
@@ -182,20 +174,25 @@ fn options() -> u32 {
 }
 
 impl Freezer {
+    /// A freezer of no thread yet, listing threads in `proc_root`.
+    pub fn new(proc_root: &Path) -> Freezer {
+        Freezer {
+            threads: HashMap::new(),
+            proc_root: proc_root.to_path_buf(),
+        }
+    }
+
     /// Attaches to every thread of `pid`, listing them until no new one
     /// shows up. A process that is gone is not an error.
     pub fn attach(&mut self, pid: u32) -> io::Result<()> {
         loop {
             let mut new = 0;
-            let dir = match std::fs::read_dir(format!("/proc/{pid}/task")) {
+            let dir = match ProcDir::at(&self.proc_root, pid).tasks() {
                 Ok(d) => d,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
                 Err(e) => return Err(e),
             };
-            for entry in dir.flatten() {
-                let Some(tid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
-                    continue;
-                };
+            for tid in dir {
                 if self.threads.contains_key(&tid) {
                     continue;
                 }
@@ -210,7 +207,7 @@ impl Freezer {
                     // has not been read yet.
                     Err(e)
                         if e.raw_os_error() == Some(rustix::io::Errno::PERM.raw_os_error())
-                            && traced_by_us(tid) =>
+                            && traced_by_us(&self.proc_root, tid) =>
                     {
                         self.threads.insert(tid, State::Running);
                         new += 1;
@@ -218,9 +215,9 @@ impl Freezer {
                     // Exiting: it can't be attached, and needn't be.
                     Err(e)
                         if e.raw_os_error() == Some(rustix::io::Errno::PERM.raw_os_error())
-                            && is_ending(tid) => {}
+                            && is_ending(&self.proc_root, tid) => {}
                     Err(e) if e.raw_os_error() == Some(rustix::io::Errno::PERM.raw_os_error()) => {
-                        let facts = crate::cause::PtraceFacts::read(Path::new("/proc"), tid);
+                        let facts = crate::cause::PtraceFacts::read(&self.proc_root, tid);
                         let hint = if facts.only_attach_refused() {
                             " (--no-freeze records it without stopping it)"
                         } else {
@@ -297,8 +294,9 @@ impl Freezer {
                     // Threads in an unkillable wait (a vfork parent) or
                     // already exiting don't stop; they run no code of
                     // their own meanwhile. Forget the ones that are gone.
+                    let proc_root = &self.proc_root;
                     self.threads
-                        .retain(|&t, s| *s != State::Running || !is_ending(t));
+                        .retain(|&t, s| *s != State::Running || !is_ending(proc_root, t));
                     break;
                 }
                 None => std::thread::sleep(Duration::from_micros(200)),

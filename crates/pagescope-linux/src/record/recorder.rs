@@ -67,7 +67,7 @@ struct Recorder<'a> {
 impl Recorder<'_> {
     /// The processes to record now.
     fn targets(&mut self) -> Result<Vec<u32>> {
-        let alive = |p: &u32| self.root.proc.join(p.to_string()).exists();
+        let alive = |p: &u32| crate::procfs::ProcDir::at(&self.root.proc, *p).exists();
         let mut pids = match &self.config.target {
             Target::Pids(p) => p.iter().copied().filter(alive).collect(),
             // A cgroup removed (its service stopped) has no processes.
@@ -143,7 +143,7 @@ impl Recorder<'_> {
             // Its tracer sees the exits, and reaps what it launched.
             let _ = f.let_go();
         }
-        crate::launched::reap(child);
+        crate::launched::reap(&self.root.proc, child);
         self.exit_code = Some(128 + rustix::process::Signal::KILL.as_raw());
         true
     }
@@ -162,8 +162,9 @@ impl Recorder<'_> {
         if let Some(f) = self.freezer.as_mut() {
             for &pid in pids {
                 if !self.seen.contains(&pid) {
-                    f.attach(pid)
-                        .map_err(|e| Error::io(format!("/proc/{pid}"), e))?;
+                    f.attach(pid).map_err(|e| {
+                        Error::io(crate::procfs::ProcDir::at(&self.root.proc, pid).path(), e)
+                    })?;
                 }
             }
         }
@@ -223,7 +224,7 @@ impl Recorder<'_> {
 /// Records until the command exits, the targets are gone, the duration
 /// is over, or SIGINT/SIGTERM; the file is complete in every case.
 pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
-    let root = crate::Root::default();
+    let root = config.root.clone();
     let page_size = crate::system::page_size();
     crate::signals::block().map_err(|e| Error::sys("sigprocmask", e))?;
     let (probe, why) = choose(config, &root, page_size)?;
@@ -250,7 +251,7 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         config,
         root,
         probe,
-        freezer: frozen.then(Freezer::default),
+        freezer: frozen.then(|| Freezer::new(&config.root.proc)),
         child: None,
         probe_launched: false,
         exit_code: None,

@@ -16,11 +16,10 @@ use std::path::Path;
 pub fn has_soft_dirty(proc_root: &Path, page_size: u64) -> bool {
     let page = vec![0u8; 2 * page_size as usize];
     let addr = (page.as_ptr() as u64).next_multiple_of(page_size);
-    let ok = std::fs::OpenOptions::new()
-        .write(true)
-        .open(proc_root.join("self/clear_refs"))
-        .and_then(|mut f| f.write_all(b"4"))
-        .is_ok();
+    let own = ProcDir::own(proc_root);
+    let ok = own
+        .open_write("clear_refs")
+        .is_ok_and(|mut f| f.write_all(b"4").is_ok());
     if !ok {
         return false;
     }
@@ -28,10 +27,9 @@ pub fn has_soft_dirty(proc_root: &Path, page_size: u64) -> bool {
     // A volatile write, so that it is not optimised away.
     let mut page = page;
     pagescope_sys::touch::write_volatile(&mut page[offset], 1);
-    let Ok(file) = std::fs::File::open(proc_root.join("self/pagemap")) else {
+    let Ok(mut reader) = own.pagemap_reader(page_size) else {
         return false;
     };
-    let mut reader = PagemapReader::new(file, proc_root.join("self/pagemap"), page_size);
     let mut dirty = false;
     let _ = reader.for_each(addr, addr + page_size, |_, e| dirty = e.is_soft_dirty());
     std::hint::black_box(&page);

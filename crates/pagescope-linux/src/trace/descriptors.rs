@@ -165,9 +165,10 @@ pub(super) fn write_name(tid: Pid, sp: u64, name: &str) -> Result<u64> {
 
 /// Unregisters every VMA of `pid` that has userfaultfd flags; the kernel
 /// clears write protection and wakes waiters as it does. `false`: the
-/// process has exited, and nothing was unregistered.
-pub(crate) fn unregister_all(uffd: &Uffd, pid: u32) -> Result<bool> {
-    let path = format!("/proc/{pid}/smaps");
+/// process has exited, and nothing was unregistered. `proc`: the procfs
+/// the process is read from.
+pub(crate) fn unregister_all(proc: &std::path::Path, uffd: &Uffd, pid: u32) -> Result<bool> {
+    let path = crate::procfs::ProcDir::at(proc, pid).file_path("smaps");
     let text = match std::fs::read_to_string(&path) {
         // The process has exited (a page put back let it finish).
         Err(e)

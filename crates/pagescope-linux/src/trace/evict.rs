@@ -3,7 +3,7 @@
 //! registered (every page already there). Runs of neighbouring pages go
 //! with one call each, and a space's runs in one batch of its mover.
 
-use crate::pagemap::PagemapReader;
+use crate::procfs::ProcDir;
 use crate::trace::counts::Counts;
 use crate::trace::mm::{Mm, PAGE};
 use crate::trace::os::sys;
@@ -12,7 +12,6 @@ use pagescope_core::evict::{self, Extent, Page};
 use pagescope_core::trace::EvictMethod;
 use pagescope_core::{Error, Result};
 use std::collections::HashMap;
-use std::fs::File;
 use std::sync::atomic::Ordering;
 
 /// Stale copies in store slots before they are dropped (16 MiB).
@@ -170,9 +169,10 @@ pub(super) fn empty_range(
     shared: bool,
     watched: impl Fn(u64) -> bool,
 ) -> Result<Vec<u64>> {
-    let path = format!("/proc/{}/pagemap", mm.pid);
-    let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
-    let mut reader = PagemapReader::new(file, path.into(), PAGE);
+    let dir = ProcDir::at(&mm.proc, mm.pid);
+    let mut reader = dir
+        .pagemap_reader(PAGE)
+        .map_err(|e| Error::io(dir.file_path("pagemap"), e))?;
     let mut present = Vec::new();
     let kept = mm.kept();
     reader.for_each(start, end, |addr, e| {

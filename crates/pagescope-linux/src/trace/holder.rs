@@ -136,9 +136,9 @@ impl Drop for Holder {
 
 /// The holders left by killed pagescopes (alive: an ended one may stay a
 /// zombie), each with the pid of the program it traced (`None` if that
-/// program is gone), from their names and the pidfd each keeps.
-pub fn left() -> Vec<(u32, Option<u32>)> {
-    let proc_root = std::path::Path::new("/proc");
+/// program is gone), from their names and the pidfd each keeps, as the
+/// procfs `proc_root` shows them.
+pub fn left(proc_root: &std::path::Path) -> Vec<(u32, Option<u32>)> {
     let mut buf = Vec::new();
     crate::procfs::list_pids(proc_root)
         .unwrap_or_default()
@@ -148,29 +148,18 @@ pub fn left() -> Vec<(u32, Option<u32>)> {
                 .and_then(|d| d.stat(&mut buf))
                 .is_ok_and(|s| s.comm == LEFT && s.state != 'Z')
         })
-        .map(|p| (p, root_of(p)))
+        .map(|p| (p, root_of(proc_root, p)))
         .collect()
 }
 
 /// The pid named by the pidfd that holder `holder` keeps.
-fn root_of(holder: u32) -> Option<u32> {
-    let fds = std::fs::read_dir(format!("/proc/{holder}/fd")).ok()?;
-    for e in fds.flatten() {
-        let is_pidfd =
-            std::fs::read_link(e.path()).is_ok_and(|l| l.as_os_str() == "anon_inode:[pidfd]");
-        if !is_pidfd {
-            continue;
-        }
-        let info = std::fs::read_to_string(format!(
-            "/proc/{holder}/fdinfo/{}",
-            e.file_name().to_string_lossy()
-        ))
-        .ok()?;
-        return info
-            .lines()
-            .find_map(|l| l.strip_prefix("Pid:"))
-            .and_then(|v| v.trim().parse::<i64>().ok())
-            .and_then(|p| u32::try_from(p).ok().filter(|&p| p > 0));
-    }
-    None
+fn root_of(proc_root: &std::path::Path, holder: u32) -> Option<u32> {
+    let dir = crate::procfs::ProcDir::at(proc_root, holder);
+    let (fd, _) = dir
+        .fds()
+        .ok()?
+        .into_iter()
+        .find(|(_, target)| target.as_os_str() == "anon_inode:[pidfd]")?;
+    let info = dir.fdinfo(fd, &mut Vec::new()).ok()?;
+    pagescope_core::parse::fdinfo::pidfd_pid(&info)
 }

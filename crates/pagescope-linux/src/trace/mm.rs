@@ -34,12 +34,14 @@
 use super::ptrace::{Mover, BATCH_ENTRY};
 use super::remote;
 use super::uffd::{Msg, Uffd};
+use crate::procfs::ProcDir;
 use nix::errno::Errno;
 use pagescope_core::trace::EvictMethod;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Bytes per page (x86_64).
@@ -157,6 +159,8 @@ pub struct Mm {
     /// The pages that hold the program's arguments and environment,
     /// found at its first set-up (see [`Mm::kept`]).
     pub kept: Option<(u64, u64)>,
+    /// The procfs the process is read from.
+    pub proc: PathBuf,
 }
 
 fn errno(e: &io::Error) -> Errno {
@@ -164,13 +168,14 @@ fn errno(e: &io::Error) -> Errno {
 }
 
 impl Mm {
-    /// A space with nothing evicted yet.
+    /// A space with nothing evicted yet, read from the procfs `proc`.
     pub fn new(
         pid: u32,
         uffd: Arc<Uffd>,
         store: Store,
         mover: Option<MoverRef>,
         method: EvictMethod,
+        proc: &Path,
     ) -> Mm {
         Mm {
             pid,
@@ -183,6 +188,7 @@ impl Mm {
             stash: Vec::new(),
             mem: None,
             kept: None,
+            proc: proc.to_path_buf(),
         }
     }
 
@@ -196,24 +202,14 @@ impl Mm {
     /// From fields 48 to 51 of its stat (`arg_start` .. `env_end`);
     /// empty if they can't be read.
     pub fn kept(&mut self) -> (u64, u64) {
+        let dir = ProcDir::at(&self.proc, self.pid);
         *self.kept.get_or_insert_with(|| {
-            let stat =
-                std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).unwrap_or_default();
-            let fields: Vec<u64> = stat
-                .rsplit_once(')')
-                .map(|(_, rest)| {
-                    rest.split_whitespace()
-                        .skip(45)
-                        .take(4)
-                        .filter_map(|f| f.parse().ok())
-                        .collect()
-                })
-                .unwrap_or_default();
-            match fields[..] {
-                [arg_start, _, _, env_end] if arg_start > 0 && env_end > arg_start => {
-                    (arg_start & !(PAGE - 1), (env_end + PAGE - 1) & !(PAGE - 1))
-                }
-                _ => (0, 0),
+            let stat = dir.stat(&mut Vec::new()).unwrap_or_default();
+            let (arg_start, env_end) = (stat.arg_start, stat.env_end);
+            if arg_start > 0 && env_end > arg_start {
+                (arg_start & !(PAGE - 1), (env_end + PAGE - 1) & !(PAGE - 1))
+            } else {
+                (0, 0)
             }
         })
     }
@@ -583,11 +579,7 @@ impl Mm {
     /// can't be opened; callers then use [`remote`], whose errors say why.
     fn space_mem(&mut self) -> Option<&File> {
         if self.mem.is_none() && self.has_mover() {
-            self.mem = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(format!("/proc/{}/mem", self.mem_pid()))
-                .ok();
+            self.mem = ProcDir::at(&self.proc, self.mem_pid()).mem().ok();
         }
         self.mem.as_ref()
     }
@@ -733,9 +725,9 @@ impl Mm {
     /// `true` if it is in fact in place (a child forked between the copy
     /// and the drop of an eviction), and then no longer counted evicted.
     pub fn keep_if_present(&mut self, page: u64) -> io::Result<bool> {
-        let path = format!("/proc/{}/pagemap", self.mem_pid());
         let mut present = false;
-        crate::pagemap::PagemapReader::new(File::open(&path)?, path.into(), PAGE)
+        ProcDir::at(&self.proc, self.mem_pid())
+            .pagemap_reader(PAGE)?
             .for_each(page, page + PAGE, |_, e| present = e.is_present())
             .map_err(|e| io::Error::other(e.to_string()))?;
         if !present {
@@ -820,7 +812,8 @@ fn batch(
 /// `index`), as (slot, page address): every slot that holds a page (in
 /// RAM or in swap) and is named in the index. This is the truth after a fork (the child's store
 /// and index are copies made in one step) and after the tracer died.
-pub fn stored_pages(pid: u32, store: u64, index: u64) -> io::Result<Vec<(u64, u64)>> {
+/// `proc`: the procfs the process is read from.
+pub fn stored_pages(proc: &Path, pid: u32, store: u64, index: u64) -> io::Result<Vec<(u64, u64)>> {
     let read = |at: u64, out: &mut [u64]| -> io::Result<()> {
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
         for (i, chunk) in bytes.chunks_mut(1 << 20).enumerate() {
@@ -837,9 +830,9 @@ pub fn stored_pages(pid: u32, store: u64, index: u64) -> io::Result<Vec<(u64, u6
     // of swap moves as its swap entry): an empty one may be named by an
     // eviction that never happened (the tracer died, or the process
     // forked, between the index write and the move).
-    let path = format!("/proc/{pid}/pagemap");
     let mut present = Vec::new();
-    crate::pagemap::PagemapReader::new(File::open(&path)?, path.into(), PAGE)
+    ProcDir::at(proc, pid)
+        .pagemap_reader(PAGE)?
         .for_each(store, store + slots * PAGE, |addr, e| {
             if e.is_present() || e.is_in_swap() {
                 present.push((addr - store) / PAGE);

@@ -12,7 +12,9 @@ use super::mm::{self, INDEX_BYTES, INDEX_NAME, MOVER_NAME, PAGE, STORE_BYTES, ST
 use super::os::poll;
 use super::ptrace::{Injector, Parked};
 use super::uffd::{self, Msg, Uffd};
+use crate::procfs::ProcDir;
 use pagescope_core::{parse, Error, Result};
+use std::path::Path;
 
 /// What a release did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -170,12 +172,14 @@ impl std::error::Error for ReleaseError {
 /// orphaned movers and the holders end (closing what they held wakes
 /// whatever still waits on it), and last, with every page back and
 /// nothing waiting, each process's leftovers go ([`remove_leftovers`]).
-pub fn release_all(root: u32) -> Result<ReleaseReport, ReleaseError> {
-    if crate::procfs::ProcDir::open(&crate::Root::default().proc, root).is_err() {
+/// `fs`: where `/proc` is.
+pub fn release_all(fs: &crate::Root, root: u32) -> Result<ReleaseReport, ReleaseError> {
+    let proc = &fs.proc;
+    if ProcDir::open(proc, root).is_err() {
         return Err(ReleaseError::NoSuchProcess(root));
     }
     let mut report = ReleaseReport::default();
-    match release_tree(root, &mut report) {
+    match release_tree(proc, root, &mut report) {
         Ok(()) => Ok(report),
         Err((pid, source)) => Err(ReleaseError::Failed {
             pid,
@@ -187,20 +191,20 @@ pub fn release_all(root: u32) -> Result<ReleaseReport, ReleaseError> {
 
 /// The steps of [`release_all`], each added to `report` as it is done; an
 /// error names the process it concerns.
-fn release_tree(root: u32, report: &mut ReleaseReport) -> Result<(), (u32, Error)> {
+fn release_tree(proc: &Path, root: u32, report: &mut ReleaseReport) -> Result<(), (u32, Error)> {
     let steps = &mut report.steps;
     // The traced processes it forked were traced too: release them all.
-    let order = release_order(root);
+    let order = release_order(proc, root);
     // Descriptors of children forked just before pagescope died, kept by
     // its holder.
-    let mut held = Held::gather(&order);
+    let mut held = Held::gather(proc, &order);
     for &pid in &order {
         let failed = |e| (pid, e);
         if pid != root && end_stray_mover(pid) {
             steps.push(ReleaseStep::EndedStrayMover(pid));
             continue;
         }
-        if let Some(done) = held.release(pid, is_parked(pid)).map_err(failed)? {
+        if let Some(done) = held.release(proc, pid, is_parked(pid)).map_err(failed)? {
             steps.push(ReleaseStep::ReleasedThroughHolder {
                 pid,
                 copied: done.copied,
@@ -208,19 +212,19 @@ fn release_tree(root: u32, report: &mut ReleaseReport) -> Result<(), (u32, Error
         }
         // A process caught in the middle of pagescope's setting it up goes
         // on first.
-        let threads = unpark(pid).map_err(failed)?;
+        let threads = unpark(proc, pid).map_err(failed)?;
         if threads > 0 {
             steps.push(ReleaseStep::Unparked { pid, threads });
         }
-        if (pid != root || threads > 0) && !still_traced(pid) {
+        if (pid != root || threads > 0) && !still_traced(proc, pid) {
             continue;
         }
-        let done = match release(pid) {
+        let done = match release(proc, pid) {
             Ok(done) => done,
             // A child that exited meanwhile, or was released through its
             // parent and then exec'd (its descriptor and store went with
             // its old image), has nothing left to release.
-            Err(_) if pid != root && !still_traced(pid) => continue,
+            Err(_) if pid != root && !still_traced(proc, pid) => continue,
             Err(e) => return Err(failed(e)),
         };
         steps.push(ReleaseStep::Released {
@@ -230,7 +234,7 @@ fn release_tree(root: u32, report: &mut ReleaseReport) -> Result<(), (u32, Error
     }
     // Movers left behind programs that exited hold copies of their
     // descriptors (a pipe's write end keeps its reader waiting).
-    let orphans = end_orphaned_movers();
+    let orphans = end_orphaned_movers(proc);
     if !orphans.is_empty() {
         steps.push(ReleaseStep::EndedOrphanedMovers(orphans));
     }
@@ -242,7 +246,7 @@ fn release_tree(root: u32, report: &mut ReleaseReport) -> Result<(), (u32, Error
     // Every page is back and nothing waits: what pagescope put into each
     // process (descriptors, store, index, code, dead movers) goes.
     for &pid in &order {
-        if remove_leftovers(pid).map_err(|e| (pid, e))? {
+        if remove_leftovers(proc, pid).map_err(|e| (pid, e))? {
             steps.push(ReleaseStep::RemovedLeftovers(pid));
         }
     }
@@ -254,12 +258,12 @@ fn release_tree(root: u32, report: &mut ReleaseReport) -> Result<(), (u32, Error
 /// too, and each must be released.
 /// (Listed before any is released: a released parent may exit, and its
 /// children then belong to init.)
-pub fn release_order(pid: u32) -> Vec<u32> {
-    let mut out = crate::procfs::descendants(std::path::Path::new("/proc"), pid);
+pub fn release_order(proc: &Path, pid: u32) -> Vec<u32> {
+    let mut out = crate::procfs::descendants(proc, pid);
     let rest = out.split_off(1);
     out.extend(
         rest.into_iter()
-            .filter(|&p| store_of(p).is_ok_and(|s| s.is_some()) || is_parked(p)),
+            .filter(|&p| store_of(proc, p).is_ok_and(|s| s.is_some()) || is_parked(p)),
     );
     out
 }
@@ -284,14 +288,16 @@ pub fn end_stray_mover(pid: u32) -> bool {
 /// pagescope never attached: [`end_stray_mover`]), traced by nobody, and
 /// sharing no address space with its parent (the program that made it is
 /// gone), so it serves no one.
-pub fn end_orphaned_movers() -> Vec<u32> {
-    let proc = std::path::Path::new("/proc");
+pub fn end_orphaned_movers(proc: &Path) -> Vec<u32> {
     let mut buf = Vec::new();
     let orphaned = |pid: u32, buf: &mut Vec<u8>| {
-        let Ok(stat) = crate::procfs::ProcDir::open(proc, pid).and_then(|p| p.stat(buf)) else {
+        let Ok(dir) = ProcDir::open(proc, pid) else {
             return false;
         };
-        let untraced = super::ptrace::tracer_of(nix::unistd::Pid::from_raw(pid as i32)) == Some(0);
+        let Ok(stat) = dir.stat(buf) else {
+            return false;
+        };
+        let untraced = dir.tracer_pid(buf).ok() == Some(0);
         // Init may refuse kcmp (even to root), and shares no one's memory.
         untraced && (stat.ppid == 1 || matches!(super::ptrace::same_vm(pid, stat.ppid), Ok(false)))
     };
@@ -319,20 +325,18 @@ pub fn is_parked(pid: u32) -> bool {
 /// child unregistered, its pages still away mere holes. No code of the
 /// child has run since the fork, so each hole that its copy of the index
 /// names is still untouched and gets the page from the slot.
-pub fn unpark(pid: u32) -> Result<usize> {
+pub fn unpark(proc: &Path, pid: u32) -> Result<usize> {
     let parked = Parked::find(pid);
     if parked.is_empty() {
         return Ok(0);
     }
-    if let Some((store, index)) = store_of(pid)? {
-        let mem_path = format!("/proc/{pid}/mem");
-        let stored = mm::stored_pages(pid, store, index)
-            .map_err(|e| Error::io(format!("{mem_path} (the store's index)"), e))?;
-        let holes = missing(pid, stored.iter().map(|&(_, page)| page))?;
-        let mem = std::fs::OpenOptions::new()
-            .write(true)
-            .open(&mem_path)
-            .map_err(|e| Error::io(&mem_path, e))?;
+    if let Some((store, index)) = store_of(proc, pid)? {
+        let dir = ProcDir::at(proc, pid);
+        let mem_path = dir.file_path("mem");
+        let stored = mm::stored_pages(proc, pid, store, index)
+            .map_err(|e| Error::io(format!("{} (the store's index)", mem_path.display()), e))?;
+        let holes = missing(proc, pid, stored.iter().map(|&(_, page)| page))?;
+        let mem = dir.mem().map_err(|e| Error::io(&mem_path, e))?;
         let mut buf = vec![0u8; PAGE as usize];
         for (&(slot, page), hole) in stored.iter().zip(holes) {
             if hole {
@@ -350,18 +354,23 @@ pub fn unpark(pid: u32) -> Result<usize> {
         }
     }
     for p in &parked {
-        p.unpark(pid)
-            .map_err(|e| Error::io(format!("/proc/{pid}/task/{}", p.tid), e))?;
+        p.unpark(pid).map_err(|e| {
+            Error::io(
+                ProcDir::at(proc, pid).file_path(&format!("task/{}", p.tid)),
+                e,
+            )
+        })?;
     }
     Ok(parked.len())
 }
 
 /// For each of `pages`, whether it is missing from `pid` (neither present
 /// nor swapped out, in its pagemap).
-fn missing(pid: u32, pages: impl Iterator<Item = u64>) -> Result<Vec<bool>> {
+fn missing(proc: &Path, pid: u32, pages: impl Iterator<Item = u64>) -> Result<Vec<bool>> {
     use std::os::unix::fs::FileExt;
-    let path = format!("/proc/{pid}/pagemap");
-    let f = std::fs::File::open(&path).map_err(|e| Error::io(&path, e))?;
+    let dir = ProcDir::at(proc, pid);
+    let path = dir.file_path("pagemap");
+    let f = dir.pagemap().map_err(|e| Error::io(&path, e))?;
     let mut e = [0u8; 8];
     pages
         .map(|page| {
@@ -374,15 +383,14 @@ fn missing(pid: u32, pages: impl Iterator<Item = u64>) -> Result<Vec<bool>> {
 
 /// Whether `pid` still holds a userfaultfd and a pagescope store: what
 /// [`release`] needs to find in a process.
-pub fn still_traced(pid: u32) -> bool {
-    userfaultfds(pid).is_ok_and(|u| !u.is_empty()) && store_of(pid).is_ok_and(|s| s.is_some())
+pub fn still_traced(proc: &Path, pid: u32) -> bool {
+    userfaultfds(proc, pid).is_ok_and(|u| !u.is_empty())
+        && store_of(proc, pid).is_ok_and(|s| s.is_some())
 }
 
 /// Where the store and the index of a process traced by pagescope are.
-fn store_of(pid: u32) -> Result<Option<(u64, u64)>> {
-    let maps_path = format!("/proc/{pid}/maps");
-    let text = std::fs::read_to_string(&maps_path).map_err(|e| Error::io(&maps_path, e))?;
-    let lines = parse::maps::parse(&text).map_err(|e| Error::corrupt(&maps_path, e.to_string()))?;
+fn store_of(proc: &Path, pid: u32) -> Result<Option<(u64, u64)>> {
+    let lines = ProcDir::at(proc, pid).maps(&mut Vec::new())?;
     let find = |name: &str, bytes: u64| {
         let named = format!("[anon:{name}]");
         lines
@@ -407,8 +415,9 @@ fn store_of(pid: u32) -> Result<Option<(u64, u64)>> {
 /// pagescope from tracing it). Calls injected into one of its threads,
 /// stopped for that moment, remove them. Returns whether anything was
 /// left; a process that exited meanwhile had nothing.
-pub fn remove_leftovers(pid: u32) -> Result<bool> {
-    let maps_path = format!("/proc/{pid}/maps");
+pub fn remove_leftovers(proc: &Path, pid: u32) -> Result<bool> {
+    let dir = ProcDir::at(proc, pid);
+    let maps_path = dir.file_path("maps");
     let text = match std::fs::read_to_string(&maps_path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
@@ -417,11 +426,11 @@ pub fn remove_leftovers(pid: u32) -> Result<bool> {
     let lines = parse::maps::parse(&text).map_err(|e| Error::corrupt(&maps_path, e.to_string()))?;
     let mut left = Leftover {
         tgid: pid,
-        movers: dead_movers(pid),
-        fds: userfaultfds(pid).unwrap_or_default(),
+        movers: dead_movers(proc, pid),
+        fds: userfaultfds(proc, pid).unwrap_or_default(),
         ..Leftover::default()
     };
-    if let Some((store, index)) = store_of(pid)? {
+    if let Some((store, index)) = store_of(proc, pid)? {
         let guard_at = |start: u64| {
             lines
                 .iter()
@@ -452,10 +461,13 @@ pub fn remove_leftovers(pid: u32) -> Result<bool> {
         match super::ptrace::seize_process(pid, nix::sys::ptrace::Options::PTRACE_O_TRACESYSGOOD) {
             Ok(s) => s,
             // Put back, it may finish at once: what it holds goes with it.
-            Err(_) if exiting(pid) => return Ok(false),
+            Err(_) if exiting(proc, pid) => return Ok(false),
             Err(e) => {
                 return Err(Error::io(
-                    format!("/proc/{pid}/task (attaching to remove pagescope's areas)"),
+                    format!(
+                        "{} (attaching to remove pagescope's areas)",
+                        dir.file_path("task").display()
+                    ),
                     e,
                 ))
             }
@@ -494,9 +506,9 @@ pub fn remove_leftovers(pid: u32) -> Result<bool> {
     }
     match r {
         Ok(()) => Ok(true),
-        Err(_) if exiting(pid) => Ok(false),
+        Err(_) if exiting(proc, pid) => Ok(false),
         Err(e) => Err(Error::io(
-            format!("/proc/{pid} (removing pagescope's areas)"),
+            format!("{} (removing pagescope's areas)", dir.path().display()),
             e,
         )),
     }
@@ -504,75 +516,48 @@ pub fn remove_leftovers(pid: u32) -> Result<bool> {
 
 /// Whether `pid` is gone, a zombie, or exiting (`PF_EXITING`, 0x4, in the
 /// flags of its stat, field 9).
-fn exiting(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return true;
-    };
-    let Some((_, rest)) = stat.rsplit_once(')') else {
-        return true;
-    };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let flags: u64 = fields.get(6).and_then(|f| f.parse().ok()).unwrap_or(0);
-    matches!(fields.first(), Some(&"Z" | &"X")) || flags & 0x4 != 0
+fn exiting(proc: &Path, pid: u32) -> bool {
+    ProcDir::at(proc, pid)
+        .stat(&mut Vec::new())
+        .map_or(true, |s| s.is_exiting())
 }
 
 /// The movers of `pid` that died with their tracer: zombie children (of
 /// any of its threads) whose clone had no exit signal, which no wait of
 /// the program's own can reap. A child the program forked has one.
-fn dead_movers(pid: u32) -> Vec<u32> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for t in tasks.flatten() {
-        let children = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
-        for c in children
-            .split_whitespace()
-            .filter_map(|c| c.parse::<u32>().ok())
-        {
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{c}/stat")) else {
-                continue;
-            };
-            // After the command's closing parenthesis: state is field 3,
-            // exit_signal field 38 (proc(5)).
-            let Some((_, rest)) = stat.rsplit_once(')') else {
-                continue;
-            };
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            if fields.first() == Some(&"Z") && fields.get(35) == Some(&"0") {
-                out.push(c);
-            }
-        }
-    }
-    out
+fn dead_movers(proc: &Path, pid: u32) -> Vec<u32> {
+    let mut buf = Vec::new();
+    ProcDir::at(proc, pid)
+        .children()
+        .into_iter()
+        .filter(|&c| {
+            ProcDir::at(proc, c)
+                .stat(&mut buf)
+                .is_ok_and(|s| s.state == 'Z' && s.exit_signal == Some(0))
+        })
+        .collect()
 }
 
 /// The descriptor numbers of the userfaultfds `pid` holds.
-fn userfaultfds(pid: u32) -> Result<Vec<i32>> {
-    let fd_dir = format!("/proc/{pid}/fd");
-    let entries = std::fs::read_dir(&fd_dir).map_err(|e| Error::io(&fd_dir, e))?;
-    let mut uffds = Vec::new();
-    for e in entries.flatten() {
-        if let Ok(target) = std::fs::read_link(e.path()) {
-            if target.as_os_str() == "anon_inode:[userfaultfd]" {
-                if let Some(n) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) {
-                    uffds.push(n);
-                }
-            }
-        }
-    }
-    Ok(uffds)
+fn userfaultfds(proc: &Path, pid: u32) -> Result<Vec<i32>> {
+    let dir = ProcDir::at(proc, pid);
+    let fds = dir.fds().map_err(|e| Error::io(dir.file_path("fd"), e))?;
+    Ok(fds
+        .into_iter()
+        .filter(|(_, target)| target.as_os_str() == "anon_inode:[userfaultfd]")
+        .map(|(fd, _)| fd)
+        .collect())
 }
 
 /// The userfaultfds of `pid` that are not its parent's: a child forked
 /// before it got its own holds a copy of its parent's.
-fn own_userfaultfds(pid: u32) -> Result<Vec<i32>> {
-    let parent = crate::procfs::ProcDir::open(std::path::Path::new("/proc"), pid)
+fn own_userfaultfds(proc: &Path, pid: u32) -> Result<Vec<i32>> {
+    let parent = ProcDir::open(proc, pid)
         .and_then(|d| d.stat(&mut Vec::new()))
         .map(|s| s.ppid)
         .ok();
-    let theirs = parent.map(|p| (p, userfaultfds(p).unwrap_or_default()));
-    Ok(userfaultfds(pid)?
+    let theirs = parent.map(|p| (p, userfaultfds(proc, p).unwrap_or_default()));
+    Ok(userfaultfds(proc, pid)?
         .into_iter()
         .filter(|&fd| {
             theirs.as_ref().is_none_or(|(p, fds)| {
@@ -585,26 +570,33 @@ fn own_userfaultfds(pid: u32) -> Result<Vec<i32>> {
 
 /// Releases `pid`. Errors say what is missing (no userfaultfd: nothing to
 /// release; no store: not traced by pagescope).
-pub fn release(pid: u32) -> Result<Released> {
-    let fd_dir = format!("/proc/{pid}/fd");
-    let uffds = userfaultfds(pid)?;
+pub fn release(proc: &Path, pid: u32) -> Result<Released> {
+    let dir = ProcDir::at(proc, pid);
+    let fd_dir = dir.file_path("fd");
+    let uffds = userfaultfds(proc, pid)?;
     if uffds.is_empty() {
         return Err(Error::corrupt(
             &fd_dir,
             format!("process {pid} holds no userfaultfd: there is nothing to release"),
         ));
     }
-    let Some((store, index)) = store_of(pid)? else {
+    let Some((store, index)) = store_of(proc, pid)? else {
         return Err(Error::corrupt(
-            format!("/proc/{pid}/maps"),
+            dir.file_path("maps"),
             format!("process {pid} has no pagescope store: it was not traced by pagescope"),
         ));
     };
     let mut done = Released::default();
-    let stored = match mm::stored_pages(pid, store, index) {
+    let stored = match mm::stored_pages(proc, pid, store, index) {
         Ok(stored) => stored,
-        Err(_) if moved_on(pid, store, index) => return Ok(done),
-        Err(e) => return Err(Error::io(format!("/proc/{pid}/mem (the store's index)"), e)),
+        Err(_) if moved_on(proc, pid, store, index) => return Ok(done),
+        Err(e) => {
+            let mem = dir.file_path("mem");
+            return Err(Error::io(
+                format!("{} (the store's index)", mem.display()),
+                e,
+            ));
+        }
     };
     for fd in uffds {
         let ours = take_fd(pid, fd)?;
@@ -621,10 +613,10 @@ pub fn release(pid: u32) -> Result<Released> {
             // The pages put back so far let it finish, or it was released
             // already through its parent's fork message and then exec'd (its
             // store is gone with the old image): nothing is left to put back.
-            Err(_) if moved_on(pid, store, index) => return Ok(done),
+            Err(_) if moved_on(proc, pid, store, index) => return Ok(done),
             Err(e) => return Err(Error::sys(format!("UFFDIO_COPY in {pid}"), e)),
         }
-        let_go(&uffd, source, &mut done)?;
+        let_go(proc, &uffd, source, &mut done)?;
     }
     Ok(done)
 }
@@ -633,9 +625,9 @@ pub fn release(pid: u32) -> Result<Released> {
 /// every range (which wakes every thread still waiting on a page), then
 /// reads and follows the messages raised before that (a fork, an
 /// munmap), in which a process would otherwise hang.
-fn let_go(uffd: &Uffd, source: Source, done: &mut Released) -> Result<()> {
+fn let_go(proc: &Path, uffd: &Uffd, source: Source, done: &mut Released) -> Result<()> {
     let pid = source.pid;
-    unregister_all(uffd, pid)?;
+    unregister_all(proc, uffd, pid)?;
     let mut msgs = Vec::new();
     loop {
         msgs.clear();
@@ -672,14 +664,14 @@ struct HeldUffd {
 impl Held {
     /// The descriptors of the holders whose traced program is one of
     /// `order` (the processes of a release) or is gone.
-    pub fn gather(order: &[u32]) -> Held {
+    pub fn gather(proc: &Path, order: &[u32]) -> Held {
         let mut held = Held::default();
-        for (holder, root) in super::holder::left() {
+        for (holder, root) in super::holder::left(proc) {
             if root.is_some_and(|r| !order.contains(&r)) {
                 continue;
             }
             // (A holder that ended meanwhile holds nothing.)
-            for fd in userfaultfds(holder).unwrap_or_default() {
+            for fd in userfaultfds(proc, holder).unwrap_or_default() {
                 if let Ok(fd) = take_fd(holder, fd) {
                     held.uffds.push(HeldUffd {
                         uffd: Uffd::new(fd),
@@ -710,23 +702,23 @@ impl Held {
     /// thread of this process reads the page with `process_vm_readv`,
     /// which waits on it, and the fault message that names the thread is
     /// on the owner.
-    pub fn release(&mut self, pid: u32, parked: bool) -> Result<Option<Released>> {
-        if self.uffds.is_empty() || !own_userfaultfds(pid)?.is_empty() {
+    pub fn release(&mut self, proc: &Path, pid: u32, parked: bool) -> Result<Option<Released>> {
+        if self.uffds.is_empty() || !own_userfaultfds(proc, pid)?.is_empty() {
             return Ok(None);
         }
-        let Some((store, index)) = store_of(pid)? else {
+        let Some((store, index)) = store_of(proc, pid)? else {
             return Ok(None);
         };
-        let mem_path = format!("/proc/{pid}/mem");
-        let stored = mm::stored_pages(pid, store, index)
-            .map_err(|e| Error::io(format!("{mem_path} (the store's index)"), e))?;
-        let holes = missing(pid, stored.iter().map(|&(_, page)| page))?;
+        let mem_path = ProcDir::at(proc, pid).file_path("mem");
+        let stored = mm::stored_pages(proc, pid, store, index)
+            .map_err(|e| Error::io(format!("{} (the store's index)", mem_path.display()), e))?;
+        let holes = missing(proc, pid, stored.iter().map(|&(_, page)| page))?;
         let Some(waiting) = stored
             .iter()
             .zip(holes)
             .filter(|(_, hole)| *hole)
             .map(|(&(slot, page), _)| (page, parked.then_some(store + slot * PAGE)))
-            .find(|&(page, fill)| is_held(pid, page, fill))
+            .find(|&(page, fill)| is_held(proc, pid, page, fill))
             .map(|(page, _)| page)
         else {
             return Ok(None);
@@ -750,7 +742,7 @@ impl Held {
         }
         put_back(&held.uffd, source, &mut left, &mut done)
             .map_err(|e| Error::sys(format!("UFFDIO_COPY in {pid}"), e))?;
-        let_go(&held.uffd, source, &mut done)?;
+        let_go(proc, &held.uffd, source, &mut done)?;
         Ok(Some(done))
     }
 
@@ -838,13 +830,9 @@ impl Held {
 /// parked process gets the page from `fill`, its slot in the store, in the
 /// same write (as [`unpark`] would); any other process reads it as the
 /// zero page it now is.
-fn is_held(pid: u32, page: u64, fill: Option<u64>) -> bool {
+fn is_held(proc: &Path, pid: u32, page: u64, fill: Option<u64>) -> bool {
     use std::os::unix::fs::FileExt;
-    let Ok(mem) = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(format!("/proc/{pid}/mem"))
-    else {
+    let Ok(mem) = ProcDir::at(proc, pid).mem() else {
         return false;
     };
     let r = match fill {
@@ -941,14 +929,13 @@ fn follow(
 
 /// Whether `pid` no longer has the store found at (`store`, `index`): it
 /// has exited, or it exec'd and the store went with its old image.
-fn moved_on(pid: u32, store: u64, index: u64) -> bool {
-    exited(pid) || !store_of(pid).is_ok_and(|s| s == Some((store, index)))
+fn moved_on(proc: &Path, pid: u32, store: u64, index: u64) -> bool {
+    exited(proc, pid) || !store_of(proc, pid).is_ok_and(|s| s == Some((store, index)))
 }
 
 /// Whether `pid` has exited (gone, or a zombie).
-fn exited(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
-        s.rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
-    })
+fn exited(proc: &Path, pid: u32) -> bool {
+    ProcDir::at(proc, pid)
+        .stat(&mut Vec::new())
+        .map_or(true, |s| s.state == 'Z')
 }

@@ -5,7 +5,6 @@
 use nix::errno::Errno;
 use nix::sys::uio::{process_vm_readv, process_vm_writev, RemoteIoVec};
 use nix::unistd::Pid;
-use std::fs::OpenOptions;
 use std::io::{self, IoSlice, IoSliceMut};
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,10 +28,7 @@ fn with_mem(pid: u32, f: impl Fn(&std::fs::File) -> io::Result<()>) -> io::Resul
         }
     }
     *cache = None;
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(format!("/proc/{pid}/mem"))?;
+    let file = crate::procfs::ProcDir::live(pid).mem()?;
     let r = f(&file);
     *cache = Some((pid, file));
     r

@@ -174,13 +174,20 @@ impl Sampler {
     /// tracer's thread, which puts every page back and lets the program go;
     /// when the tracer ends for any reason it sends `SIGCHLD` to the
     /// calling thread, to wake a recorder waiting in `sigtimedwait`.
-    pub fn start(target: &Target, fraction: f64, counts: Arc<Counts>) -> Result<Sampler> {
+    /// `proc`: the procfs the traced processes are read from.
+    pub fn start(
+        target: &Target,
+        fraction: f64,
+        proc: &std::path::Path,
+        counts: Arc<Counts>,
+    ) -> Result<Sampler> {
         // Before the tracer's thread: a bad command is an error here.
-        target.command()?;
+        target.command(proc)?;
         let method = evict_method(None)?;
         let caller = nix::sys::pthread::pthread_self();
         let (tx, rx) = std::sync::mpsc::channel();
         let target = target.clone();
+        let proc = proc.to_path_buf();
         let thread = std::thread::Builder::new()
             .name("tracer".into())
             .spawn(move || {
@@ -203,6 +210,7 @@ impl Sampler {
                         moved_out: HashSet::new(),
                     }),
                     None,
+                    &proc,
                     counts,
                     |shared, root| {
                         let _ = tx.send((shared.clone(), root, me));

@@ -3,7 +3,7 @@
 //! logged and the page joins the pool), or an event that changes the
 //! address space (fork, remap, remove, unmap).
 
-use crate::pagemap::PagemapReader;
+use crate::procfs::ProcDir;
 use crate::trace::counts::Counts;
 use crate::trace::evict::shrink_pool;
 use crate::trace::hooks::die_here_for_tests;
@@ -15,7 +15,6 @@ use crate::trace::uffd::{self, Msg, Uffd};
 use pagescope_core::sample;
 use pagescope_core::trace::MappingKind;
 use pagescope_core::Result;
-use std::fs::File;
 use std::sync::Arc;
 
 fn lookup_mapping(st: &mut State, key: u32, addr: u64) -> Result<u32> {
@@ -28,7 +27,7 @@ fn lookup_mapping(st: &mut State, key: u32, addr: u64) -> Result<u32> {
     // Not known (a stack that grew, a mapping that grew in place): ask
     // the kernel which VMA it is.
     let pid = space.mm.pid;
-    let lines = maps_of(pid)?;
+    let lines = maps_of(&space.mm.proc, pid)?;
     let Some(line) = lines.iter().find(|l| l.start <= addr && addr < l.end) else {
         return Ok(u32::MAX);
     };
@@ -242,12 +241,12 @@ fn fill_outside_sample(st: &mut State, key: u32, page: u64) -> Result<bool> {
     let hi = (page / span * span + span).min(range.end);
     // The rest is an economy: the thread runs already, and if its process
     // is gone meanwhile, there is nothing to fill.
-    let path = format!("/proc/{}/pagemap", space.mm.mem_pid());
-    let Ok(file) = File::open(&path) else {
+    let Ok(mut reader) = ProcDir::at(&space.mm.proc, space.mm.mem_pid()).pagemap_reader(PAGE)
+    else {
         return Ok(true);
     };
     let mut holes: Vec<(u64, u64)> = Vec::new();
-    let read = PagemapReader::new(file, path.into(), PAGE).for_each(lo, hi, |addr, e| {
+    let read = reader.for_each(lo, hi, |addr, e| {
         if e.is_present() || st.sink.watches(addr) || space.mm.evicted.contains_key(&addr) {
             return;
         }

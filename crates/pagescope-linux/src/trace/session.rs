@@ -3,6 +3,7 @@
 //! thread and runs the ptrace thread's loop until the program exits or a
 //! stop is asked for; [`trace`] does that into a trace file.
 
+use crate::procfs::ProcDir;
 use crate::trace::counts::Counts;
 use crate::trace::fault::{fault_thread, Command, Shared};
 use crate::trace::holder::Holder;
@@ -45,6 +46,8 @@ pub struct TraceConfig {
     /// Runs the launched program and the thread that serves its faults on
     /// this one CPU (see [`pin`]).
     pub cpu: Option<usize>,
+    /// Where `/proc` and `/sys` are.
+    pub root: crate::Root,
 }
 
 /// The program a tracer follows.
@@ -60,14 +63,15 @@ pub enum Target {
 
 impl Target {
     /// The command line: the launched one (an error if its program can't
-    /// be run), or the attached process's (an error if there is none).
-    pub(super) fn command(&self) -> Result<Vec<String>> {
+    /// be run), or the attached process's (an error if there is none), from
+    /// the procfs `proc`.
+    pub(super) fn command(&self, proc: &Path) -> Result<Vec<String>> {
         match self {
             Target::Launch(argv) => {
                 pt::resolve(&argv[0]).map_err(|e| sys("cannot run", e))?;
                 Ok(argv.clone())
             }
-            Target::Attach(pid) => std::fs::read(format!("/proc/{pid}/cmdline"))
+            Target::Attach(pid) => std::fs::read(ProcDir::at(proc, *pid).file_path("cmdline"))
                 .map(|b| parse::cmdline(&b))
                 .map_err(|e| {
                     let e = if e.kind() == std::io::ErrorKind::NotFound {
@@ -103,14 +107,13 @@ pub fn trace(
     counts: Arc<Counts>,
     started: impl FnOnce(u32),
 ) -> Result<TraceOutcome> {
-    let command = config.target.command()?;
+    let proc = &config.root.proc;
+    let command = config.target.command(proc)?;
     evict_method(Some(config.evict))?;
     // Another pagescope observing the process would corrupt this trace
     // (and this trace its figures).
     let _observing = match config.target {
-        Target::Attach(pid) => {
-            crate::observer::ObserverLock::acquire(Path::new("/proc"), pid, "trace")?
-        }
+        Target::Attach(pid) => crate::observer::ObserverLock::acquire(proc, pid, "trace")?,
         Target::Launch(_) => None,
     };
     let file = crate::output::create(&config.output).map_err(|e| Error::io(&config.output, e))?;
@@ -148,6 +151,7 @@ pub fn trace(
         config.pool_pages.max(1) as usize,
         Box::new(TraceSink::new(writer, start_mono)),
         config.cpu,
+        proc,
         counts,
         |_, pid| started(pid),
     )
@@ -157,6 +161,7 @@ pub fn trace(
 /// stop is asked for (SIGINT or SIGTERM in this thread). `started` gets
 /// the shared state and the program's pid once it runs. References go to
 /// `sink`; a pool of `pool_cap` pages. `cpu`: see [`TraceConfig::cpu`].
+/// `proc`: the procfs the traced processes are read from.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run(
     target: &Target,
@@ -164,11 +169,12 @@ pub(super) fn run(
     pool_cap: usize,
     sink: Box<dyn RefSink>,
     cpu: Option<usize>,
+    proc: &Path,
     counts: Arc<Counts>,
     started: impl FnOnce(&Arc<Shared>, u32),
 ) -> Result<TraceOutcome> {
     pt::catch_stop_signals().map_err(|e| sys("sigaction", e))?;
-    let command = target.command()?;
+    let command = target.command(proc)?;
     let (root, seized) = match target {
         Target::Launch(argv) => {
             let program = pt::resolve(&argv[0]).map_err(|e| sys("cannot run", e))?;
@@ -243,6 +249,7 @@ pub(super) fn run(
         parked: HashSet::new(),
         root,
         root_status: None,
+        proc: proc.to_path_buf(),
     };
     shared
         .lock()

@@ -137,10 +137,9 @@ impl State {
     }
 }
 
-pub(super) fn maps_of(pid: u32) -> Result<Vec<parse::maps::MapsLine>> {
-    let path = format!("/proc/{pid}/maps");
-    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-    parse::maps::parse(&text).map_err(|e| Error::corrupt(&path, e.to_string()))
+/// `/proc/PID/maps` in the procfs `proc`.
+pub(super) fn maps_of(proc: &std::path::Path, pid: u32) -> Result<Vec<parse::maps::MapsLine>> {
+    crate::procfs::ProcDir::at(proc, pid).maps(&mut Vec::new())
 }
 
 pub(super) fn anon_kind(line: &parse::maps::MapsLine) -> Option<MappingKind> {

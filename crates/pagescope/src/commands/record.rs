@@ -69,6 +69,7 @@ pub fn run(args: RecordArgs) -> Result<u8> {
             max_regions: args.damon_regions.1,
         },
         sample: args.sample,
+        root: pagescope_linux::Root::default(),
     };
     if args.sample < 1.0 && args.backend != BackendArg::Fault {
         return Err(anyhow!("--sample applies to --backend fault only").context(BadInput));

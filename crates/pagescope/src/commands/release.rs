@@ -16,7 +16,7 @@ pub fn run(root: u32, quiet: bool) -> Result<()> {
             }
         }
     };
-    match release_all(root) {
+    match release_all(&pagescope_linux::Root::default(), root) {
         Ok(report) => {
             say(&report);
             Ok(())

@@ -49,6 +49,7 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         evict,
         time_resolution_ns: args.time_resolution.as_nanos() as u32,
         cpu: args.cpu,
+        root: pagescope_linux::Root::default(),
     };
     let _idle_poll = idle_poll(args.no_idle_poll, quiet);
     let counts = Arc::new(Counts::default());
@@ -125,6 +126,6 @@ fn end_launched(pid: Option<u32>) {
     );
     for root in roots {
         pagescope_linux::launched::kill_tree(&proc_root, root);
-        pagescope_linux::launched::reap(root);
+        pagescope_linux::launched::reap(&proc_root, root);
     }
 }

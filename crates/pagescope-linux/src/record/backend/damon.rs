@@ -217,7 +217,8 @@ fn stale_hint(root: &Root) -> String {
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         if let Some(pid) = name.strip_prefix("pagescope-damon-") {
-            if !root.proc.join(pid).exists() {
+            let alive = |p: u32| crate::procfs::ProcDir::at(&root.proc, p).exists();
+            if !pid.parse().is_ok_and(alive) {
                 let k = kdamonds(root);
                 return format!(
                     " (a pagescope recorder, pid {pid}, was killed while recording with DAMON \
@@ -675,7 +676,7 @@ impl Probe for Damon {
                 .targets
                 .iter()
                 .copied()
-                .filter(|p| self.root.proc.join(p.to_string()).exists())
+                .filter(|&p| crate::procfs::ProcDir::at(&self.root.proc, p).exists())
                 .collect();
             self.targets = alive;
             self.targets.extend(fresh);

@@ -201,7 +201,12 @@ impl Follow for Fault {
             Followed::Launch(argv) => Target::Launch(argv.clone()),
             Followed::Attach(pid) => Target::Attach(*pid),
         };
-        let s = Sampler::start(&what, self.fraction, Arc::new(TraceCounts::default()))?;
+        let s = Sampler::start(
+            &what,
+            self.fraction,
+            &self.root.proc,
+            Arc::new(TraceCounts::default()),
+        )?;
         let pid = s.root();
         self.sampler = Some(s);
         Ok(pid)

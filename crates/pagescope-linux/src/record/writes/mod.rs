@@ -181,7 +181,7 @@ mod tests {
     fn scan_of(ranges: Vec<(u64, u64)>) -> Writes {
         Writes {
             kind: Kind::Scan,
-            proc_root: PathBuf::from("/proc"),
+            proc_root: crate::Root::default().proc,
             scans: scan::Scans::default(),
             written: HashMap::from([(7, ranges)]),
         }

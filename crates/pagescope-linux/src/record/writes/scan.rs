@@ -26,7 +26,7 @@
 //! own at once, as a new process would be (the writes of the interval of
 //! the exec are not counted).
 
-use pagescope_core::{parse, Error, Result};
+use pagescope_core::{Error, Result};
 use pagescope_sys::pagemap_scan::{self, PageRegion, Query, PAGE_IS_WRITTEN, WP_MATCHING};
 use pagescope_sys::uffd::{Uffd, FEATURES_WP_ASYNC, MODE_WP};
 use rustix::io::Errno;
@@ -140,11 +140,9 @@ impl Scans {
 
 /// Whether `pid` has exited (or become a zombie) since it was listed.
 fn gone(proc_root: &Path, pid: u32) -> bool {
-    let stat = std::fs::read_to_string(proc_root.join(pid.to_string()).join("stat"));
-    stat.map_or(true, |s| {
-        s.rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X']))
-    })
+    crate::procfs::ProcDir::at(proc_root, pid)
+        .stat(&mut Vec::new())
+        .map_or(true, |s| s.is_dead())
 }
 
 /// Whether this kernel has asynchronous write protection and
@@ -202,8 +200,7 @@ impl Scanner {
     /// every page (the first scan's result is dropped). `None`: not now
     /// (see `crate::trace::userfaultfd_of`).
     fn attach(proc_root: &Path, pid: u32) -> Result<Option<Scanner>> {
-        let path = proc_root.join(pid.to_string()).join("pagemap");
-        let pagemap = File::open(&path).map_err(|e| Error::io(&path, e))?;
+        let pagemap = crate::procfs::ProcDir::at(proc_root, pid).open_file("pagemap")?;
         let Some(fd) = give::userfaultfd_of(pid)? else {
             return Ok(None);
         };
@@ -246,9 +243,7 @@ impl Scanner {
         if !self.alive() {
             return Ok(false);
         }
-        let path = proc_root.join(self.pid.to_string()).join("maps");
-        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-        let lines = parse::maps::parse(&text).map_err(|e| Error::corrupt(&path, e.to_string()))?;
+        let lines = crate::procfs::ProcDir::at(proc_root, self.pid).maps(&mut Vec::new())?;
         let now: HashSet<(u64, u64)> = lines.iter().map(|l| (l.start, l.end)).collect();
         self.seen.retain(|r| now.contains(r));
         for l in &lines {
@@ -306,7 +301,7 @@ impl Scanner {
                 Err(e) if is(&e, &[Errno::SRCH]) => return Ok(false),
                 Err(e) => {
                     return Err(Error::io(
-                        proc_root.join(self.pid.to_string()).join("pagemap"),
+                        crate::procfs::ProcDir::at(proc_root, self.pid).file_path("pagemap"),
                         e,
                     ))
                 }

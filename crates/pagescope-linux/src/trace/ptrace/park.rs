@@ -59,9 +59,8 @@ pub fn vdso_bootstrap(pid: u32) -> io::Result<Option<u64>> {
 /// page): the kernel gives the process its own copy of the page.
 pub fn write_code(pid: u32, addr: u64, bytes: &[u8]) -> io::Result<()> {
     use std::os::unix::fs::FileExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(format!("/proc/{pid}/mem"))?
+    crate::procfs::ProcDir::live(pid)
+        .mem()?
         .write_all_at(bytes, addr)
 }
 
@@ -70,27 +69,20 @@ pub fn write_code(pid: u32, addr: u64, bytes: &[u8]) -> io::Result<()> {
 /// each with the address of the parking record there and its bytes.
 fn in_pause_loop(pid: u32) -> Vec<(u32, u64, Vec<u8>)> {
     let mut out = Vec::new();
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+    let proc = crate::procfs::ProcDir::live(pid);
+    let Ok(tasks) = proc.tasks() else {
         return out;
     };
-    for t in tasks.flatten() {
-        let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+    let mut buf = Vec::new();
+    for tid in tasks {
+        // A thread blocked in a system call: pause (34).
+        let Ok(Some(sc)) = proc.task(tid).and_then(|t| t.syscall(&mut buf)) else {
             continue;
         };
-        // "nr args... sp pc" of a thread blocked in a system call.
-        let Ok(sc) = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall")) else {
-            continue;
-        };
-        let f: Vec<&str> = sc.split_whitespace().collect();
-        if f.len() != 9 || f[0] != "34" {
+        if sc.nr != 34 {
             continue;
         }
-        let Some(pc) = f[8]
-            .strip_prefix("0x")
-            .and_then(|h| u64::from_str_radix(h, 16).ok())
-        else {
-            continue;
-        };
+        let pc = sc.pc;
         let code = pc & !4095;
         let mut page = vec![0u8; PARK_RECORD as usize + RECORD_BYTES];
         if (code + 2..=code + MOVER_BATCH).contains(&pc)
@@ -131,7 +123,9 @@ fn in_pause_loop(pid: u32) -> Vec<(u32, u64, Vec<u8>)> {
 /// were at the `clone` (a pipe's write end keeps the reader waiting), so
 /// `--release` ends it.
 pub fn stray_mover(pid: u32) -> bool {
-    let threads = std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count());
+    let threads = crate::procfs::ProcDir::live(pid)
+        .tasks()
+        .map_or(0, |t| t.len());
     threads == 1 && in_pause_loop(pid).len() == 1 && Parked::find(pid).is_empty()
 }
 
@@ -226,17 +220,8 @@ pub fn vdso_syscall(pid: u32) -> io::Result<u64> {
 
 /// The vDSO of `pid`: its address and bytes.
 fn vdso(pid: u32) -> io::Result<(u64, Vec<u8>)> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
-    let (start, end) = maps
-        .lines()
-        .find(|l| l.ends_with("[vdso]"))
-        .and_then(|l| {
-            let (a, b) = l.split(' ').next()?.split_once('-')?;
-            Some((
-                u64::from_str_radix(a, 16).ok()?,
-                u64::from_str_radix(b, 16).ok()?,
-            ))
-        })
+    let (start, end) = crate::procfs::ProcDir::live(pid)
+        .vdso(&mut Vec::new())?
         .ok_or_else(|| io::Error::other("the process has no vDSO (booted with vdso=0?)"))?;
     let mut bytes = vec![0u8; (end - start) as usize];
     crate::trace::remote::read(pid, start, &mut bytes)?;

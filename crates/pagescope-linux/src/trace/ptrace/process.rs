@@ -125,7 +125,7 @@ pub fn seize_process(pid: u32, opts: ptrace::Options) -> io::Result<Vec<(Pid, Se
     }
     let mut seized: Vec<(Pid, Seized)> = Vec::new();
     loop {
-        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).map_err(|e| {
+        let tasks = crate::procfs::ProcDir::live(pid).tasks().map_err(|e| {
             if e.kind() == io::ErrorKind::NotFound {
                 io::Error::new(io::ErrorKind::NotFound, format!("no process {pid}"))
             } else {
@@ -133,11 +133,8 @@ pub fn seize_process(pid: u32, opts: ptrace::Options) -> io::Result<Vec<(Pid, Se
             }
         })?;
         let mut new = Vec::new();
-        for t in tasks {
-            let Some(tid) = t?.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-                continue;
-            };
-            let tid = Pid::from_raw(tid);
+        for tid in tasks {
+            let tid = Pid::from_raw(tid as i32);
             if seized.iter().any(|&(s, _)| s == tid) {
                 continue;
             }
@@ -188,12 +185,8 @@ pub fn at_interrupt_stop(tid: Pid) -> bool {
 
 /// The pid of the tracer of `tid`, from its status.
 pub fn tracer_of(tid: Pid) -> Option<u32> {
-    std::fs::read_to_string(format!("/proc/{tid}/status"))
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix("TracerPid:"))?
-        .trim()
-        .parse()
+    crate::procfs::ProcDir::live(tid.as_raw() as u32)
+        .tracer_pid(&mut Vec::new())
         .ok()
 }
 

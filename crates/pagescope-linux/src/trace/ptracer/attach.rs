@@ -177,13 +177,14 @@ impl Ptracer {
                     failed: false,
                 }),
                 method,
+                &self.proc,
             ),
             maps: BTreeMap::new(),
             heap: None,
             pending_empty: Vec::new(),
             ready: Arc::new(AtomicBool::new(false)),
         };
-        let lines = maps_of(tgid)?;
+        let lines = maps_of(&self.proc, tgid)?;
         let mut st = self.shared.lock();
         let key = st.next_space;
         st.next_space += 1;
@@ -281,7 +282,7 @@ impl Ptracer {
     /// the attach by a process already attached is followed through its
     /// fork event instead.
     pub(in crate::trace) fn attach_descendants(&mut self) -> Result<()> {
-        let proc = std::path::Path::new("/proc");
+        let proc = &self.proc.clone();
         let mut buf = Vec::new();
         for pid in crate::procfs::descendants(proc, self.root) {
             if self.threads.contains_key(&pid) {

@@ -3,6 +3,7 @@
 //! its own userfaultfd and mover.
 
 use super::{Inherited, Ptracer, ThreadState};
+use crate::procfs::ProcDir;
 use crate::trace::descriptors::{inject, make_userfaultfd, take_fd, unregister_all};
 use crate::trace::hooks::die_here_for_tests;
 use crate::trace::mm::{self, Mm, MoverRef};
@@ -24,14 +25,7 @@ impl Ptracer {
         let pts = self.threads[&parent];
         let shares = pt::same_mm(parent, child).unwrap_or(false);
         let is_thread = event == pagescope_sys::ptrace::event::CLONE
-            && std::fs::read_to_string(format!("/proc/{child}/status"))
-                .ok()
-                .and_then(|s| {
-                    s.lines()
-                        .find(|l| l.starts_with("Tgid:"))
-                        .map(|l| l[5..].trim().to_string())
-                })
-                .is_some_and(|t| t == pts.tgid.to_string());
+            && ProcDir::at(&self.proc, child).tgid(&mut Vec::new()).ok() == Some(pts.tgid);
         let tgid = if is_thread { pts.tgid } else { child };
         let mut space = pts.space;
         let mut mover_code = None;
@@ -70,18 +64,20 @@ impl Ptracer {
                             scratch: m.scratch,
                             fd: m.fd,
                         });
-                    let mut mm = Mm::new(child, p.uffd, p.store, None, st.method);
+                    let mut mm = Mm::new(child, p.uffd, p.store, None, st.method, &self.proc);
                     // What the child holds in its store: its copy of the
                     // index, where its copy of the slot holds a page. (The
                     // parent's map may have changed since the fork.)
-                    let stored = match mm::stored_pages(child, mm.store.base, mm.store.index) {
-                        Err(e)
-                            if e.raw_os_error() == Some(rustix::io::Errno::SRCH.raw_os_error()) =>
-                        {
-                            Vec::new()
-                        }
-                        r => r.map_err(|e| sys("reading the store of a forked child", e))?,
-                    };
+                    let stored =
+                        match mm::stored_pages(&self.proc, child, mm.store.base, mm.store.index) {
+                            Err(e)
+                                if e.raw_os_error()
+                                    == Some(rustix::io::Errno::SRCH.raw_os_error()) =>
+                            {
+                                Vec::new()
+                            }
+                            r => r.map_err(|e| sys("reading the store of a forked child", e))?,
+                        };
                     for (slot, page) in stored {
                         mm.evicted.insert(page, slot);
                     }
@@ -226,7 +222,8 @@ impl Ptracer {
         let t = Pid::from_raw(tid as i32);
         let mut fd = make_userfaultfd(inj, t)? as i32;
         let inherited = parent_fd >= 0
-            && std::fs::read_link(format!("/proc/{tid}/fd/{parent_fd}"))
+            && ProcDir::at(&self.proc, tid)
+                .fd_target(parent_fd)
                 .is_ok_and(|l| l.as_os_str() == "anon_inode:[userfaultfd]");
         if inherited && fd != parent_fd {
             let flags = pagescope_sys::abi::O_CLOEXEC;
@@ -249,7 +246,7 @@ impl Ptracer {
 /// unregistered.
 fn move_registrations(space: &Space, tid: u32, own: &Uffd) -> Result<()> {
     // Nothing can have faulted yet: the child has not run.
-    unregister_all(&space.mm.uffd, tid)?;
+    unregister_all(&space.mm.proc, &space.mm.uffd, tid)?;
     for (&start, range) in &space.maps {
         let len = range.end - start;
         let r = if range.shared {

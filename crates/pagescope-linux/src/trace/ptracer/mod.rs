@@ -68,6 +68,8 @@ pub(super) struct Ptracer {
     pub(super) parked: HashSet<u32>,
     pub(super) root: u32,
     pub(super) root_status: Option<i32>,
+    /// The procfs the traced processes are read from.
+    pub(super) proc: std::path::PathBuf,
 }
 
 impl Ptracer {

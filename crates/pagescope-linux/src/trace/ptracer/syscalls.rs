@@ -5,7 +5,7 @@
 //! is logged.
 
 use super::Ptracer;
-use crate::pagemap::PagemapReader;
+use crate::procfs::ProcDir;
 use crate::trace::descriptors::inject;
 use crate::trace::mm::PAGE;
 use crate::trace::os::{
@@ -21,7 +21,6 @@ use pagescope_core::parse;
 use pagescope_core::trace::{Mapping, MappingKind, ProcessEventKind, Residency};
 use pagescope_core::Result;
 use std::collections::HashSet;
-use std::fs::File;
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 
@@ -48,8 +47,8 @@ impl Ptracer {
                     self.retire(old);
                 }
             }
-            let command = std::fs::read(format!("/proc/{tid}/cmdline"))
-                .map(|b| parse::cmdline(&b))
+            let command = ProcDir::at(&self.proc, tid)
+                .cmdline(&mut Vec::new())
                 .unwrap_or_default();
             let mut st = self.shared.lock();
             st.event(ts.tgid, ProcessEventKind::Exec { command })?;
@@ -166,7 +165,7 @@ impl Ptracer {
         let pid = space.mm.pid;
         let u = space.mm.uffd.clone();
         let vma_at = || -> Result<Option<parse::maps::MapsLine>> {
-            Ok(maps_of(pid)?
+            Ok(maps_of(&self.proc, pid)?
                 .into_iter()
                 .find(|l| l.start <= start && start < l.end))
         };
@@ -310,13 +309,12 @@ impl Ptracer {
             return Ok(());
         }
         // Residency of the file mappings, which the trace can't hold.
-        let Ok(lines) = maps_of(tid) else {
+        let Ok(lines) = maps_of(&self.proc, tid) else {
             return Ok(());
         };
-        let Ok(file) = File::open(format!("/proc/{tid}/pagemap")) else {
+        let Ok(mut reader) = ProcDir::at(&self.proc, tid).pagemap_reader(PAGE) else {
             return Ok(());
         };
-        let mut reader = PagemapReader::new(file, format!("/proc/{tid}/pagemap").into(), PAGE);
         let mut st = self.shared.lock();
         // The frames and mappings of its pages, while they can be read.
         st.sink.exiting(tid, &mut |page| {
