@@ -21,10 +21,12 @@
 //! 6. `choose` (backend choice), `notes` (the header's notes);
 //! 7. `recorder` (the interval loop), then this module.
 //!
-//! Only `backend::fault` and `writes::scan` use `crate::trace` (the
-//! userfaultfd tracer), which is built for x86_64 only; elsewhere each is
-//! a stand-in, in the same file as its gate, that refuses (`--backend
-//! fault`) or is never supported (written pages from `PAGEMAP_SCAN`).
+//! Only `backend::fault` and the one function of `writes::scan` that
+//! gives a recorded process a userfaultfd use `crate::trace` (the
+//! userfaultfd tracer, whose system-call injection is built for x86_64
+//! only); elsewhere each is a stand-in, in the same file as its gate,
+//! that refuses (`--backend fault`) or is never supported (written pages
+//! from `PAGEMAP_SCAN`).
 
 mod backend;
 mod choose;
