@@ -63,29 +63,6 @@ pub fn block_in_thread(signals: &[i32], block: bool) -> io::Result<()> {
     }
 }
 
-/// A thread of this process, to send signals to (pthread_kill(3)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Thread(libc::pthread_t);
-
-impl Thread {
-    /// The calling thread.
-    pub fn current() -> Thread {
-        // SAFETY: pthread_self has no preconditions.
-        Thread(unsafe { libc::pthread_self() })
-    }
-
-    /// Sends `signal` to the thread, which must not have been joined
-    /// (its id may then name another thread, or none).
-    pub fn signal(self, signal: i32) -> io::Result<()> {
-        // SAFETY: the id came from pthread_self of a thread of this
-        // process; the caller keeps the thread unjoined while it signals.
-        match unsafe { libc::pthread_kill(self.0, signal) } {
-            0 => Ok(()),
-            e => Err(io::Error::from_raw_os_error(e)),
-        }
-    }
-}
-
 /// The flag that the handlers installed by [`catch_to_flag`] raise.
 static CAUGHT: AtomicBool = AtomicBool::new(false);
 
