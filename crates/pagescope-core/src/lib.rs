@@ -26,3 +26,18 @@ pub mod trace;
 pub mod units;
 
 pub use error::{Error, Result};
+
+/// An end record's reason followed by its notes, as one line
+/// (`reason; note; note`): how reports print it, and what version 1 of
+/// the format stored.
+pub(crate) fn end_line(
+    reason: &impl std::fmt::Display,
+    notes: &[impl std::fmt::Display],
+) -> String {
+    let mut line = reason.to_string();
+    for n in notes {
+        line.push_str("; ");
+        line.push_str(&n.to_string());
+    }
+    line
+}

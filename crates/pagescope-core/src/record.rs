@@ -325,12 +325,7 @@ impl RecordEnd {
     /// launched command was killed`): what version 1 of the format
     /// stored.
     pub fn why(&self) -> String {
-        let mut why = self.reason.to_string();
-        for n in &self.notes {
-            why.push_str("; ");
-            why.push_str(&n.to_string());
-        }
-        why
+        crate::end_line(&self.reason, &self.notes)
     }
 }
 

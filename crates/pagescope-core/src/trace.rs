@@ -192,12 +192,7 @@ impl TraceEnd {
     /// The reason followed by the notes, as one line (`exited; no page
     /// reference was caught ...`): what version 1 of the format stored.
     pub fn why(&self) -> String {
-        let mut why = self.reason.to_string();
-        for n in &self.notes {
-            why.push_str("; ");
-            why.push_str(&n.to_string());
-        }
-        why
+        crate::end_line(&self.reason, &self.notes)
     }
 }
 
