@@ -1590,6 +1590,7 @@ fn die_then_release(place: &str, evict: &str, argv: &[&str], comm: &str) -> (Str
 /// names the case). Returns when it started (for [`orphan_named`]) and the
 /// traced program's output, which goes on after the kill.
 fn trace_until_it_dies(place: &str, args: &[&str], what: &str) -> (u64, std::process::ChildStdout) {
+    adopt_orphans();
     let mut tracer = Command::new(pagescope_bin())
         .env("PAGESCOPE_DIE_IN_INJECTION", place)
         .args(["trace", "-q"])
@@ -1620,8 +1621,10 @@ fn start_time(pid: u32) -> Option<u64> {
 }
 
 /// The process named `comm` that started at `since` or later and whose
-/// parent has another name: a launched program whose tracer is gone,
-/// among its forks. (Its command line can't tell: the page holding it
+/// parent is this test process: a launched program whose tracer is gone
+/// (this process adopts orphans, [`adopt_orphans`]), told so from its own
+/// forks and from the programs of other tests and of the machine, which
+/// may have its name. (Its command line can't tell: the page holding it
 /// may be away.)
 fn orphan_named(comm: &str, since: u64) -> Option<u32> {
     let name = |p: u32| std::fs::read_to_string(format!("/proc/{p}/comm")).ok();
@@ -1641,8 +1644,19 @@ fn orphan_named(comm: &str, since: u64) -> Option<u32> {
         .find(|&p| {
             name(p).is_some_and(|n| n.trim_end() == comm)
                 && start_time(p).is_some_and(|t| t >= since)
-                && parent(p).is_some_and(|pp| name(pp).is_some_and(|n| n.trim_end() != comm))
+                && parent(p) == Some(std::process::id())
         })
+}
+
+/// Makes this test process the subreaper of its descendants (once): a
+/// program whose tracer dies becomes its child rather than init's, which
+/// [`orphan_named`] looks for.
+fn adopt_orphans() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
+            .expect("PR_SET_CHILD_SUBREAPER")
+    });
 }
 
 /// SIGKILLs pagescope and reaps it.

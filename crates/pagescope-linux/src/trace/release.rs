@@ -390,7 +390,12 @@ pub fn still_traced(proc: &Path, pid: u32) -> bool {
 
 /// Where the store and the index of a process traced by pagescope are.
 fn store_of(proc: &Path, pid: u32) -> Result<Option<(u64, u64)>> {
-    let lines = ProcDir::at(proc, pid).maps(&mut Vec::new())?;
+    Ok(store_in(&ProcDir::at(proc, pid).maps(&mut Vec::new())?))
+}
+
+/// Where the store and the index are among a process's mappings: by name,
+/// or (kernels without CONFIG_ANON_VMA_NAME) by size.
+fn store_in(lines: &[parse::maps::MapsLine]) -> Option<(u64, u64)> {
     let find = |name: &str, bytes: u64| {
         let named = format!("[anon:{name}]");
         lines
@@ -403,7 +408,7 @@ fn store_of(proc: &Path, pid: u32) -> Result<Option<(u64, u64)>> {
             })
             .map(|l| l.start)
     };
-    Ok(find(STORE_NAME, STORE_BYTES).zip(find(INDEX_NAME, INDEX_BYTES)))
+    find(STORE_NAME, STORE_BYTES).zip(find(INDEX_NAME, INDEX_BYTES))
 }
 
 /// Takes out of `pid`, once it is released, what pagescope put into it
@@ -415,22 +420,119 @@ fn store_of(proc: &Path, pid: u32) -> Result<Option<(u64, u64)>> {
 /// pagescope from tracing it). Calls injected into one of its threads,
 /// stopped for that moment, remove them. Returns whether anything was
 /// left; a process that exited meanwhile had nothing.
+///
+/// A released process runs on: between a first look and the stop it may
+/// exit, or `execve` (which takes the store, the index, the code page and
+/// the descriptors with its old image). So what is removed is what a
+/// second look finds once every thread is stopped; the first look only
+/// spares the stop to processes with nothing left.
 pub fn remove_leftovers(proc: &Path, pid: u32) -> Result<bool> {
     let dir = ProcDir::at(proc, pid);
-    let maps_path = dir.file_path("maps");
-    let text = match std::fs::read_to_string(&maps_path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(Error::io(&maps_path, e)),
+    match leftovers(proc, pid) {
+        Ok(Some(left)) if !left.is_empty() => {}
+        Ok(_) => return Ok(false),
+        Err(_) if exiting(proc, pid) => return Ok(false),
+        Err(e) => return Err(e),
+    }
+    let seized =
+        match super::ptrace::seize_process(pid, nix::sys::ptrace::Options::PTRACE_O_TRACESYSGOOD) {
+            Ok(s) => s,
+            // Put back, it may finish at once: what it holds goes with it.
+            Err(_) if exiting(proc, pid) => return Ok(false),
+            Err(e) => {
+                return Err(Error::io(
+                    format!(
+                        "{} (attaching to remove pagescope's areas)",
+                        dir.file_path("task").display()
+                    ),
+                    e,
+                ))
+            }
+        };
+    let r = remove_stopped(proc, pid, &seized);
+    for (t, how) in seized {
+        let sig = match how {
+            super::ptrace::Seized::Signal(sig) => Some(sig),
+            _ => None,
+        };
+        let _ = nix::sys::ptrace::detach(t, sig);
+    }
+    match r {
+        Ok(removed) => Ok(removed),
+        Err(_) if exiting(proc, pid) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// [`remove_leftovers`]' work once every thread of `pid` is stopped
+/// (`seized`): what is left now, removed by calls injected into a thread
+/// stopped where it can run one.
+fn remove_stopped(
+    proc: &Path,
+    pid: u32,
+    seized: &[(nix::unistd::Pid, super::ptrace::Seized)],
+) -> Result<bool> {
+    let Some(left) = leftovers(proc, pid)?.filter(|l| !l.is_empty()) else {
+        return Ok(false);
     };
-    let lines = parse::maps::parse(&text).map_err(|e| Error::corrupt(&maps_path, e.to_string()))?;
+    let failed = |step: &str, e: std::io::Error| {
+        Error::sys(
+            format!(
+                "{} (removing pagescope's areas: {step})",
+                ProcDir::at(proc, pid).path().display()
+            ),
+            e,
+        )
+    };
+    let Some(&(t, _)) = seized
+        .iter()
+        .find(|(_, how)| *how == super::ptrace::Seized::Interrupted)
+    else {
+        return Err(failed(
+            "stopping a thread",
+            std::io::Error::other("no thread stopped where it can run a system call"),
+        ));
+    };
+    let insn = match left.code {
+        Some(code) => code,
+        None => super::ptrace::vdso_syscall(pid).map_err(|e| failed("finding the vDSO", e))?,
+    };
+    let mut inj =
+        Injector::at_interrupt(t, insn).map_err(|e| failed("taking a thread's registers", e))?;
+    match left.code {
+        Some(code) => inj
+            .park_in(pid, code)
+            .map_err(|e| failed("parking a thread in the code page", e))?,
+        None => {
+            let boot = super::ptrace::vdso_bootstrap(pid)
+                .map_err(|e| failed("writing the vDSO's bootstrap", e))?;
+            if let Some(boot) = boot {
+                inj.park_in_vdso(pid, boot)
+                    .map_err(|e| failed("parking a thread in the vDSO", e))?;
+            }
+        }
+    }
+    left.remove(&mut inj);
+    inj.finish()
+        .map_err(|e| failed("giving the thread its registers back", e))?;
+    Ok(true)
+}
+
+/// What pagescope left in `pid` (see [`Leftover`]), from /proc; `None`
+/// if the process is gone.
+fn leftovers(proc: &Path, pid: u32) -> Result<Option<Leftover>> {
+    let lines = match ProcDir::at(proc, pid).maps(&mut Vec::new()) {
+        Ok(lines) => lines,
+        Err(e) if e.is_gone() => return Ok(None),
+        Err(e) => return Err(e),
+    };
     let mut left = Leftover {
         tgid: pid,
         movers: dead_movers(proc, pid),
         fds: userfaultfds(proc, pid).unwrap_or_default(),
         ..Leftover::default()
     };
-    if let Some((store, index)) = store_of(proc, pid)? {
+    if let Some((store, index)) = store_in(&lines) {
         let guard_at = |start: u64| {
             lines
                 .iter()
@@ -454,64 +556,7 @@ pub fn remove_leftovers(proc: &Path, pid: u32) -> Result<bool> {
                     || l.path.is_empty() && l.perms == "r-xp" && holds_code(l.start))
         })
         .map(|l| l.start);
-    if left.is_empty() {
-        return Ok(false);
-    }
-    let seized =
-        match super::ptrace::seize_process(pid, nix::sys::ptrace::Options::PTRACE_O_TRACESYSGOOD) {
-            Ok(s) => s,
-            // Put back, it may finish at once: what it holds goes with it.
-            Err(_) if exiting(proc, pid) => return Ok(false),
-            Err(e) => {
-                return Err(Error::io(
-                    format!(
-                        "{} (attaching to remove pagescope's areas)",
-                        dir.file_path("task").display()
-                    ),
-                    e,
-                ))
-            }
-        };
-    let r = (|| -> std::io::Result<()> {
-        let Some(&(t, _)) = seized
-            .iter()
-            .find(|(_, how)| *how == super::ptrace::Seized::Interrupted)
-        else {
-            return Err(std::io::Error::other(
-                "no thread stopped where it can run a system call",
-            ));
-        };
-        let insn = match left.code {
-            Some(code) => code,
-            None => super::ptrace::vdso_syscall(pid)?,
-        };
-        let mut inj = Injector::at_interrupt(t, insn)?;
-        match left.code {
-            Some(code) => inj.park_in(pid, code)?,
-            None => {
-                if let Some(boot) = super::ptrace::vdso_bootstrap(pid)? {
-                    inj.park_in_vdso(pid, boot)?;
-                }
-            }
-        }
-        left.remove(&mut inj);
-        inj.finish()
-    })();
-    for (t, how) in seized {
-        let sig = match how {
-            super::ptrace::Seized::Signal(sig) => Some(sig),
-            _ => None,
-        };
-        let _ = nix::sys::ptrace::detach(t, sig);
-    }
-    match r {
-        Ok(()) => Ok(true),
-        Err(_) if exiting(proc, pid) => Ok(false),
-        Err(e) => Err(Error::io(
-            format!("{} (removing pagescope's areas)", dir.path().display()),
-            e,
-        )),
-    }
+    Ok(Some(left))
 }
 
 /// Whether `pid` is gone, a zombie, or exiting (`PF_EXITING`, 0x4, in the
