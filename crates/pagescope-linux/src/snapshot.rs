@@ -441,36 +441,57 @@ impl Collector<'_, '_> {
             let page_size = self.system.page_size;
             let limit = self.config.chunk_pages;
             let mut pages = em.fresh_pages();
-            'ranges: for (start, end) in ranges {
-                let mut cursor = start;
-                while cursor < end {
-                    if (self.config.stop)() {
-                        return Err(Error::Interrupted);
-                    }
-                    let room = (limit - pages.len()) as u64;
-                    let stop = cursor.saturating_add(room * page_size).min(end);
-                    let read = pagemap.for_each(cursor, stop, |vaddr, entry| {
-                        if !entry.is_empty() {
-                            pages.push(PageRecord {
-                                vaddr,
-                                entry,
-                                phys: None,
-                            });
+            let mut read_whole = Vec::new();
+            'ranges: for range in ranges {
+                // A large VMA with few pages: read only where the page
+                // tables hold something.
+                let parts = match range.sparse {
+                    true => match pagemap.populated(range.start, range.end) {
+                        Ok(Some(parts)) => parts,
+                        Ok(None) => {
+                            read_whole.push(range);
+                            vec![(range.start, range.end)]
                         }
-                    });
-                    match read {
-                        // A short read: the end of the user address space
-                        // (e.g. [vsyscall]), or the process is gone.
-                        Ok(n) if n < (stop - cursor) / page_size => cursor = end,
-                        Ok(_) => cursor = stop,
                         Err(e) if e.is_gone() => break 'ranges,
                         Err(e) => return Err(e),
-                    }
-                    if pages.len() >= limit {
-                        let full = std::mem::replace(&mut pages, em.fresh_pages());
-                        emitted += self.emit_chunk(em, pid, start_time, full)?;
+                    },
+                    false => vec![(range.start, range.end)],
+                };
+                for (start, end) in parts {
+                    let mut cursor = start;
+                    while cursor < end {
+                        if (self.config.stop)() {
+                            return Err(Error::Interrupted);
+                        }
+                        let room = (limit - pages.len()) as u64;
+                        let stop = cursor.saturating_add(room * page_size).min(end);
+                        let read = pagemap.for_each(cursor, stop, |vaddr, entry| {
+                            if !entry.is_empty() {
+                                pages.push(PageRecord {
+                                    vaddr,
+                                    entry,
+                                    phys: None,
+                                });
+                            }
+                        });
+                        match read {
+                            // A short read: the end of the user address
+                            // space (e.g. [vsyscall]), or the process is
+                            // gone.
+                            Ok(n) if n < (stop - cursor) / page_size => cursor = end,
+                            Ok(_) => cursor = stop,
+                            Err(e) if e.is_gone() => break 'ranges,
+                            Err(e) => return Err(e),
+                        }
+                        if pages.len() >= limit {
+                            let full = std::mem::replace(&mut pages, em.fresh_pages());
+                            emitted += self.emit_chunk(em, pid, start_time, full)?;
+                        }
                     }
                 }
+            }
+            if let Some(note) = read_whole_note(&label, &read_whole, page_size) {
+                self.notes.push(note);
             }
             emitted += self.emit_chunk(em, pid, start_time, pages)?;
         }
@@ -493,20 +514,65 @@ impl Collector<'_, '_> {
 
     /// The address ranges whose pagemap is worth reading: VMAs that smaps
     /// says have a page in RAM or swap (the others hold only empty
-    /// entries).
-    fn ranges_to_read(&self, em: &Emitter<'_, '_>) -> Vec<(u64, u64)> {
+    /// entries), each marked sparse if it is worth asking the kernel first
+    /// which parts of it hold anything ([`Range::sparse`]).
+    fn ranges_to_read(&self, em: &Emitter<'_, '_>) -> Vec<Range> {
         let vmas = em.buffered.iter().rev().find_map(|m| match m {
             Msg::Process(p) => Some(&p.vmas),
             Msg::Pages(_) => None,
         });
+        let page_kb = self.system.page_size / 1024;
         vmas.map(|v| {
             v.iter()
                 .filter(|v| v.smaps.rss > 0 || v.smaps.swap > 0)
-                .map(|v| (v.start, v.end))
+                .map(|v| {
+                    let pages = (v.end - v.start) / self.system.page_size;
+                    let used = (v.smaps.rss + v.smaps.swap) / page_kb.max(1);
+                    Range {
+                        start: v.start,
+                        end: v.end,
+                        sparse: pages >= SPARSE_MIN_PAGES
+                            && used.saturating_mul(SPARSE_RATIO) < pages
+                            && !v.has_vm_flag("sd"),
+                    }
+                })
                 .collect()
         })
         .unwrap_or_default()
     }
+}
+
+/// A VMA's range to read from pagemap.
+#[derive(Clone, Copy, Debug)]
+struct Range {
+    start: u64,
+    end: u64,
+    /// Large and mostly empty: its pagemap is read only where
+    /// `PAGEMAP_SCAN` finds pages ([`PagemapReader::populated`]). Not for
+    /// a soft-dirty VMA (`sd`), whose empty entries say so.
+    sparse: bool,
+}
+
+/// A VMA of at least this many pages (64 MiB of 4 KiB pages) may be
+/// sparse: below it, reading its pagemap whole costs less than a scan.
+const SPARSE_MIN_PAGES: u64 = 16 * 1024;
+
+/// ... if smaps counts fewer than one page in this many of it in RAM or
+/// swap.
+const SPARSE_RATIO: u64 = 8;
+
+/// The note for the sparse VMAs of a process that had to be read whole
+/// (a kernel without `PAGEMAP_SCAN`), with what it cost in pages.
+fn read_whole_note(label: &str, ranges: &[Range], page_size: u64) -> Option<String> {
+    if ranges.is_empty() {
+        return None;
+    }
+    let pages: u64 = ranges.iter().map(|r| (r.end - r.start) / page_size).sum();
+    Some(format!(
+        "{label}: {} large, mostly empty VMA(s) read whole ({pages} pagemap entries): \
+         this kernel has no PAGEMAP_SCAN (Linux 6.7) to find their pages",
+        ranges.len()
+    ))
 }
 
 /// Collects a snapshot into `sink`: system facts, then each process, then

@@ -40,6 +40,38 @@ impl Region {
         })
     }
 
+    /// A new private anonymous read-write region of `len` bytes in the
+    /// middle of a `reserve`-byte mapping (`MAP_NORESERVE`) that nothing
+    /// else touches: a large, sparsely used address range, as a
+    /// sanitizer's shadow or a heap reserved up front is.
+    pub fn anonymous_in_reserve(len: usize, reserve: usize) -> io::Result<Region> {
+        use rustix::mm::{MapFlags, ProtFlags};
+        let page = rustix::param::page_size();
+        if reserve < len {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the reservation is smaller than the region",
+            ));
+        }
+        // SAFETY: a fresh mapping at an address the kernel chooses: it
+        // overlaps nothing, and is never unmapped.
+        let p = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                reserve,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE | MapFlags::NORESERVE,
+            )?
+        };
+        let offset = (reserve - len) / 2 / page * page;
+        Ok(Region {
+            // SAFETY: `offset + len <= reserve`: inside the mapping.
+            base: unsafe { p.cast::<u8>().add(offset) }.cast(),
+            len,
+            _heap: None,
+        })
+    }
+
     /// A new shared mapping of the first `len` bytes of file `fd`,
     /// read-write; the file must be that long.
     pub fn shared(fd: BorrowedFd<'_>, len: usize) -> io::Result<Region> {

@@ -19,6 +19,12 @@ pub const WP_MATCHING: u64 = linux_raw_sys::general::PM_SCAN_WP_MATCHING as u64;
 /// `PAGE_IS_WRITTEN`: the category of pages written since they were
 /// last write-protected.
 pub const PAGE_IS_WRITTEN: u64 = linux_raw_sys::general::PAGE_IS_WRITTEN as u64;
+/// `PAGE_IS_PRESENT`: the category of pages in RAM.
+pub const PAGE_IS_PRESENT: u64 = linux_raw_sys::general::PAGE_IS_PRESENT as u64;
+/// `PAGE_IS_SWAPPED`: the category of swap entries (and of the other
+/// non-present entries the kernel keeps in a page table: migration,
+/// poison and guard markers).
+pub const PAGE_IS_SWAPPED: u64 = linux_raw_sys::general::PAGE_IS_SWAPPED as u64;
 
 /// `linux/fs.h`: `#define PAGEMAP_SCAN _IOWR(PAGEMAP_MAGIC, 16, struct
 /// pm_scan_arg)`, with `PAGEMAP_MAGIC` `'f'`.

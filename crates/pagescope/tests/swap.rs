@@ -779,3 +779,92 @@ fn guard_regions_are_not_swap() {
         .count() as u64;
     assert_eq!(swapped, swap, "pages listed as in swap");
 }
+
+/// A large, mostly empty VMA (pagetest's 4 MiB buffer in the middle of a
+/// 16 GiB `MAP_NORESERVE` reservation, a quarter of it paged out), which
+/// the snapshot reads only where `PAGEMAP_SCAN` finds pages: its pages in
+/// the snapshot are exactly the non-empty entries of a read of the whole
+/// VMA's pagemap, each with the frame or swap entry the kernel gives, and
+/// the snapshot says nothing was read whole (this kernel has the scan).
+#[test]
+fn sparse_reservation_lists_the_pages_of_a_whole_read() {
+    let _serial = serial();
+    let _swap = require_swap!();
+    let pt = Pagetest::start(
+        &[],
+        &[
+            "--size",
+            "4M",
+            "--reserve",
+            "16G",
+            "--iterations",
+            "1",
+            "--pageout",
+            "0.25",
+            "--hold",
+        ],
+        "done",
+    );
+    let pid = pt.pid();
+    let ev = pt.lines.iter().find(|l| l["event"] == "pageout").unwrap();
+    let (_, _, out) = paged_out(pid, ev);
+    let buffer = pt.ready["start"].as_u64().unwrap();
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let (start, end) = maps
+        .lines()
+        .filter_map(|l| {
+            let (s, e) = l.split_whitespace().next()?.split_once('-')?;
+            Some((
+                u64::from_str_radix(s, 16).ok()?,
+                u64::from_str_radix(e, 16).ok()?,
+            ))
+        })
+        .find(|&(s, e)| (s..e).contains(&buffer))
+        .unwrap();
+    assert_eq!(end - start, 16 << 30, "the reservation is one VMA");
+    let dir = tempfile::tempdir().unwrap();
+    let snap = temp_path(dir.path(), "r.snap");
+    snapshot_pid(pid, &snap);
+    let ps = rustix::param::page_size() as u64;
+    let entries = pagemap_entries(pid, start, end);
+    let want: Vec<(u64, u64)> = entries
+        .iter()
+        .enumerate()
+        .filter(|(_, &e)| e != 0)
+        .map(|(i, &e)| (start + i as u64 * ps, e))
+        .collect();
+    assert_eq!(want.len() as u64, 1024, "the buffer's pages, and no other");
+    let pid_arg = pid.to_string();
+    let v = report_json(&[
+        "report", "pages", "--input", &snap, "--pid", &pid_arg, "--format", "json",
+    ]);
+    let rows: Vec<&Value> = v["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| (start..end).contains(&r["vaddr"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(rows.len(), want.len(), "pages of the reservation");
+    let mut swapped = Vec::new();
+    for (r, &(vaddr, e)) in rows.iter().zip(&want) {
+        assert_eq!(r["vaddr"], vaddr, "{r}");
+        if e >> 63 & 1 == 1 {
+            assert_eq!(r["pfn"], e & ((1 << 55) - 1), "{r}");
+        } else {
+            assert_eq!(
+                e >> 62 & 1,
+                1,
+                "an entry neither present nor swapped: {e:#x}"
+            );
+            assert_eq!(r["swap_type"], e & 0x1f, "{r}");
+            assert_eq!(r["swap_offset"], (e & ((1 << 55) - 1)) >> 5, "{r}");
+            swapped.push(vaddr);
+        }
+    }
+    assert_eq!(swapped, out, "the pages in swap, by address");
+    let header = report_json(&["report", "total", "--input", &snap, "--format", "json"]);
+    assert!(
+        !header.to_string().contains("PAGEMAP_SCAN"),
+        "a VMA was read whole: {header}"
+    );
+}

@@ -69,6 +69,11 @@ struct Args {
     /// Where the buffer lives.
     #[arg(long, value_enum, default_value_t = Mode::Anon)]
     mode: Mode,
+    /// Put the (anonymous) buffer in the middle of a `MAP_NORESERVE`
+    /// mapping of this size that nothing else touches (e.g. 8T): a large,
+    /// sparsely used address range.
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    reserve: Option<u64>,
     /// Read or write each page.
     #[arg(long, value_enum, default_value_t = Op::Write)]
     op: Op,
@@ -190,9 +195,16 @@ fn emit(v: serde_json::Value) -> Result<()> {
 type Buffer = Region;
 
 fn map_buffer(args: &Args, len: usize) -> Result<Buffer> {
+    if args.reserve.is_some() && args.mode != Mode::Anon {
+        bail!("--reserve places an anonymous buffer: it needs --mode anon");
+    }
     match args.mode {
         Mode::Malloc => Ok(Region::heap(len)),
-        Mode::Anon => Region::anonymous(len).context("mmap of the anonymous buffer"),
+        Mode::Anon => match args.reserve {
+            Some(reserve) => Region::anonymous_in_reserve(len, reserve as usize)
+                .context("mmap of the reservation holding the buffer"),
+            None => Region::anonymous(len).context("mmap of the anonymous buffer"),
+        },
         Mode::File | Mode::Shm => {
             let fd = if args.mode == Mode::Shm {
                 rustix::fs::memfd_create("pagetest", rustix::fs::MemfdFlags::CLOEXEC)
