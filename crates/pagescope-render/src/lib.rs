@@ -19,7 +19,7 @@ pub mod svg;
 pub mod table;
 pub mod views;
 
-pub use report::{Chart, Column, Report, Table, Value};
+pub use report::{Chart, Column, Report, Table, Units, Value};
 
 use std::io;
 

@@ -38,7 +38,12 @@ fn fallback(report: &Report) -> Chart {
             .and_then(|r| r.iter().position(|v| matches!(v, Value::Text(_))));
         let value = t.rows.first().and_then(|r| {
             r.iter()
-                .position(|v| matches!(v, Value::Int(_) | Value::Float(..) | Value::Signed(_)))
+                .position(|v| {
+                    matches!(
+                        v,
+                        Value::Int(_) | Value::Float(..) | Value::Signed(_) | Value::Pages(..)
+                    )
+                })
                 .map(|i| {
                     // Prefer a column that is not an id.
                     r.iter()
@@ -87,7 +92,7 @@ fn number(v: &Value) -> Option<f64> {
         Value::Int(i) => Some(*i as f64),
         Value::Signed(i) => Some(*i as f64),
         Value::Hex(i) => Some(*i as f64),
-        Value::Float(f, _) => Some(*f),
+        Value::Float(f, _) | Value::Pages(f, _) => Some(*f),
         _ => None,
     }
 }

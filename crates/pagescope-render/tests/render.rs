@@ -7,7 +7,8 @@ use pagescope_core::analysis::usage::{Usage, UsageOptions};
 use pagescope_core::kpageflags::KPageFlags;
 use pagescope_core::model::*;
 use pagescope_core::pagemap::PagemapEntry;
-use pagescope_render::{renderer, views, Format, Report};
+use pagescope_render::views::ProcessesOptions;
+use pagescope_render::{renderer, views, Format, Report, Units};
 
 const PS: u64 = 4096;
 
@@ -173,10 +174,18 @@ fn render(report: &Report, format: Format) -> String {
     String::from_utf8(out).unwrap()
 }
 
+/// The processes view with its kernel threads (`--all`), in pages (the
+/// library's default units, `--units pages`).
 fn processes_report() -> Report {
     let mut a = Usage::new(UsageOptions::default());
     feed(&mut a);
-    views::processes(&a, false)
+    views::processes(
+        &a,
+        ProcessesOptions {
+            kernel_threads: true,
+            ..ProcessesOptions::default()
+        },
+    )
 }
 
 fn total_report() -> Report {
@@ -246,22 +255,22 @@ fn unread_process_in_vmas_and_diff() {
     // gamma is unknown on both sides of a diff: listed, its changes null.
     let mut t = Total::new();
     feed(&mut t);
-    let diff = pagescope_render::json::to_value(&views::diff(&a, &a, &t, &t));
+    let diff = pagescope_render::json::to_value(&views::diff(&a, &a, &t, &t, false));
     let rows = diff["processes"].as_array().unwrap();
     assert_eq!(rows.len(), 1, "the read processes did not change: {diff}");
     assert_eq!(rows[0]["pid"], 30);
     assert!(rows[0]["rss_pages_delta"].is_null() && rows[0]["heap_delta"].is_null());
     assert_eq!(rows[0]["status"], "both");
     // In a table the unknown figures are `-`; in CSV, empty.
-    let table = render(&views::diff(&a, &a, &t, &t), Format::Table);
+    let table = render(&views::diff(&a, &a, &t, &t, false), Format::Table);
     assert!(
         table
             .lines()
             .any(|l| l.contains("gamma") && l.contains("  -  ")),
         "{table}"
     );
-    let csv = render(&views::diff(&a, &a, &t, &t), Format::Csv);
-    assert!(csv.contains("30,gamma,both,,,,,,"), "{csv}");
+    let csv = render(&views::diff(&a, &a, &t, &t, false), Format::Csv);
+    assert!(csv.contains("30,gamma,both,,,,,,,,,,"), "{csv}");
 }
 
 #[test]
@@ -324,4 +333,72 @@ fn table_fits_a_narrow_terminal() {
         .nth(1)
         .unwrap();
     assert!(row.trim_start().starts_with("10 "), "{row}");
+}
+
+/// What a person at a terminal sees: kernel threads left out (and
+/// counted), sizes in KiB and MiB. Each size is the page count times the
+/// page size: alpha's PSS of 4 pages is 16 KiB.
+#[test]
+fn processes_in_human_units() {
+    let mut a = Usage::new(UsageOptions::default());
+    feed(&mut a);
+    let mut r = views::processes(&a, ProcessesOptions::default());
+    r.units = Units::Human;
+    let table = render(&r, Format::Table);
+    insta::assert_snapshot!("processes_table_human", table);
+    assert!(!table.contains("kthreadd"), "{table}");
+    let alpha = table.lines().find(|l| l.contains("alpha")).unwrap();
+    // RSS 5 pages, PSS 4, USS 3, swap 1.
+    assert!(alpha.contains("20 KiB  16 KiB  12 KiB  4 KiB"), "{alpha}");
+    r.units = Units::Bytes;
+    let bytes = render(&r, Format::Table);
+    let alpha = bytes.lines().find(|l| l.contains("alpha")).unwrap();
+    assert!(alpha.contains("20480  16384  12288  4096"), "{alpha}");
+    // JSON leaves the kernel thread out too, says how many it left out,
+    // and gives the sizes in bytes beside the pages.
+    let json = pagescope_render::json::to_value(&r);
+    let rows = json["processes"].as_array().unwrap();
+    assert!(rows.iter().all(|p| p["kernel_thread"] == false), "{json}");
+    assert_eq!(json["kernel_threads_hidden"], 1);
+    let alpha = rows.iter().find(|p| p["pid"] == 10).unwrap();
+    assert_eq!(alpha["pss_pages"], 4.0);
+    assert_eq!(alpha["pss_bytes"], 4 * PS);
+    assert_eq!(alpha["rss_bytes"], 5 * PS);
+    assert_eq!(alpha["uss_bytes"], 3 * PS);
+    assert_eq!(alpha["swap_bytes"], PS);
+    let gamma = rows.iter().find(|p| p["pid"] == 30).unwrap();
+    assert!(gamma["rss_bytes"].is_null(), "{gamma}");
+}
+
+/// Totals in human units, and their byte twins in JSON and CSV.
+#[test]
+fn total_in_human_units() {
+    let mut r = total_report();
+    r.units = Units::Human;
+    let table = render(&r, Format::Table);
+    insta::assert_snapshot!("total_table_human", table);
+    // MemTotal 8 GiB (in kB in the fixture's meminfo).
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("total RAM") && l.ends_with("  8.0 GiB")),
+        "{table}"
+    );
+    let json = pagescope_render::json::to_value(&r);
+    assert_eq!(json["mem_total_bytes"], 8u64 << 30);
+    assert_eq!(json["user_bytes"], 6 * PS);
+    let csv = render(&r, Format::Csv);
+    assert!(csv.contains("\nfree_bytes,4294967296\n"), "{csv}");
+}
+
+#[test]
+fn human_sizes() {
+    use pagescope_render::report::human_size;
+    assert_eq!(human_size(0.0), "0");
+    assert_eq!(human_size(512.0), "512 B");
+    assert_eq!(human_size(4096.0), "4 KiB");
+    assert_eq!(human_size(1023.9 * 1024.0), "1.0 MiB");
+    assert_eq!(human_size(256.0 * 1048576.0), "256.0 MiB");
+    assert_eq!(human_size(1.5 * 1073741824.0), "1.5 GiB");
+    assert_eq!(human_size(-3.0 * 4096.0), "-12 KiB");
 }

@@ -1,7 +1,7 @@
 //! The `alerts` view: VMAs holding both single-use and shared pages.
 
 use super::{col, notes};
-use crate::report::{Chart, Report, Style, Table, Value};
+use crate::report::{Chart, Report, Style, Table, Units, Value};
 use pagescope_core::analysis::usage::Usage;
 use std::fmt::Write;
 
@@ -56,8 +56,8 @@ pub fn alerts(u: &Usage) -> Report {
                 Value::Int(v.vma.end),
                 Value::from(name),
                 Value::from(v.vma.perms.as_str()),
-                Value::Int(single),
-                Value::Int(shared),
+                Value::Pages(single as f64, 0),
+                Value::Pages(shared as f64, 0),
                 Value::from(hint),
             ]
         })
@@ -116,5 +116,6 @@ pub fn alerts(u: &Usage) -> Report {
                 .collect(),
             style: Style::Bars,
         }),
+        units: Units::Pages,
     }
 }

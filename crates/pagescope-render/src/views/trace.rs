@@ -2,7 +2,7 @@
 //! `mrc` (miss-ratio curves).
 
 use super::{col, opt};
-use crate::report::{Chart, Column, Report, Style, Table, Value};
+use crate::report::{Chart, Column, Report, Style, Table, Units, Value};
 use pagescope_core::analysis::mrc::Mrc;
 use pagescope_core::analysis::refs::{RefCounts, RefStats, TraceMaps};
 use pagescope_core::trace::EndReason;
@@ -148,6 +148,7 @@ pub fn refs(s: &RefStats) -> Report {
         tables: vec![threads, mappings],
         text: None,
         chart: Some(chart),
+        units: Units::Pages,
     }
 }
 
@@ -210,6 +211,7 @@ pub fn mrc(m: &Mrc) -> Report {
         }],
         text: None,
         chart: Some(chart),
+        units: Units::Pages,
     }
 }
 

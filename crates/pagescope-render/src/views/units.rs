@@ -2,7 +2,7 @@
 //! processes that map it) and `unit_totals`.
 
 use super::{col, notes};
-use crate::report::{Chart, Report, Style, Table, Value};
+use crate::report::{Chart, Report, Style, Table, Units, Value};
 use pagescope_core::analysis::usage::{map_char, Usage, MAX_MAP_PAGES};
 use std::fmt::Write;
 
@@ -30,9 +30,9 @@ pub fn units(u: &Usage) -> Report {
             Value::Int(s.start),
             Value::from(s.perms.as_str()),
             Value::Int(s.processes as u64),
-            Value::Int(s.pages),
-            Value::Int(resident),
-            Value::Int(s.resident_by.values().map(|&n| n as u64).sum()),
+            Value::Pages(s.pages as f64, 0),
+            Value::Pages(resident as f64, 0),
+            Value::Pages(s.resident_by.values().map(|&n| n as f64).sum(), 0),
             Value::Bool(s.heuristic),
             Value::from(map.as_str()),
         ]);
@@ -66,7 +66,7 @@ pub fn units(u: &Usage) -> Report {
                 col("virtual_pages", "VIRT"),
                 col("resident_pages", "RES"),
                 col("resident_sum", "RESSUM"),
-                col("heuristic", "HEUR"),
+                col("heuristic", "BY-PERMS"),
                 col("map", "MAP"),
             ],
             rows,
@@ -88,6 +88,7 @@ pub fn units(u: &Usage) -> Report {
                 .collect(),
             style: Style::Bars,
         }),
+        units: Units::Pages,
     }
 }
 
@@ -106,14 +107,14 @@ pub fn unit_totals(u: &Usage) -> Report {
             vec![
                 Value::from(path.as_str()),
                 Value::Int(t.processes as u64),
-                Value::Int(t.text.0),
-                Value::Int(t.text.1),
-                Value::Int(t.rodata.0),
-                Value::Int(t.rodata.1),
-                Value::Int(t.data.0),
-                Value::Int(t.data.1),
-                Value::Int(t.bss.0),
-                Value::Int(t.bss.1),
+                Value::Pages(t.text.0 as f64, 0),
+                Value::Pages(t.text.1 as f64, 0),
+                Value::Pages(t.rodata.0 as f64, 0),
+                Value::Pages(t.rodata.1 as f64, 0),
+                Value::Pages(t.data.0 as f64, 0),
+                Value::Pages(t.data.1 as f64, 0),
+                Value::Pages(t.bss.0 as f64, 0),
+                Value::Pages(t.bss.1 as f64, 0),
             ]
         })
         .collect();
@@ -160,5 +161,6 @@ pub fn unit_totals(u: &Usage) -> Report {
                 .collect(),
             style: Style::Bars,
         }),
+        units: Units::Pages,
     }
 }
