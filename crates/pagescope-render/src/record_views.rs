@@ -1,7 +1,7 @@
 //! The views of a recording: `temporal`, `spatial`, `heatmap`,
 //! `hugepages`, `numa`, `wss` and `processes`.
 
-use crate::report::{Chart, Report, Style, Table, Units, Value};
+use crate::report::{Chart, Quantity, Report, Style, Table, Units, Value};
 use crate::views::{col, opt};
 use pagescope_core::analysis::temporal::{
     HeatCell, ProcessRow, Recording, Select, SpatialRow, TemporalRow,
@@ -106,7 +106,7 @@ pub fn temporal(r: &Recording, sel: Select) -> Result<Report> {
     };
     let chart = Chart {
         title: "Referenced pages per interval".into(),
-        y_label: "pages".into(),
+        y_label: "referenced memory".into(),
         series: vec!["user".into(), "page cache".into()],
         bars: rows
             .iter()
@@ -118,6 +118,9 @@ pub fn temporal(r: &Recording, sel: Select) -> Result<Report> {
             })
             .collect(),
         style: Style::Bars,
+        y_unit: Quantity::Pages(h.page_size.max(1)),
+        x_label: "interval".into(),
+        ..Chart::default()
     };
     let sum = |f: fn(&TemporalRow) -> u64| rows.iter().map(f).sum::<u64>();
     Ok(Report {
@@ -187,13 +190,15 @@ pub fn spatial(r: &Recording, sel: Select) -> Result<Report> {
     };
     let chart = Chart {
         title: "Intervals with a reference, per block".into(),
-        y_label: "intervals".into(),
+        y_label: "intervals with a reference".into(),
         series: vec!["intervals".into()],
         bars: rows
             .iter()
             .map(|s| (format!("{:#x}", s.start), vec![s.intervals as f64]))
             .collect(),
         style: Style::Bars,
+        x_label: "block (address, hex)".into(),
+        ..Chart::default()
     };
     Ok(Report {
         view: "spatial",
@@ -293,10 +298,13 @@ pub fn heatmap(r: &Recording, sel: Select) -> Result<Report> {
         text: None,
         chart: Some(Chart {
             title: "Referenced pages by interval and block".into(),
-            y_label: "block".into(),
+            y_label: "block (address, hex)".into(),
             series,
             bars,
             style: Style::Heat,
+            y_unit: Quantity::Pages(h.page_size.max(1)),
+            x_label: "interval".into(),
+            ..Chart::default()
         }),
         units: Units::Pages,
     })
@@ -380,10 +388,13 @@ pub fn numa(r: &Recording) -> Result<Report> {
         text: None,
         chart: Some(Chart {
             title: "Referenced pages per node".into(),
-            y_label: "pages".into(),
+            y_label: "referenced memory".into(),
             series: nodes.iter().map(|n| format!("node {n}")).collect(),
             bars,
             style: Style::Bars,
+            y_unit: Quantity::Pages(h.page_size.max(1)),
+            x_label: "interval".into(),
+            ..Chart::default()
         }),
         units: Units::Pages,
     })
@@ -472,6 +483,8 @@ pub fn hugepages(r: &Recording) -> Result<Report> {
                 .map(|&(p, n)| (p.to_string(), vec![n as f64]))
                 .collect(),
             style: Style::Bars,
+            x_label: "pages referenced in a 2 MiB region".into(),
+            ..Chart::default()
         }),
         units: Units::Pages,
     })
@@ -531,7 +544,7 @@ pub fn wss(r: &Recording, window: usize, sel: Select) -> Result<Report> {
         text: None,
         chart: Some(Chart {
             title: format!("Working set: per interval and over {window} intervals"),
-            y_label: "pages".into(),
+            y_label: "working set".into(),
             series: vec!["interval".into(), format!("{window} intervals")],
             bars: rows
                 .iter()
@@ -543,6 +556,9 @@ pub fn wss(r: &Recording, window: usize, sel: Select) -> Result<Report> {
                 })
                 .collect(),
             style: Style::Lines,
+            y_unit: Quantity::Pages(h.page_size.max(1)),
+            x_label: "interval".into(),
+            ..Chart::default()
         }),
         units: Units::Pages,
     })
@@ -587,7 +603,7 @@ pub fn processes(r: &Recording, sel: Select) -> Result<Report> {
     };
     let chart = Chart {
         title: "Referenced pages per process (summed over intervals)".into(),
-        y_label: "pages".into(),
+        y_label: "referenced memory".into(),
         series: vec!["user".into(), "page cache".into()],
         bars: rows
             .iter()
@@ -600,6 +616,9 @@ pub fn processes(r: &Recording, sel: Select) -> Result<Report> {
             })
             .collect(),
         style: Style::Bars,
+        y_unit: Quantity::Pages(h.page_size.max(1)),
+        x_label: "process".into(),
+        ..Chart::default()
     };
     Ok(Report {
         view: "processes",

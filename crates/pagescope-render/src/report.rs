@@ -214,6 +214,25 @@ pub struct Chart {
     pub bars: Vec<(String, Vec<f64>)>,
     /// How to draw it.
     pub style: Style,
+    /// What the values count, which says how the value axis is labelled.
+    pub y_unit: Quantity,
+    /// What the bars (or points) stand for, under the x axis.
+    pub x_label: String,
+    /// The first bars (points) where the figure is not known, and why:
+    /// shaded and labelled in the picture.
+    pub unknown: Option<(usize, String)>,
+}
+
+/// What a chart's values count.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum Quantity {
+    /// Whole things (references, regions, intervals): integer ticks.
+    #[default]
+    Count,
+    /// Pages of this many bytes: the axis is in B, KiB, MiB or GiB.
+    Pages(u64),
+    /// A fraction from 0 to 1.
+    Ratio,
 }
 
 /// How a [`Chart`] is drawn.

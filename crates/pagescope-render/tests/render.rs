@@ -402,3 +402,189 @@ fn human_sizes() {
     assert_eq!(human_size(1.5 * 1073741824.0), "1.5 GiB");
     assert_eq!(human_size(-3.0 * 4096.0), "-12 KiB");
 }
+
+/// The texts of an SVG that leave its picture (by their boxes, as
+/// [`pagescope_render::svg::text_box`] bounds them), and the picture's
+/// size.
+fn texts_outside(svg: &str) -> (Vec<String>, f64, f64) {
+    let doc = roxmltree::Document::parse(svg).expect("valid SVG");
+    let root = doc.root_element();
+    let num = |n: roxmltree::Node<'_, '_>, a: &str| -> f64 {
+        n.attribute(a)
+            .unwrap_or_else(|| panic!("no {a}"))
+            .parse()
+            .unwrap()
+    };
+    let (w, h) = (num(root, "width"), num(root, "height"));
+    let view: Vec<f64> = root
+        .attribute("viewBox")
+        .unwrap()
+        .split(' ')
+        .map(|v| v.parse().unwrap())
+        .collect();
+    assert_eq!(view, [0.0, 0.0, w, h]);
+    let mut outside = Vec::new();
+    for t in doc.descendants().filter(|n| n.has_tag_name("text")) {
+        let text = t.text().unwrap_or("");
+        let up = t
+            .attribute("transform")
+            .is_some_and(|tr| tr.starts_with("rotate(-90 "));
+        let b = pagescope_render::svg::text_box(
+            num(t, "x"),
+            num(t, "y"),
+            num(t, "font-size"),
+            t.attribute("text-anchor").unwrap_or("start"),
+            text.chars().count(),
+            up,
+        );
+        if b[0] < 0.0 || b[1] < 0.0 || b[2] > w || b[3] > h {
+            outside.push(format!("{text:?} at {b:?} in {w}x{h}"));
+        }
+    }
+    (outside, w, h)
+}
+
+/// Renders an SVG to PNG with rsvg-convert (librsvg2-bin), where it is
+/// installed: the picture must be one a common renderer draws.
+fn renders_to_png(name: &str, svg: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(format!("{name}.svg"));
+    std::fs::write(&path, svg).unwrap();
+    let png = dir.path().join(format!("{name}.png"));
+    match std::process::Command::new("rsvg-convert")
+        .arg(&path)
+        .arg("-o")
+        .arg(&png)
+        .output()
+    {
+        Ok(out) => {
+            assert!(out.status.success(), "{name}: {out:?}");
+            let bytes = std::fs::read(&png).unwrap();
+            assert!(bytes.starts_with(b"\x89PNG"), "{name}");
+        }
+        Err(_) => eprintln!(
+            "skipped: {name} not rendered to PNG: rsvg-convert is not installed (apt-get install librsvg2-bin)"
+        ),
+    }
+}
+
+/// Every chart drawn from the fixtures: each a snapshot; none with a
+/// text outside the picture; each drawn by rsvg-convert.
+fn check_chart(name: &str, report: &Report) -> String {
+    let svg = render(report, Format::Svg);
+    let (outside, _, _) = texts_outside(&svg);
+    assert!(outside.is_empty(), "{name}: {outside:#?}");
+    renders_to_png(name, &svg);
+    insta::assert_snapshot!(format!("chart_{name}"), svg);
+    svg
+}
+
+fn usage(all_maps: bool) -> Usage {
+    let mut a = Usage::new(UsageOptions {
+        all_maps,
+        ..UsageOptions::default()
+    });
+    feed(&mut a);
+    a
+}
+
+#[test]
+fn snapshot_charts() {
+    let a = usage(true);
+    let t = total_report();
+    let svg = check_chart(
+        "processes",
+        &views::processes(&a, ProcessesOptions::default()),
+    );
+    // Sizes on the axis in KiB, in whole ticks: alpha maps 12 pages
+    // (48 KiB), its tallest bar, so the axis runs to 50.
+    assert!(svg.contains("memory (KiB)"), "{svg}");
+    assert!(
+        svg.contains(">50</text>") && !svg.contains(".0</text>"),
+        "{svg}"
+    );
+    check_chart("vmas", &views::vmas(&a, &[10, 20]));
+    check_chart("units", &views::units(&a));
+    check_chart("unit_totals", &views::unit_totals(&a));
+    check_chart("alerts", &views::alerts(&a));
+    let mut tt = Total::new();
+    feed(&mut tt);
+    check_chart("diff", &views::diff(&a, &a, &tt, &tt, false));
+    let svg = check_chart("total", &t);
+    assert!(svg.contains("memory (GiB)"), "{svg}");
+}
+
+/// A trace whose pool is 8 pages: the miss-ratio curve is shaded and
+/// labelled below 32 KiB, where it is not known; its axis is in sizes.
+#[test]
+fn mrc_chart_shades_what_is_not_known() {
+    use pagescope_core::analysis::mrc::Mrc;
+    use pagescope_core::format::TraceVisitor;
+    use pagescope_core::trace::{EvictMethod, Ref, TraceHeader};
+    let mut m = Mrc::new();
+    m.header(&TraceHeader {
+        page_size: PS,
+        pool_pages: 8,
+        policy: "fifo".into(),
+        evict: EvictMethod::Move,
+        command: vec!["pagetest".into()],
+        start_unix_ns: 0,
+        start_monotonic_ns: 0,
+        kernel: "6.18.0-fixture".into(),
+        untraced: "file mappings".into(),
+    })
+    .unwrap();
+    // A loop over 64 pages, twice.
+    let refs: Vec<Ref> = (0..128u64)
+        .map(|i| Ref {
+            time_ns: i,
+            pid: 1,
+            tid: 1,
+            addr: 0x1000_0000 + (i % 64) * PS,
+            write: false,
+            mapping: 0,
+        })
+        .collect();
+    m.refs(&refs).unwrap();
+    let r = views::mrc(&m);
+    let chart = r.chart.as_ref().unwrap();
+    // Sizes of 1, 2, 3, 4 and 6 pages lie below the pool of 8.
+    assert_eq!(chart.unknown.as_ref().unwrap().0, 5);
+    assert_eq!(chart.bars[5].0, "32 KiB");
+    let svg = check_chart("mrc", &r);
+    assert!(
+        svg.contains("not known: below the tracer&apos;s pool (32 KiB)")
+            || svg.contains("not known: below the tracer's pool (32 KiB)"),
+        "{svg}"
+    );
+    assert!(
+        svg.contains(">1.0</text>") && !svg.contains("0.92"),
+        "{svg}"
+    );
+}
+
+/// A chart's legend lies right of its data, and the physmap classes
+/// have twelve distinct colours.
+#[test]
+fn legend_outside_the_data() {
+    let a = usage(false);
+    let svg = render(
+        &views::processes(&a, ProcessesOptions::default()),
+        Format::Svg,
+    );
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    // The plot's right edge: the end of the grid lines.
+    let right = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("line"))
+        .filter_map(|n| n.attribute("x2")?.parse::<f64>().ok())
+        .fold(0.0, f64::max);
+    for name in ["stack", "heap", "lib_text"] {
+        let t = doc
+            .descendants()
+            .find(|n| n.has_tag_name("text") && n.text() == Some(name))
+            .unwrap_or_else(|| panic!("no legend entry {name}"));
+        let x: f64 = t.attribute("x").unwrap().parse().unwrap();
+        assert!(x > right, "{name} at {x}, data to {right}");
+    }
+}

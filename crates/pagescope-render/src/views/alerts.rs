@@ -1,7 +1,7 @@
 //! The `alerts` view: VMAs holding both single-use and shared pages.
 
 use super::{col, notes};
-use crate::report::{Chart, Report, Style, Table, Units, Value};
+use crate::report::{Chart, Quantity, Report, Style, Table, Units, Value};
 use pagescope_core::analysis::usage::Usage;
 use std::fmt::Write;
 
@@ -102,7 +102,7 @@ pub fn alerts(u: &Usage) -> Report {
         text: Some(text),
         chart: Some(Chart {
             title: "VMAs with both single-use and shared pages".into(),
-            y_label: "pages".into(),
+            y_label: "resident memory".into(),
             series: vec!["single".into(), "shared".into()],
             bars: found
                 .iter()
@@ -115,6 +115,9 @@ pub fn alerts(u: &Usage) -> Report {
                 })
                 .collect(),
             style: Style::Bars,
+            y_unit: Quantity::Pages(u.system.page_size.max(1)),
+            x_label: "process and VMA".into(),
+            ..Chart::default()
         }),
         units: Units::Pages,
     }

@@ -1,7 +1,7 @@
 //! The `diff` view: what grew and shrank between two snapshots.
 
 use super::{class_values, col, float, notes, opt, CLASSES};
-use crate::report::{Chart, Report, Style, Table, Units, Value};
+use crate::report::{Chart, Quantity, Report, Style, Table, Units, Value};
 use pagescope_core::analysis::total::Total;
 use pagescope_core::analysis::usage::{ProcessUsage, Usage};
 
@@ -279,7 +279,7 @@ pub fn diff(
         text: None,
         chart: Some(Chart {
             title: "Largest changes in resident pages per process".into(),
-            y_label: "pages".into(),
+            y_label: "change in RSS".into(),
             series: vec!["rss delta".into()],
             bars: rows
                 .iter()
@@ -292,6 +292,9 @@ pub fn diff(
                 .take(30)
                 .collect(),
             style: Style::Bars,
+            y_unit: Quantity::Pages(ps),
+            x_label: "process (pid and name)".into(),
+            ..Chart::default()
         }),
         units: Units::Pages,
     }

@@ -2,7 +2,7 @@
 //! and `physmap` (by physical address).
 
 use super::{col, notes, opt};
-use crate::report::{Chart, Column, Report, Style, Table, Units, Value};
+use crate::report::{Chart, Column, Quantity, Report, Style, Table, Units, Value};
 use pagescope_core::analysis::total::Total;
 use std::fmt::Write;
 
@@ -223,7 +223,7 @@ pub fn physmap(p: &pagescope_core::analysis::physmap::Physmap) -> Report {
                 "Page frames by class, per {} MiB block of physical memory",
                 block_bytes >> 20
             ),
-            y_label: "frames".into(),
+            y_label: "memory".into(),
             series: ALL.iter().map(|c| c.name().to_string()).collect(),
             bars: p
                 .blocks
@@ -236,6 +236,12 @@ pub fn physmap(p: &pagescope_core::analysis::physmap::Physmap) -> Report {
                 })
                 .collect(),
             style: Style::Bars,
+            y_unit: Quantity::Pages(ps),
+            x_label: format!(
+                "physical address of the block (hex; blocks of {} MiB)",
+                block_bytes >> 20
+            ),
+            ..Chart::default()
         }),
         units: Units::Pages,
     }

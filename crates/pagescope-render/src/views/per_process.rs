@@ -2,7 +2,7 @@
 //! `vmas` (each VMA of the chosen processes, with its page map).
 
 use super::{by_pss, class_cells, class_values, col, float, notes, opt, unread_notes, CLASSES};
-use crate::report::{Chart, Report, Style, Table, Units, Value};
+use crate::report::{Chart, Quantity, Report, Style, Table, Units, Value};
 use pagescope_core::analysis::usage::{map_char, PageCounts, ProcessUsage, Usage};
 use std::fmt::Write;
 
@@ -122,14 +122,14 @@ pub fn processes(u: &Usage, options: ProcessesOptions) -> Report {
             rows: table_rows,
         }],
         text: None,
-        chart: Some(processes_chart(&rows)),
+        chart: Some(processes_chart(&rows, u.system.page_size.max(1))),
         units: Units::Pages,
     }
 }
 
 /// The paper's Figure 3: per process, stacked bars by class, the virtual
 /// size beside the physical one.
-fn processes_chart(rows: &[&ProcessUsage]) -> Chart {
+fn processes_chart(rows: &[&ProcessUsage], page_size: u64) -> Chart {
     let mut bars = Vec::new();
     for p in rows.iter().filter(|p| !p.kernel_thread) {
         // Processes whose pages are unknown are left out.
@@ -144,18 +144,21 @@ fn processes_chart(rows: &[&ProcessUsage]) -> Chart {
             .iter()
             .map(|&v| v as f64)
             .collect();
-        bars.push((format!("{} {} physical", p.pid, p.comm), phys));
-        bars.push((format!("{} {} virtual", p.pid, p.comm), virt));
+        bars.push((format!("{} {} res", p.pid, p.comm), phys));
+        bars.push((format!("{} {} map", p.pid, p.comm), virt));
         if bars.len() >= 40 {
             break;
         }
     }
     Chart {
-        title: "Pages per process by class (physical beside virtual)".into(),
-        y_label: "pages".into(),
+        title: "Memory per process by class: resident beside mapped".into(),
+        y_label: "memory".into(),
         series: CLASSES.iter().map(|(k, _)| k.to_string()).collect(),
         bars,
         style: Style::Bars,
+        y_unit: Quantity::Pages(page_size),
+        x_label: "process: resident (res) beside mapped (map)".into(),
+        ..Chart::default()
     }
 }
 
@@ -301,7 +304,12 @@ pub fn vmas(u: &Usage, pids: &[u32]) -> Report {
                 _ => None,
             };
             let resident = n(&r[4]).filter(|&n| n > 0.0)?;
-            let label = format!("{} {}", r[0].display(), r[9].display());
+            let name = r[9].display();
+            let label = format!(
+                "{} {}",
+                r[0].display(),
+                name.rsplit('/').next().unwrap_or(&name)
+            );
             Some(match (n(&r[5]), n(&r[6])) {
                 (Some(single), Some(shared)) => (label, vec![single, shared, 0.0]),
                 _ => (label, vec![0.0, 0.0, resident]),
@@ -343,10 +351,13 @@ pub fn vmas(u: &Usage, pids: &[u32]) -> Report {
         text: Some(text),
         chart: Some(Chart {
             title: "Resident pages per VMA: used once or shared".into(),
-            y_label: "pages".into(),
+            y_label: "resident memory".into(),
             series: vec!["single".into(), "shared".into(), "sharing unknown".into()],
             bars,
             style: Style::Bars,
+            y_unit: Quantity::Pages(ps),
+            x_label: "VMA (pid and mapping)".into(),
+            ..Chart::default()
         }),
         units: Units::Pages,
     }

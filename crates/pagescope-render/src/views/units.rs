@@ -2,7 +2,7 @@
 //! processes that map it) and `unit_totals`.
 
 use super::{col, notes};
-use crate::report::{Chart, Report, Style, Table, Units, Value};
+use crate::report::{Chart, Quantity, Report, Style, Table, Units, Value};
 use pagescope_core::analysis::usage::{map_char, Usage, MAX_MAP_PAGES};
 use std::fmt::Write;
 
@@ -74,7 +74,7 @@ pub fn units(u: &Usage) -> Report {
         text: Some(text),
         chart: Some(Chart {
             title: "Unit segments: resident pages".into(),
-            y_label: "pages".into(),
+            y_label: "memory".into(),
             series: vec!["resident".into(), "not resident".into()],
             bars: segs
                 .iter()
@@ -87,6 +87,9 @@ pub fn units(u: &Usage) -> Report {
                 })
                 .collect(),
             style: Style::Bars,
+            y_unit: Quantity::Pages(u.system.page_size.max(1)),
+            x_label: "unit segment (file and permissions)".into(),
+            ..Chart::default()
         }),
         units: Units::Pages,
     }
@@ -142,7 +145,7 @@ pub fn unit_totals(u: &Usage) -> Report {
         text: None,
         chart: Some(Chart {
             title: "Resident pages per unit, summed over processes".into(),
-            y_label: "pages".into(),
+            y_label: "resident memory".into(),
             series: vec!["text".into(), "rodata".into(), "data".into(), "bss".into()],
             bars: units
                 .iter()
@@ -160,6 +163,9 @@ pub fn unit_totals(u: &Usage) -> Report {
                 })
                 .collect(),
             style: Style::Bars,
+            y_unit: Quantity::Pages(u.system.page_size.max(1)),
+            x_label: "unit".into(),
+            ..Chart::default()
         }),
         units: Units::Pages,
     }
