@@ -1,6 +1,8 @@
 //! CSV for spreadsheets: the first table with a header row of its keys;
-//! a report with no table gives `key,value` rows of its fields.
+//! a report with no table gives `key,value` rows of its fields. Counts
+//! are in pages; the main ones have a `_bytes` twin, as in JSON.
 
+use crate::report::{bytes_key, bytes_value};
 use crate::{Renderer, Report, Value};
 use std::io;
 
@@ -15,13 +17,27 @@ impl Renderer for CsvRenderer {
             Value::Missing => String::new(),
             Value::Float(f, _) => format!("{f:.4}"),
             Value::Hex(v) => v.to_string(),
+            Value::Pages(f, d) if *d > 0 => format!("{f:.4}"),
             other => other.display(),
         };
         match report.tables.first() {
             Some(table) => {
-                w.write_record(table.columns.iter().map(|c| c.key))?;
+                let twin = |c: &crate::Column| bytes_key(c.key).filter(|_| c.bytes_twin);
+                let mut header = Vec::new();
+                for c in &table.columns {
+                    header.push(c.key.to_string());
+                    header.extend(twin(c));
+                }
+                w.write_record(&header)?;
                 for row in &table.rows {
-                    w.write_record(row.iter().map(cell))?;
+                    let mut cells = Vec::new();
+                    for (c, v) in table.columns.iter().zip(row) {
+                        cells.push(cell(v));
+                        if twin(c).is_some() {
+                            cells.push(cell(&bytes_value(v, report.page_size)));
+                        }
+                    }
+                    w.write_record(&cells)?;
                 }
             }
             None => {
@@ -29,6 +45,9 @@ impl Renderer for CsvRenderer {
                 w.write_record(["page_size".to_string(), report.page_size.to_string()])?;
                 for (key, _, value) in &report.fields {
                     w.write_record([key.to_string(), cell(value)])?;
+                    if let (Value::Pages(..), Some(twin)) = (value, bytes_key(key)) {
+                        w.write_record([twin, cell(&bytes_value(value, report.page_size))])?;
+                    }
                 }
             }
         }

@@ -1,8 +1,11 @@
 //! JSON, the stable machine interface: one object with `view`,
 //! `page_size`, `notes`, each field under its key, and each table as an
 //! array of row objects under its key. Keys are snake_case; counts are in
-//! pages; a figure that could not be collected is `null`.
+//! pages, and the totals and each process's RSS, PSS, USS and swap are
+//! also given in bytes (`rss_bytes` beside `rss_pages`); a figure that
+//! could not be collected is `null`.
 
+use crate::report::{bytes_key, bytes_value};
 use crate::{Renderer, Report, Value};
 use serde_json::{json, Map, Value as Json};
 use std::io;
@@ -20,6 +23,9 @@ pub(crate) fn to_json(v: &Value) -> Json {
         Value::Text(s) => json!(s),
         Value::Bool(b) => json!(b),
         Value::Missing => Json::Null,
+        Value::Pages(n, 0) if *n < 0.0 => json!(*n as i64),
+        Value::Pages(n, 0) => json!(*n as u64),
+        Value::Pages(n, _) => json!((n * 1e4).round() / 1e4),
     }
 }
 
@@ -31,6 +37,9 @@ pub fn to_value(report: &Report) -> Json {
     doc.insert("notes".into(), json!(report.notes));
     for (key, _, value) in &report.fields {
         doc.insert(key.to_string(), to_json(value));
+        if let (Value::Pages(..), Some(twin)) = (value, bytes_key(key)) {
+            doc.insert(twin, to_json(&bytes_value(value, report.page_size)));
+        }
     }
     for table in &report.tables {
         let rows: Vec<Json> = table
@@ -40,6 +49,9 @@ pub fn to_value(report: &Report) -> Json {
                 let mut m = Map::new();
                 for (c, v) in table.columns.iter().zip(row) {
                     m.insert(c.key.to_string(), to_json(v));
+                    if let Some(twin) = bytes_key(c.key).filter(|_| c.bytes_twin) {
+                        m.insert(twin, to_json(&bytes_value(v, report.page_size)));
+                    }
                 }
                 Json::Object(m)
             })

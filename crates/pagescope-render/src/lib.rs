@@ -5,13 +5,14 @@
 //! `pagescope-core`). One [`Renderer`] per format then writes it to any
 //! `io::Write`: [`table`] aligns columns for a terminal, [`csv`] writes
 //! RFC 4180 rows for a spreadsheet, [`json`] writes the stable machine
-//! interface, [`svg`] draws the view's chart with plotters. Renderers never touch `/proc`.
+//! interface, [`svg`] draws the view's chart. Renderers never touch `/proc`.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod csv;
 pub mod json;
+pub mod palette;
 pub mod record_views;
 pub mod report;
 pub mod stream;
@@ -19,7 +20,7 @@ pub mod svg;
 pub mod table;
 pub mod views;
 
-pub use report::{Chart, Column, Report, Table, Value};
+pub use report::{Chart, Column, Report, Table, Units, Value};
 
 use std::io;
 

@@ -1,7 +1,7 @@
 //! The views of a recording: `temporal`, `spatial`, `heatmap`,
 //! `hugepages`, `numa`, `wss` and `processes`.
 
-use crate::report::{Chart, Report, Style, Table, Value};
+use crate::report::{Chart, Quantity, Report, Style, Table, Units, Value};
 use crate::views::{col, opt};
 use pagescope_core::analysis::temporal::{
     HeatCell, ProcessRow, Recording, Select, SpatialRow, TemporalRow,
@@ -13,7 +13,7 @@ fn written(r: &Recording, n: u64) -> Value {
     if r.header().writes == WriteSource::None {
         Value::Missing
     } else {
-        Value::Int(n)
+        Value::Pages(n as f64, 0)
     }
 }
 
@@ -34,8 +34,8 @@ fn intervals_field(r: &Recording) -> Field {
 /// The user, page-cache and written cells of a row.
 fn count_values(r: &Recording, c: &Counts) -> [Value; 3] {
     [
-        Value::Int(c.user),
-        Value::Int(c.page_cache),
+        Value::Pages(c.user as f64, 0),
+        Value::Pages(c.page_cache as f64, 0),
         written(r, c.written),
     ]
 }
@@ -94,9 +94,9 @@ pub fn temporal(r: &Recording, sel: Select) -> Result<Report> {
                     Value::Int(t.seq),
                     Value::Int(t.start_ns),
                     Value::Int(t.end_ns),
-                    Value::Int(t.counts.user),
-                    Value::Int(t.counts.page_cache),
-                    Value::Int(t.kernel_resident),
+                    Value::Pages((t.counts.user) as f64, 0),
+                    Value::Pages((t.counts.page_cache) as f64, 0),
+                    Value::Pages((t.kernel_resident) as f64, 0),
                     written(r, t.counts.written),
                     Value::Int(t.blocks),
                     Value::Int(t.recorder_cpu_ns),
@@ -106,7 +106,7 @@ pub fn temporal(r: &Recording, sel: Select) -> Result<Report> {
     };
     let chart = Chart {
         title: "Referenced pages per interval".into(),
-        y_label: "pages".into(),
+        y_label: "referenced memory".into(),
         series: vec!["user".into(), "page cache".into()],
         bars: rows
             .iter()
@@ -118,6 +118,9 @@ pub fn temporal(r: &Recording, sel: Select) -> Result<Report> {
             })
             .collect(),
         style: Style::Bars,
+        y_unit: Quantity::Pages(h.page_size.max(1)),
+        x_label: "interval".into(),
+        ..Chart::default()
     };
     let sum = |f: fn(&TemporalRow) -> u64| rows.iter().map(f).sum::<u64>();
     Ok(Report {
@@ -136,12 +139,12 @@ pub fn temporal(r: &Recording, sel: Select) -> Result<Report> {
             (
                 "user_pages",
                 "user pages referenced (summed over intervals)",
-                Value::Int(sum(|t| t.counts.user)),
+                Value::Pages((sum(|t| t.counts.user)) as f64, 0),
             ),
             (
                 "page_cache_pages",
                 "page-cache pages referenced (summed)",
-                Value::Int(sum(|t| t.counts.page_cache)),
+                Value::Pages((sum(|t| t.counts.page_cache)) as f64, 0),
             ),
             (
                 "written_pages",
@@ -152,6 +155,7 @@ pub fn temporal(r: &Recording, sel: Select) -> Result<Report> {
         tables: vec![table],
         text: None,
         chart: Some(chart),
+        units: Units::Pages,
     })
 }
 
@@ -186,13 +190,15 @@ pub fn spatial(r: &Recording, sel: Select) -> Result<Report> {
     };
     let chart = Chart {
         title: "Intervals with a reference, per block".into(),
-        y_label: "intervals".into(),
+        y_label: "intervals with a reference".into(),
         series: vec!["intervals".into()],
         bars: rows
             .iter()
             .map(|s| (format!("{:#x}", s.start), vec![s.intervals as f64]))
             .collect(),
         style: Style::Bars,
+        x_label: "block (address, hex)".into(),
+        ..Chart::default()
     };
     Ok(Report {
         view: "spatial",
@@ -206,6 +212,7 @@ pub fn spatial(r: &Recording, sel: Select) -> Result<Report> {
         tables: vec![table],
         text: None,
         chart: Some(chart),
+        units: Units::Pages,
     })
 }
 
@@ -291,11 +298,15 @@ pub fn heatmap(r: &Recording, sel: Select) -> Result<Report> {
         text: None,
         chart: Some(Chart {
             title: "Referenced pages by interval and block".into(),
-            y_label: "block".into(),
+            y_label: "block (address, hex)".into(),
             series,
             bars,
             style: Style::Heat,
+            y_unit: Quantity::Pages(h.page_size.max(1)),
+            x_label: "interval".into(),
+            ..Chart::default()
         }),
+        units: Units::Pages,
     })
 }
 
@@ -338,7 +349,7 @@ pub fn numa(r: &Recording) -> Result<Report> {
         columns: vec![col("node", "NODE"), col("referenced_pages", "REFERENCED")],
         rows: nodes
             .iter()
-            .map(|&n| vec![Value::Int(n as u64), Value::Int(total(n))])
+            .map(|&n| vec![Value::Int(n as u64), Value::Pages((total(n)) as f64, 0)])
             .collect(),
     };
     totals.rows.sort_by_key(|row| match row[0] {
@@ -377,11 +388,15 @@ pub fn numa(r: &Recording) -> Result<Report> {
         text: None,
         chart: Some(Chart {
             title: "Referenced pages per node".into(),
-            y_label: "pages".into(),
+            y_label: "referenced memory".into(),
             series: nodes.iter().map(|n| format!("node {n}")).collect(),
             bars,
             style: Style::Bars,
+            y_unit: Quantity::Pages(h.page_size.max(1)),
+            x_label: "interval".into(),
+            ..Chart::default()
         }),
+        units: Units::Pages,
     })
 }
 
@@ -440,7 +455,7 @@ pub fn hugepages(r: &Recording) -> Result<Report> {
                             Value::Int(x.seq),
                             Value::Int(x.regions),
                             Value::Int(x.full),
-                            Value::Int(x.pages),
+                            Value::Pages((x.pages) as f64, 0),
                             density(x.pages, x.regions),
                         ]
                     })
@@ -468,7 +483,10 @@ pub fn hugepages(r: &Recording) -> Result<Report> {
                 .map(|&(p, n)| (p.to_string(), vec![n as f64]))
                 .collect(),
             style: Style::Bars,
+            x_label: "pages referenced in a 2 MiB region".into(),
+            ..Chart::default()
         }),
+        units: Units::Pages,
     })
 }
 
@@ -495,12 +513,12 @@ pub fn wss(r: &Recording, window: usize, sel: Select) -> Result<Report> {
             (
                 "max_pages",
                 "largest working set of an interval",
-                Value::Int(max(|x| x.pages)),
+                Value::Pages((max(|x| x.pages)) as f64, 0),
             ),
             (
                 "max_window_pages",
                 "largest working set of a window",
-                Value::Int(max(|x| x.window_pages)),
+                Value::Pages((max(|x| x.window_pages)) as f64, 0),
             ),
         ],
         tables: vec![Table {
@@ -517,8 +535,8 @@ pub fn wss(r: &Recording, window: usize, sel: Select) -> Result<Report> {
                     vec![
                         Value::Int(x.seq),
                         Value::Int(x.start_ns),
-                        Value::Int(x.pages),
-                        Value::Int(x.window_pages),
+                        Value::Pages((x.pages) as f64, 0),
+                        Value::Pages((x.window_pages) as f64, 0),
                     ]
                 })
                 .collect(),
@@ -526,7 +544,7 @@ pub fn wss(r: &Recording, window: usize, sel: Select) -> Result<Report> {
         text: None,
         chart: Some(Chart {
             title: format!("Working set: per interval and over {window} intervals"),
-            y_label: "pages".into(),
+            y_label: "working set".into(),
             series: vec!["interval".into(), format!("{window} intervals")],
             bars: rows
                 .iter()
@@ -538,7 +556,11 @@ pub fn wss(r: &Recording, window: usize, sel: Select) -> Result<Report> {
                 })
                 .collect(),
             style: Style::Lines,
+            y_unit: Quantity::Pages(h.page_size.max(1)),
+            x_label: "interval".into(),
+            ..Chart::default()
         }),
+        units: Units::Pages,
     })
 }
 
@@ -567,7 +589,7 @@ pub fn processes(r: &Recording, sel: Select) -> Result<Report> {
             .map(|p| {
                 let mut row = vec![Value::Int(p.pid as u64), Value::Int(p.intervals)];
                 row.extend(count_values(r, &p.counts));
-                row.push(Value::Int(p.peak));
+                row.push(Value::Pages((p.peak) as f64, 0));
                 // Long command lines (a whole environment in JSON) are cut.
                 let command = p.command.join(" ");
                 let command: String = match command.char_indices().nth(80) {
@@ -581,7 +603,7 @@ pub fn processes(r: &Recording, sel: Select) -> Result<Report> {
     };
     let chart = Chart {
         title: "Referenced pages per process (summed over intervals)".into(),
-        y_label: "pages".into(),
+        y_label: "referenced memory".into(),
         series: vec!["user".into(), "page cache".into()],
         bars: rows
             .iter()
@@ -594,6 +616,9 @@ pub fn processes(r: &Recording, sel: Select) -> Result<Report> {
             })
             .collect(),
         style: Style::Bars,
+        y_unit: Quantity::Pages(h.page_size.max(1)),
+        x_label: "process".into(),
+        ..Chart::default()
     };
     Ok(Report {
         view: "processes",
@@ -611,5 +636,6 @@ pub fn processes(r: &Recording, sel: Select) -> Result<Report> {
         tables: vec![table],
         text: None,
         chart: Some(chart),
+        units: Units::Pages,
     })
 }

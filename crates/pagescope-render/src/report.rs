@@ -19,6 +19,53 @@ pub enum Value {
     /// A figure that could not be collected: `-` in tables, an empty
     /// cell in CSV, `null` in JSON; left out of pictures.
     Missing,
+    /// A count of pages (or a change in one), with this many decimals: in
+    /// pages in JSON and CSV, in the report's [`Units`] in tables.
+    Pages(f64, usize),
+}
+
+/// How tables show counts of pages ([`Value::Pages`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Units {
+    /// Pages, as JSON and CSV count them.
+    #[default]
+    Pages,
+    /// Bytes: pages times the page size.
+    Bytes,
+    /// Bytes in the largest binary unit (B, KiB, MiB, GiB, TiB) that keeps
+    /// the figure at least 1, with one decimal from MiB up.
+    Human,
+}
+
+/// `bytes` in binary units: `0`, `512 B`, `12 KiB`, `1.5 MiB`, `3.2 GiB`.
+pub fn human_size(bytes: f64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    let sign = if bytes < 0.0 { "-" } else { "" };
+    let b = bytes.abs();
+    if b < 0.5 {
+        return "0".to_string();
+    }
+    if b < 1024.0 {
+        return format!("{sign}{b:.0} B");
+    }
+    let mut v = b / 1024.0;
+    let mut unit = 0;
+    // Round first, so that 1023.96 KiB reads as 1.0 MiB, not 1024 KiB.
+    while unit + 1 < UNITS.len()
+        && (if unit == 0 {
+            v.round()
+        } else {
+            (v * 10.0).round() / 10.0
+        }) >= 1024.0
+    {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{sign}{v:.0} KiB")
+    } else {
+        format!("{sign}{v:.1} {}", UNITS[unit])
+    }
 }
 
 impl Value {
@@ -32,14 +79,40 @@ impl Value {
             Value::Text(s) => s.clone(),
             Value::Bool(b) => if *b { "yes" } else { "no" }.to_string(),
             Value::Missing => "-".to_string(),
+            Value::Pages(v, d) => format!("{v:.d$}"),
         }
+    }
+
+    /// The value as a table shows it: counts of pages in `units`, of
+    /// pages of `page_size` bytes; other values as [`Value::display`].
+    pub fn display_in(&self, units: Units, page_size: u64) -> String {
+        match (self, units) {
+            (Value::Pages(v, _), Units::Bytes) => format!("{:.0}", v * page_size as f64),
+            (Value::Pages(v, _), Units::Human) => human_size(v * page_size as f64),
+            _ => self.display(),
+        }
+    }
+
+    /// A count of pages, or missing.
+    pub fn pages(v: Option<u64>) -> Value {
+        v.map_or(Value::Missing, |n| Value::Pages(n as f64, 0))
+    }
+
+    /// A count of pages with a fraction (PSS), one decimal, or missing.
+    pub fn pages_f(v: Option<f64>) -> Value {
+        v.map_or(Value::Missing, |n| Value::Pages(n, 1))
+    }
+
+    /// A change in a count of pages.
+    pub fn pages_delta(v: i64) -> Value {
+        Value::Pages(v as f64, 0)
     }
 
     /// Whether tables right-align it.
     pub fn is_numeric(&self) -> bool {
         matches!(
             self,
-            Value::Int(_) | Value::Signed(_) | Value::Float(..) | Value::Hex(_)
+            Value::Int(_) | Value::Signed(_) | Value::Float(..) | Value::Hex(_) | Value::Pages(..)
         )
     }
 }
@@ -78,11 +151,43 @@ pub struct Column {
     /// How long a too-narrow terminal keeps it: columns with the lowest
     /// value go first; [`Column::ALWAYS`] never goes (text is cut instead).
     pub keep: u8,
+    /// A count of pages that JSON and CSV also give in bytes, under the
+    /// key with `_pages` made `_bytes` (RSS, PSS, USS, swap).
+    pub bytes_twin: bool,
 }
 
 impl Column {
     /// A column that a narrow terminal never drops.
     pub const ALWAYS: u8 = u8::MAX;
+
+    /// The column, with a `_bytes` twin in JSON and CSV.
+    pub const fn with_bytes(mut self) -> Column {
+        self.bytes_twin = true;
+        self
+    }
+}
+
+/// The key of the `_bytes` twin of a key of pages: `rss_pages` gives
+/// `rss_bytes`, `user_pages_delta` gives `user_bytes_delta`.
+pub fn bytes_key(key: &str) -> Option<String> {
+    key.contains("_pages")
+        .then(|| key.replacen("_pages", "_bytes", 1))
+}
+
+/// The twin in bytes of a count of pages: an integer (PSS rounded to the
+/// byte), or missing where the count is.
+pub fn bytes_value(v: &Value, page_size: u64) -> Value {
+    match v {
+        Value::Pages(n, _) => {
+            let b = (n * page_size as f64).round();
+            if b < 0.0 {
+                Value::Signed(b as i64)
+            } else {
+                Value::Int(b as u64)
+            }
+        }
+        _ => Value::Missing,
+    }
 }
 
 /// A table of rows.
@@ -109,6 +214,25 @@ pub struct Chart {
     pub bars: Vec<(String, Vec<f64>)>,
     /// How to draw it.
     pub style: Style,
+    /// What the values count, which says how the value axis is labelled.
+    pub y_unit: Quantity,
+    /// What the bars (or points) stand for, under the x axis.
+    pub x_label: String,
+    /// The first bars (points) where the figure is not known, and why:
+    /// shaded and labelled in the picture.
+    pub unknown: Option<(usize, String)>,
+}
+
+/// What a chart's values count.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum Quantity {
+    /// Whole things (references, regions, intervals): integer ticks.
+    #[default]
+    Count,
+    /// Pages of this many bytes: the axis is in B, KiB, MiB or GiB.
+    Pages(u64),
+    /// A fraction from 0 to 1.
+    Ratio,
 }
 
 /// How a [`Chart`] is drawn.
@@ -144,4 +268,7 @@ pub struct Report {
     /// The view's picture for SVG; views without one are drawn as bars
     /// of their first numeric column.
     pub chart: Option<Chart>,
+    /// How tables show counts of pages (JSON and CSV always count pages,
+    /// and give the main ones in bytes too).
+    pub units: Units,
 }

@@ -1,7 +1,7 @@
 //! Row-at-a-time output for views too large to hold in memory (the page
 //! dump): the same four formats, written as rows arrive.
 
-use crate::report::{Chart, Report, Style};
+use crate::report::{Chart, Quantity, Report, Style};
 use crate::{Format, Renderer};
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -200,10 +200,13 @@ impl RowStream for SvgStream<'_> {
             notes: notes.to_vec(),
             chart: Some(Chart {
                 title: self.title,
-                y_label: "pages".into(),
+                y_label: "memory".into(),
                 series: vec!["pages".into()],
                 bars: bars.into_iter().map(|(k, n)| (k, vec![n as f64])).collect(),
                 style: Style::Bars,
+                y_unit: Quantity::Pages(page_size.max(1)),
+                x_label: "kpageflags".into(),
+                ..Chart::default()
             }),
             ..Report::default()
         };

@@ -1,6 +1,7 @@
 //! Aligned text for terminals: fields as `title: value` lines, tables with
 //! right-aligned numbers. On a narrow terminal the least important
 //! columns are dropped, then the widest text column is cut to fit.
+//! Counts of pages are shown in the report's [`Units`](crate::Units).
 
 use crate::{Column, Renderer, Report, Value};
 use std::io;
@@ -34,7 +35,11 @@ impl Renderer for TableRenderer {
                 .max()
                 .unwrap_or(0);
             for (_, title, value) in &report.fields {
-                writeln!(out, "{title:<w$}  {}", value.display())?;
+                writeln!(
+                    out,
+                    "{title:<w$}  {}",
+                    value.display_in(report.units, report.page_size)
+                )?;
             }
         }
         for (n, table) in report.tables.iter().enumerate() {
@@ -44,7 +49,11 @@ impl Renderer for TableRenderer {
             let all_cells: Vec<Vec<String>> = table
                 .rows
                 .iter()
-                .map(|r| r.iter().map(Value::display).collect())
+                .map(|r| {
+                    r.iter()
+                        .map(|v| v.display_in(report.units, report.page_size))
+                        .collect()
+                })
                 .collect();
             let mut all_widths: Vec<usize> = table.columns.iter().map(|c| c.title.len()).collect();
             for row in &all_cells {

@@ -7,7 +7,8 @@ use pagescope_core::analysis::usage::{Usage, UsageOptions};
 use pagescope_core::kpageflags::KPageFlags;
 use pagescope_core::model::*;
 use pagescope_core::pagemap::PagemapEntry;
-use pagescope_render::{renderer, views, Format, Report};
+use pagescope_render::views::ProcessesOptions;
+use pagescope_render::{renderer, views, Format, Report, Units};
 
 const PS: u64 = 4096;
 
@@ -173,10 +174,18 @@ fn render(report: &Report, format: Format) -> String {
     String::from_utf8(out).unwrap()
 }
 
+/// The processes view with its kernel threads (`--all`), in pages (the
+/// library's default units, `--units pages`).
 fn processes_report() -> Report {
     let mut a = Usage::new(UsageOptions::default());
     feed(&mut a);
-    views::processes(&a, false)
+    views::processes(
+        &a,
+        ProcessesOptions {
+            kernel_threads: true,
+            ..ProcessesOptions::default()
+        },
+    )
 }
 
 fn total_report() -> Report {
@@ -246,22 +255,22 @@ fn unread_process_in_vmas_and_diff() {
     // gamma is unknown on both sides of a diff: listed, its changes null.
     let mut t = Total::new();
     feed(&mut t);
-    let diff = pagescope_render::json::to_value(&views::diff(&a, &a, &t, &t));
+    let diff = pagescope_render::json::to_value(&views::diff(&a, &a, &t, &t, false));
     let rows = diff["processes"].as_array().unwrap();
     assert_eq!(rows.len(), 1, "the read processes did not change: {diff}");
     assert_eq!(rows[0]["pid"], 30);
     assert!(rows[0]["rss_pages_delta"].is_null() && rows[0]["heap_delta"].is_null());
     assert_eq!(rows[0]["status"], "both");
     // In a table the unknown figures are `-`; in CSV, empty.
-    let table = render(&views::diff(&a, &a, &t, &t), Format::Table);
+    let table = render(&views::diff(&a, &a, &t, &t, false), Format::Table);
     assert!(
         table
             .lines()
             .any(|l| l.contains("gamma") && l.contains("  -  ")),
         "{table}"
     );
-    let csv = render(&views::diff(&a, &a, &t, &t), Format::Csv);
-    assert!(csv.contains("30,gamma,both,,,,,,"), "{csv}");
+    let csv = render(&views::diff(&a, &a, &t, &t, false), Format::Csv);
+    assert!(csv.contains("30,gamma,both,,,,,,,,,,"), "{csv}");
 }
 
 #[test]
@@ -324,4 +333,258 @@ fn table_fits_a_narrow_terminal() {
         .nth(1)
         .unwrap();
     assert!(row.trim_start().starts_with("10 "), "{row}");
+}
+
+/// What a person at a terminal sees: kernel threads left out (and
+/// counted), sizes in KiB and MiB. Each size is the page count times the
+/// page size: alpha's PSS of 4 pages is 16 KiB.
+#[test]
+fn processes_in_human_units() {
+    let mut a = Usage::new(UsageOptions::default());
+    feed(&mut a);
+    let mut r = views::processes(&a, ProcessesOptions::default());
+    r.units = Units::Human;
+    let table = render(&r, Format::Table);
+    insta::assert_snapshot!("processes_table_human", table);
+    assert!(!table.contains("kthreadd"), "{table}");
+    let alpha = table.lines().find(|l| l.contains("alpha")).unwrap();
+    // RSS 5 pages, PSS 4, USS 3, swap 1.
+    assert!(alpha.contains("20 KiB  16 KiB  12 KiB  4 KiB"), "{alpha}");
+    r.units = Units::Bytes;
+    let bytes = render(&r, Format::Table);
+    let alpha = bytes.lines().find(|l| l.contains("alpha")).unwrap();
+    assert!(alpha.contains("20480  16384  12288  4096"), "{alpha}");
+    // JSON leaves the kernel thread out too, says how many it left out,
+    // and gives the sizes in bytes beside the pages.
+    let json = pagescope_render::json::to_value(&r);
+    let rows = json["processes"].as_array().unwrap();
+    assert!(rows.iter().all(|p| p["kernel_thread"] == false), "{json}");
+    assert_eq!(json["kernel_threads_hidden"], 1);
+    let alpha = rows.iter().find(|p| p["pid"] == 10).unwrap();
+    assert_eq!(alpha["pss_pages"], 4.0);
+    assert_eq!(alpha["pss_bytes"], 4 * PS);
+    assert_eq!(alpha["rss_bytes"], 5 * PS);
+    assert_eq!(alpha["uss_bytes"], 3 * PS);
+    assert_eq!(alpha["swap_bytes"], PS);
+    let gamma = rows.iter().find(|p| p["pid"] == 30).unwrap();
+    assert!(gamma["rss_bytes"].is_null(), "{gamma}");
+}
+
+/// Totals in human units, and their byte twins in JSON and CSV.
+#[test]
+fn total_in_human_units() {
+    let mut r = total_report();
+    r.units = Units::Human;
+    let table = render(&r, Format::Table);
+    insta::assert_snapshot!("total_table_human", table);
+    // MemTotal 8 GiB (in kB in the fixture's meminfo).
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("total RAM") && l.ends_with("  8.0 GiB")),
+        "{table}"
+    );
+    let json = pagescope_render::json::to_value(&r);
+    assert_eq!(json["mem_total_bytes"], 8u64 << 30);
+    assert_eq!(json["user_bytes"], 6 * PS);
+    let csv = render(&r, Format::Csv);
+    assert!(csv.contains("\nfree_bytes,4294967296\n"), "{csv}");
+}
+
+#[test]
+fn human_sizes() {
+    use pagescope_render::report::human_size;
+    assert_eq!(human_size(0.0), "0");
+    assert_eq!(human_size(512.0), "512 B");
+    assert_eq!(human_size(4096.0), "4 KiB");
+    assert_eq!(human_size(1023.9 * 1024.0), "1.0 MiB");
+    assert_eq!(human_size(256.0 * 1048576.0), "256.0 MiB");
+    assert_eq!(human_size(1.5 * 1073741824.0), "1.5 GiB");
+    assert_eq!(human_size(-3.0 * 4096.0), "-12 KiB");
+}
+
+/// The texts of an SVG that leave its picture (by their boxes, as
+/// [`pagescope_render::svg::text_box`] bounds them), and the picture's
+/// size.
+fn texts_outside(svg: &str) -> (Vec<String>, f64, f64) {
+    let doc = roxmltree::Document::parse(svg).expect("valid SVG");
+    let root = doc.root_element();
+    let num = |n: roxmltree::Node<'_, '_>, a: &str| -> f64 {
+        n.attribute(a)
+            .unwrap_or_else(|| panic!("no {a}"))
+            .parse()
+            .unwrap()
+    };
+    let (w, h) = (num(root, "width"), num(root, "height"));
+    let view: Vec<f64> = root
+        .attribute("viewBox")
+        .unwrap()
+        .split(' ')
+        .map(|v| v.parse().unwrap())
+        .collect();
+    assert_eq!(view, [0.0, 0.0, w, h]);
+    let mut outside = Vec::new();
+    for t in doc.descendants().filter(|n| n.has_tag_name("text")) {
+        let text = t.text().unwrap_or("");
+        let up = t
+            .attribute("transform")
+            .is_some_and(|tr| tr.starts_with("rotate(-90 "));
+        let b = pagescope_render::svg::text_box(
+            num(t, "x"),
+            num(t, "y"),
+            num(t, "font-size"),
+            t.attribute("text-anchor").unwrap_or("start"),
+            text.chars().count(),
+            up,
+        );
+        if b[0] < 0.0 || b[1] < 0.0 || b[2] > w || b[3] > h {
+            outside.push(format!("{text:?} at {b:?} in {w}x{h}"));
+        }
+    }
+    (outside, w, h)
+}
+
+/// Renders an SVG to PNG with rsvg-convert (librsvg2-bin), where it is
+/// installed: the picture must be one a common renderer draws.
+fn renders_to_png(name: &str, svg: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(format!("{name}.svg"));
+    std::fs::write(&path, svg).unwrap();
+    let png = dir.path().join(format!("{name}.png"));
+    match std::process::Command::new("rsvg-convert")
+        .arg(&path)
+        .arg("-o")
+        .arg(&png)
+        .output()
+    {
+        Ok(out) => {
+            assert!(out.status.success(), "{name}: {out:?}");
+            let bytes = std::fs::read(&png).unwrap();
+            assert!(bytes.starts_with(b"\x89PNG"), "{name}");
+        }
+        Err(_) => eprintln!(
+            "skipped: {name} not rendered to PNG: rsvg-convert is not installed (apt-get install librsvg2-bin)"
+        ),
+    }
+}
+
+/// Every chart drawn from the fixtures: each a snapshot; none with a
+/// text outside the picture; each drawn by rsvg-convert.
+fn check_chart(name: &str, report: &Report) -> String {
+    let svg = render(report, Format::Svg);
+    let (outside, _, _) = texts_outside(&svg);
+    assert!(outside.is_empty(), "{name}: {outside:#?}");
+    renders_to_png(name, &svg);
+    insta::assert_snapshot!(format!("chart_{name}"), svg);
+    svg
+}
+
+fn usage(all_maps: bool) -> Usage {
+    let mut a = Usage::new(UsageOptions {
+        all_maps,
+        ..UsageOptions::default()
+    });
+    feed(&mut a);
+    a
+}
+
+#[test]
+fn snapshot_charts() {
+    let a = usage(true);
+    let t = total_report();
+    let svg = check_chart(
+        "processes",
+        &views::processes(&a, ProcessesOptions::default()),
+    );
+    // Sizes on the axis in KiB, in whole ticks: alpha maps 12 pages
+    // (48 KiB), its tallest bar, so the axis runs to 50.
+    assert!(svg.contains("memory (KiB)"), "{svg}");
+    assert!(
+        svg.contains(">50</text>") && !svg.contains(".0</text>"),
+        "{svg}"
+    );
+    check_chart("vmas", &views::vmas(&a, &[10, 20]));
+    check_chart("units", &views::units(&a));
+    check_chart("unit_totals", &views::unit_totals(&a));
+    check_chart("alerts", &views::alerts(&a));
+    let mut tt = Total::new();
+    feed(&mut tt);
+    check_chart("diff", &views::diff(&a, &a, &tt, &tt, false));
+    let svg = check_chart("total", &t);
+    assert!(svg.contains("memory (GiB)"), "{svg}");
+}
+
+/// A trace whose pool is 8 pages: the miss-ratio curve is shaded and
+/// labelled below 32 KiB, where it is not known; its axis is in sizes.
+#[test]
+fn mrc_chart_shades_what_is_not_known() {
+    use pagescope_core::analysis::mrc::Mrc;
+    use pagescope_core::format::TraceVisitor;
+    use pagescope_core::trace::{EvictMethod, Ref, TraceHeader};
+    let mut m = Mrc::new();
+    m.header(&TraceHeader {
+        page_size: PS,
+        pool_pages: 8,
+        policy: "fifo".into(),
+        evict: EvictMethod::Move,
+        command: vec!["pagetest".into()],
+        start_unix_ns: 0,
+        start_monotonic_ns: 0,
+        kernel: "6.18.0-fixture".into(),
+        untraced: "file mappings".into(),
+    })
+    .unwrap();
+    // A loop over 64 pages, twice.
+    let refs: Vec<Ref> = (0..128u64)
+        .map(|i| Ref {
+            time_ns: i,
+            pid: 1,
+            tid: 1,
+            addr: 0x1000_0000 + (i % 64) * PS,
+            write: false,
+            mapping: 0,
+        })
+        .collect();
+    m.refs(&refs).unwrap();
+    let r = views::mrc(&m);
+    let chart = r.chart.as_ref().unwrap();
+    // Sizes of 1, 2, 3, 4 and 6 pages lie below the pool of 8.
+    assert_eq!(chart.unknown.as_ref().unwrap().0, 5);
+    assert_eq!(chart.bars[5].0, "32 KiB");
+    let svg = check_chart("mrc", &r);
+    assert!(
+        svg.contains("not known: below the tracer&apos;s pool (32 KiB)")
+            || svg.contains("not known: below the tracer's pool (32 KiB)"),
+        "{svg}"
+    );
+    assert!(
+        svg.contains(">1.0</text>") && !svg.contains("0.92"),
+        "{svg}"
+    );
+}
+
+/// A chart's legend lies right of its data, and the physmap classes
+/// have twelve distinct colours.
+#[test]
+fn legend_outside_the_data() {
+    let a = usage(false);
+    let svg = render(
+        &views::processes(&a, ProcessesOptions::default()),
+        Format::Svg,
+    );
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    // The plot's right edge: the end of the grid lines.
+    let right = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("line"))
+        .filter_map(|n| n.attribute("x2")?.parse::<f64>().ok())
+        .fold(0.0, f64::max);
+    for name in ["stack", "heap", "lib_text"] {
+        let t = doc
+            .descendants()
+            .find(|n| n.has_tag_name("text") && n.text() == Some(name))
+            .unwrap_or_else(|| panic!("no legend entry {name}"));
+        let x: f64 = t.attribute("x").unwrap().parse().unwrap();
+        assert!(x > right, "{name} at {x}, data to {right}");
+    }
 }

@@ -132,10 +132,17 @@ fn kernel_threads_are_listed_without_memory() {
     let dir = tempfile::tempdir().unwrap();
     let snap = temp_path(dir.path(), "s.snap");
     run_ok(&["snapshot", "-q", "--pid", "2", "-o", &snap]);
+    // Left out unless asked for: by --all, or by --pid naming it.
     let report = report_json(&["report", "processes", "-i", &snap, "-f", "json"]);
-    let row = process_row(&report, 2);
-    assert_eq!(row["kernel_thread"], true);
-    assert_eq!(row["rss_pages"], 0);
+    assert_eq!(report["processes"].as_array().unwrap().len(), 0, "{report}");
+    assert_eq!(report["kernel_threads_hidden"], 1, "{report}");
+    for extra in ["--all", "--pid=2"] {
+        let report = report_json(&["report", "processes", "-i", &snap, "-f", "json", extra]);
+        let row = process_row(&report, 2);
+        assert_eq!(row["kernel_thread"], true);
+        assert_eq!(row["rss_pages"], 0);
+        assert_eq!(row["rss_bytes"], 0);
+    }
 }
 
 #[test]
@@ -158,7 +165,8 @@ fn csv_and_table_formats() {
     assert_eq!(row[0], pid);
     assert_eq!(row[rss_col], rss.to_string());
 
-    let table = run_ok(&["report", "processes", "-i", &snap]);
+    // In pages, the table's figures are the JSON's.
+    let table = run_ok(&["report", "processes", "-i", &snap, "--units", "pages"]);
     let text = String::from_utf8(table.stdout).unwrap();
     let mut lines = text
         .lines()

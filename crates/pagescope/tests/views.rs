@@ -422,6 +422,105 @@ fn every_process_agrees_with_smaps_rollup_and_smem() {
     );
 }
 
+/// An SVG view as a picture: every text inside it (by the box
+/// `pagescope_render::svg::text_box` gives it), and rsvg-convert draws it.
+fn check_picture(view: &str, svg: &str) {
+    let doc =
+        roxmltree::Document::parse(svg).unwrap_or_else(|e| panic!("{view}: invalid SVG: {e}"));
+    let root = doc.root_element();
+    let num =
+        |n: roxmltree::Node<'_, '_>, a: &str| -> f64 { n.attribute(a).unwrap().parse().unwrap() };
+    let (w, h) = (num(root, "width"), num(root, "height"));
+    assert_eq!(
+        root.attribute("viewBox"),
+        Some(format!("0 0 {w} {h}").as_str())
+    );
+    let texts: Vec<_> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .collect();
+    assert!(texts.len() > 2, "{view}: no labels");
+    for t in texts {
+        let text = t.text().unwrap_or("");
+        let b = pagescope_render::svg::text_box(
+            num(t, "x"),
+            num(t, "y"),
+            num(t, "font-size"),
+            t.attribute("text-anchor").unwrap_or("start"),
+            text.chars().count(),
+            t.attribute("transform")
+                .is_some_and(|r| r.starts_with("rotate(-90 ")),
+        );
+        assert!(
+            b[0] >= 0.0 && b[1] >= 0.0 && b[2] <= w && b[3] <= h,
+            "{view}: {text:?} at {b:?} is outside the {w}x{h} picture"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = temp_path(dir.path(), "view.svg");
+    std::fs::write(&path, svg).unwrap();
+    let png = temp_path(dir.path(), "view.png");
+    match Command::new("rsvg-convert")
+        .args([&path, "-o", &png])
+        .output()
+    {
+        Ok(out) => {
+            assert!(out.status.success(), "{view}: {out:?}");
+            assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
+        }
+        Err(_) => skip(
+            "rsvg-convert",
+            "rsvg-convert is not installed (apt-get install librsvg2-bin): SVG not rendered",
+        ),
+    }
+}
+
+/// The pictures of the live physical map and of a recording of
+/// pagetest (refs backend: any kernel) fit their labels and render.
+#[test]
+fn physmap_and_recording_pictures_fit() {
+    require_pfns!();
+    let _serial = serial();
+    let svg = run_ok(&["report", "physmap", "-f", "svg"]);
+    let svg = String::from_utf8(svg.stdout).unwrap();
+    check_picture("physmap", &svg);
+    // Every class a colour of its own in the legend.
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    let mut fills: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("rect") && n.attribute("width") == Some("14.00"))
+        .filter_map(|n| n.attribute("fill"))
+        .collect();
+    fills.sort_unstable();
+    fills.dedup();
+    assert_eq!(fills.len(), 12, "{fills:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let rec = temp_path(dir.path(), "r.rec");
+    let pagetest = pagetest_bin();
+    run_ok(&[
+        "record",
+        "-q",
+        "--backend",
+        "refs",
+        "--interval",
+        "100ms",
+        "-o",
+        &rec,
+        "--",
+        pagetest.to_str().unwrap(),
+        "--size",
+        "16M",
+        "--iterations",
+        "3",
+        "--sleep",
+        "100ms",
+    ]);
+    for view in ["temporal", "spatial", "heatmap", "processes"] {
+        let out = run_ok(&["analyze", &rec, view, "-f", "svg"]);
+        check_picture(view, std::str::from_utf8(&out.stdout).unwrap());
+    }
+}
+
 #[test]
 fn every_view_renders_in_every_format() {
     let _serial = serial();
@@ -465,6 +564,7 @@ fn every_view_renders_in_every_format() {
                     assert_eq!(doc.root_element().tag_name().name(), "svg");
                     let rects = doc.descendants().filter(|n| n.has_tag_name("rect")).count();
                     assert!(rects > 1, "{view}: no bars");
+                    check_picture(view, &text);
                 }
                 "csv" => assert!(text.lines().count() >= 2, "{view}: no CSV rows"),
                 _ => {}
@@ -475,7 +575,7 @@ fn every_view_renders_in_every_format() {
         let out = run_ok(&["diff", &snap, &snap, "-f", format]);
         assert!(!out.stdout.is_empty(), "diff {format} is empty");
         if format == "svg" {
-            roxmltree::Document::parse(std::str::from_utf8(&out.stdout).unwrap()).unwrap();
+            check_picture("diff", std::str::from_utf8(&out.stdout).unwrap());
         }
     }
     // The processes picture shows pagetest, and unit-totals libc.

@@ -1,7 +1,7 @@
 //! The `alerts` view: VMAs holding both single-use and shared pages.
 
 use super::{col, notes};
-use crate::report::{Chart, Report, Style, Table, Value};
+use crate::report::{Chart, Quantity, Report, Style, Table, Units, Value};
 use pagescope_core::analysis::usage::Usage;
 use std::fmt::Write;
 
@@ -56,8 +56,8 @@ pub fn alerts(u: &Usage) -> Report {
                 Value::Int(v.vma.end),
                 Value::from(name),
                 Value::from(v.vma.perms.as_str()),
-                Value::Int(single),
-                Value::Int(shared),
+                Value::Pages(single as f64, 0),
+                Value::Pages(shared as f64, 0),
                 Value::from(hint),
             ]
         })
@@ -102,7 +102,7 @@ pub fn alerts(u: &Usage) -> Report {
         text: Some(text),
         chart: Some(Chart {
             title: "VMAs with both single-use and shared pages".into(),
-            y_label: "pages".into(),
+            y_label: "resident memory".into(),
             series: vec!["single".into(), "shared".into()],
             bars: found
                 .iter()
@@ -115,6 +115,10 @@ pub fn alerts(u: &Usage) -> Report {
                 })
                 .collect(),
             style: Style::Bars,
+            y_unit: Quantity::Pages(u.system.page_size.max(1)),
+            x_label: "process and VMA".into(),
+            ..Chart::default()
         }),
+        units: Units::Pages,
     }
 }

@@ -1,7 +1,7 @@
 //! The `diff` view: what grew and shrank between two snapshots.
 
 use super::{class_values, col, float, notes, opt, CLASSES};
-use crate::report::{Chart, Report, Style, Table, Value};
+use crate::report::{Chart, Quantity, Report, Style, Table, Units, Value};
 use pagescope_core::analysis::total::Total;
 use pagescope_core::analysis::usage::{ProcessUsage, Usage};
 
@@ -47,8 +47,9 @@ fn match_processes(old: &Usage, new: &Usage) -> Matching {
     (pairs, still_old, new_only)
 }
 
+/// The change in a count of pages.
 fn delta(a: u64, b: u64) -> Value {
-    Value::Signed(b as i64 - a as i64)
+    Value::pages_delta(b as i64 - a as i64)
 }
 
 /// The change of a figure known on both sides, or missing.
@@ -63,15 +64,26 @@ fn opt_delta(a: Option<u64>, b: Option<u64>) -> Value {
 /// process (with its classes; unchanged processes left out), per unit and
 /// in total; processes whose
 /// anonymous memory grew are listed as suspected leaks with the growth in
-/// bytes and per second.
-pub fn diff(old: &Usage, new: &Usage, old_total: &Total, new_total: &Total) -> Report {
+/// bytes and per second. Kernel threads (which come and go, with no
+/// memory) are left out unless `kernel_threads`.
+pub fn diff(
+    old: &Usage,
+    new: &Usage,
+    old_total: &Total,
+    new_total: &Total,
+    kernel_threads: bool,
+) -> Report {
     let ps = new.system.page_size.max(1);
     let secs = (new
         .system
         .time_unix_ns
         .saturating_sub(old.system.time_unix_ns)) as f64
         / 1e9;
-    let (pairs, gone, born) = match_processes(old, new);
+    let (pairs, mut gone, mut born) = match_processes(old, new);
+    if !kernel_threads {
+        gone.retain(|&i| !old.processes[i].kernel_thread);
+        born.retain(|&j| !new.processes[j].kernel_thread);
+    }
     let empty = ProcessUsage::absent();
     let mut rows = Vec::new();
     let mut leaks = Vec::new();
@@ -84,13 +96,14 @@ pub fn diff(old: &Usage, new: &Usage, old_total: &Total, new_total: &Total) -> R
     // Processes that did not change at all are left out; one whose
     // figures are unknown on either side is not known to be unchanged.
     entries.retain(|(o, n, status)| {
-        *status != "both"
-            || o.rss.is_none()
-            || n.rss.is_none()
-            || o.rss != n.rss
-            || o.swap != n.swap
-            || o.anon != n.anon
-            || o.phys != n.phys
+        (kernel_threads || !(o.kernel_thread || n.kernel_thread))
+            && (*status != "both"
+                || o.rss.is_none()
+                || n.rss.is_none()
+                || o.rss != n.rss
+                || o.swap != n.swap
+                || o.anon != n.anon
+                || o.phys != n.phys)
     });
     // Largest change in RSS first, unknown changes last.
     let rss_change = |o: &ProcessUsage, n: &ProcessUsage| match (o.rss, n.rss) {
@@ -128,7 +141,7 @@ pub fn diff(old: &Usage, new: &Usage, old_total: &Total, new_total: &Total) -> R
             leaks.push(vec![
                 Value::Int(n.pid as u64),
                 Value::from(n.comm.as_str()),
-                Value::Int(n_anon - o_anon),
+                Value::Pages((n_anon - o_anon) as f64, 0),
                 Value::Int(bytes),
                 Value::Float(if secs > 0.0 { bytes as f64 / secs } else { 0.0 }, 0),
                 Value::from(n.cmdline.as_str()),
@@ -154,7 +167,11 @@ pub fn diff(old: &Usage, new: &Usage, old_total: &Total, new_total: &Total) -> R
         );
         if a != b {
             let procs = |u: &Usage| u.unit_totals.get(name).map_or(0, |t| t.processes as u64);
-            units.push((name.clone(), delta(a, b), delta(procs(old), procs(new))));
+            units.push((
+                name.clone(),
+                delta(a, b),
+                Value::Signed(procs(new) as i64 - procs(old) as i64),
+            ));
         }
     }
     let (of, nf) = (&old_total.figures, &new_total.figures);
@@ -162,10 +179,10 @@ pub fn diff(old: &Usage, new: &Usage, old_total: &Total, new_total: &Total) -> R
         col("pid", "PID"),
         col("comm", "COMM"),
         col("status", "STATUS"),
-        col("rss_pages_delta", "RSS"),
-        col("pss_pages_delta", "PSS"),
-        opt("uss_pages_delta", "USS", 40),
-        opt("swap_pages_delta", "SWAP", 30),
+        col("rss_pages_delta", "RSS").with_bytes(),
+        col("pss_pages_delta", "PSS").with_bytes(),
+        opt("uss_pages_delta", "USS", 40).with_bytes(),
+        opt("swap_pages_delta", "SWAP", 30).with_bytes(),
         col("anon_pages_delta", "ANON"),
     ];
     const DELTA_KEYS: [&str; 8] = [
@@ -262,20 +279,23 @@ pub fn diff(old: &Usage, new: &Usage, old_total: &Total, new_total: &Total) -> R
         text: None,
         chart: Some(Chart {
             title: "Largest changes in resident pages per process".into(),
-            y_label: "pages".into(),
+            y_label: "change in RSS".into(),
             series: vec!["rss delta".into()],
             bars: rows
                 .iter()
                 .filter_map(|r| match r[3] {
-                    Value::Signed(d) => Some((
-                        format!("{} {}", r[0].display(), r[1].display()),
-                        vec![d as f64],
-                    )),
+                    Value::Pages(d, _) => {
+                        Some((format!("{} {}", r[0].display(), r[1].display()), vec![d]))
+                    }
                     _ => None,
                 })
                 .take(30)
                 .collect(),
             style: Style::Bars,
+            y_unit: Quantity::Pages(ps),
+            x_label: "process (pid and name)".into(),
+            ..Chart::default()
         }),
+        units: Units::Pages,
     }
 }

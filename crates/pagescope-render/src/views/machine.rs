@@ -2,7 +2,7 @@
 //! and `physmap` (by physical address).
 
 use super::{col, notes, opt};
-use crate::report::{Chart, Column, Report, Style, Table, Value};
+use crate::report::{Chart, Column, Quantity, Report, Style, Table, Units, Value};
 use pagescope_core::analysis::total::Total;
 use std::fmt::Write;
 
@@ -17,18 +17,22 @@ pub fn total(t: &Total) -> Report {
             (
                 "user_pages",
                 "user pages (distinct frames mapped by processes)",
-                f.user_pages.into(),
+                Value::pages(f.user_pages),
             ),
-            ("user_anon_pages", "  anonymous", f.user_anon_pages.into()),
+            (
+                "user_anon_pages",
+                "  anonymous",
+                Value::pages(f.user_anon_pages),
+            ),
             (
                 "user_file_pages",
                 "  file-backed or shared memory",
-                f.user_file_pages.into(),
+                Value::pages(f.user_file_pages),
             ),
             (
                 "rss_sum_pages",
                 "sum of process RSS",
-                f.rss_sum_pages.into(),
+                Value::pages(f.rss_sum_pages.into()),
             ),
             ("processes", "processes", f.processes.into()),
             (
@@ -39,38 +43,43 @@ pub fn total(t: &Total) -> Report {
             (
                 "page_cache_pages",
                 "page cache (meminfo Cached + Buffers)",
-                f.page_cache_pages.into(),
+                Value::pages(f.page_cache_pages.into()),
             ),
             (
                 "shmem_pages",
                 "  of which shmem/tmpfs (meminfo Shmem)",
-                f.shmem_pages.into(),
+                Value::pages(f.shmem_pages.into()),
             ),
             (
                 "kernel_slab_pages",
                 "kernel slab (meminfo SReclaimable + SUnreclaim)",
-                f.slab_pages.into(),
+                Value::pages(f.slab_pages.into()),
             ),
             (
                 "kernel_page_table_pages",
                 "kernel page tables (meminfo PageTables)",
-                f.page_table_pages.into(),
+                Value::pages(f.page_table_pages.into()),
             ),
             (
                 "kernel_stack_pages",
                 "kernel stacks (meminfo KernelStack)",
-                f.kernel_stack_pages.into(),
+                Value::pages(f.kernel_stack_pages.into()),
             ),
-            ("free_pages", "free (meminfo MemFree)", f.free_pages.into()),
+            (
+                "free_pages",
+                "free (meminfo MemFree)",
+                Value::pages(f.free_pages.into()),
+            ),
             (
                 "mem_total_pages",
                 "total RAM (meminfo MemTotal)",
-                f.mem_total_pages.into(),
+                Value::pages(f.mem_total_pages.into()),
             ),
         ],
         tables: Vec::new(),
         text: None,
         chart: None,
+        units: Units::Pages,
     }
 }
 
@@ -101,7 +110,7 @@ pub fn physmap(p: &pagescope_core::analysis::physmap::Physmap) -> Report {
         ("zero_pages", "zero page"),
     ];
     for (i, &(k, t)) in KEYS.iter().enumerate() {
-        fields.push((k, t, Value::Int(p.totals[i])));
+        fields.push((k, t, Value::Pages(p.totals[i] as f64, 0)));
     }
     let class_cols: Vec<Column> = ALL
         .iter()
@@ -122,7 +131,7 @@ pub fn physmap(p: &pagescope_core::analysis::physmap::Physmap) -> Report {
                     .node_of(start)
                     .map_or(Value::Missing, |n| Value::Int(n as u64)),
             ];
-            r.extend(counts.iter().map(|&n| Value::Int(n)));
+            r.extend(counts.iter().map(|&n| Value::Pages(n as f64, 0)));
             r.push(Value::from(
                 Physmap::dominant(counts).map_or("none", |c| c.name()),
             ));
@@ -140,7 +149,7 @@ pub fn physmap(p: &pagescope_core::analysis::physmap::Physmap) -> Report {
             } else {
                 Value::Int(n as u64)
             }];
-            r.extend(counts.iter().map(|&c| Value::Int(c)));
+            r.extend(counts.iter().map(|&c| Value::Pages(c as f64, 0)));
             r
         })
         .collect();
@@ -214,7 +223,7 @@ pub fn physmap(p: &pagescope_core::analysis::physmap::Physmap) -> Report {
                 "Page frames by class, per {} MiB block of physical memory",
                 block_bytes >> 20
             ),
-            y_label: "frames".into(),
+            y_label: "memory".into(),
             series: ALL.iter().map(|c| c.name().to_string()).collect(),
             bars: p
                 .blocks
@@ -227,7 +236,14 @@ pub fn physmap(p: &pagescope_core::analysis::physmap::Physmap) -> Report {
                 })
                 .collect(),
             style: Style::Bars,
+            y_unit: Quantity::Pages(ps),
+            x_label: format!(
+                "physical address of the block (hex; blocks of {} MiB)",
+                block_bytes >> 20
+            ),
+            ..Chart::default()
         }),
+        units: Units::Pages,
     }
 }
 

@@ -12,7 +12,7 @@ mod units;
 pub use alerts::alerts;
 pub use diff::diff;
 pub use machine::{physmap, total};
-pub use per_process::{processes, vmas};
+pub use per_process::{processes, vmas, ProcessesOptions};
 pub use trace::{mrc, refs};
 pub use units::{unit_totals, units};
 
@@ -33,12 +33,18 @@ pub(crate) const fn col(key: &'static str, title: &'static str) -> Column {
         key,
         title,
         keep: Column::ALWAYS,
+        bytes_twin: false,
     }
 }
 
 /// A column a narrow terminal may drop, lower `keep` first.
 pub(crate) const fn opt(key: &'static str, title: &'static str, keep: u8) -> Column {
-    Column { key, title, keep }
+    Column {
+        key,
+        title,
+        keep,
+        bytes_twin: false,
+    }
 }
 
 /// The class columns, in the paper's order.
@@ -62,12 +68,12 @@ fn class_values(c: &ClassCounts) -> [u64; 8] {
 /// The class cells of a count that may be unknown.
 fn class_cells(c: Option<&ClassCounts>) -> impl Iterator<Item = Value> {
     let values = c.map(class_values);
-    (0..8).map(move |i| values.map_or(Value::Missing, |v| Value::Int(v[i])))
+    (0..8).map(move |i| Value::pages(values.map(|v| v[i])))
 }
 
-/// A page count (with one decimal in tables), or missing.
+/// A page count with a fraction (one decimal in tables), or missing.
 fn float(v: Option<f64>) -> Value {
-    v.map_or(Value::Missing, |f| Value::Float(f, 1))
+    Value::pages_f(v)
 }
 
 /// The notes on processes that could not be read.

@@ -2,25 +2,42 @@
 //! `vmas` (each VMA of the chosen processes, with its page map).
 
 use super::{by_pss, class_cells, class_values, col, float, notes, opt, unread_notes, CLASSES};
-use crate::report::{Chart, Report, Style, Table, Value};
+use crate::report::{Chart, Quantity, Report, Style, Table, Units, Value};
 use pagescope_core::analysis::usage::{map_char, PageCounts, ProcessUsage, Usage};
 use std::fmt::Write;
+
+/// Which processes the `processes` view lists, and how it counts.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProcessesOptions {
+    /// Count mapped (virtual) pages instead of resident ones.
+    pub virtual_view: bool,
+    /// List kernel threads too. They are told by PF_KTHREAD in
+    /// `/proc/PID/stat`'s flags, which every snapshot records
+    /// ([`Task::kernel_thread`](pagescope_core::model::Task)); they have
+    /// no memory of their own, so the view leaves them out unless asked.
+    pub kernel_threads: bool,
+}
 
 /// The `processes` view: per process RSS, PSS, USS and swap, then the
 /// 2005 suite's basic information (rw and rx pages, pages by class,
 /// single- and multi-use pages), resident pages or, with `virtual_view`,
 /// mapped pages, then the kernel's own smaps sums read at the same moment
 /// (`smaps_*`), to compare. Largest PSS first.
-pub fn processes(u: &Usage, virtual_view: bool) -> Report {
-    let rows = by_pss(u);
+pub fn processes(u: &Usage, options: ProcessesOptions) -> Report {
+    let virtual_view = options.virtual_view;
+    let mut rows = by_pss(u);
+    let kernel_threads = rows.iter().filter(|p| p.kernel_thread).count();
+    if !options.kernel_threads {
+        rows.retain(|p| !p.kernel_thread);
+    }
     let kpp = (u.system.page_size / 1024).max(1);
     let mut columns = vec![
         col("pid", "PID"),
         col("comm", "COMM"),
-        col("rss_pages", "RSS"),
-        col("pss_pages", "PSS"),
-        col("uss_pages", "USS"),
-        opt("swap_pages", "SWAP", 60),
+        col("rss_pages", "RSS").with_bytes(),
+        col("pss_pages", "PSS").with_bytes(),
+        col("uss_pages", "USS").with_bytes(),
+        opt("swap_pages", "SWAP", 60).with_bytes(),
         opt("rw_pages", "RW", 30),
         opt("rx_pages", "RX", 30),
         opt("total_pages", "TOTAL", 20),
@@ -32,12 +49,12 @@ pub fn processes(u: &Usage, virtual_view: bool) -> Report {
         opt("anon_pages", "ANON", 10),
         opt("threads", "THREADS", 5),
         opt("kernel_thread", "KTHREAD", 5),
-        opt("source", "FROM", 8),
-        opt("heuristic", "HEUR", 6),
-        opt("smaps_rss_pages", "K-RSS", 1),
-        opt("smaps_pss_pages", "K-PSS", 1),
-        opt("smaps_uss_pages", "K-USS", 1),
-        opt("smaps_swap_pages", "K-SWAP", 1),
+        opt("source", "COUNTED-BY", 8),
+        opt("heuristic", "BY-PERMS", 6),
+        opt("smaps_rss_pages", "SMAPS-RSS", 1),
+        opt("smaps_pss_pages", "SMAPS-PSS", 1),
+        opt("smaps_uss_pages", "SMAPS-USS", 1),
+        opt("smaps_swap_pages", "SMAPS-SWAP", 1),
         col("cmdline", "COMMAND"),
     ]);
     let table_rows = rows
@@ -47,13 +64,13 @@ pub fn processes(u: &Usage, virtual_view: bool) -> Report {
             let mut r = vec![
                 Value::Int(p.pid as u64),
                 Value::from(p.comm.as_str()),
-                p.rss.into(),
+                Value::pages(p.rss),
                 float(p.pss),
-                p.uss.into(),
-                p.swap.into(),
-                counts.map(|c| c.rw).into(),
-                counts.map(|c| c.rx).into(),
-                counts.as_ref().map(PageCounts::total).into(),
+                Value::pages(p.uss),
+                Value::pages(p.swap),
+                Value::pages(counts.map(|c| c.rw)),
+                Value::pages(counts.map(|c| c.rx)),
+                Value::pages(counts.as_ref().map(PageCounts::total)),
             ];
             r.extend(class_cells(counts.as_ref().map(|c| &c.classes)));
             let (single, multi) = if virtual_view {
@@ -63,9 +80,9 @@ pub fn processes(u: &Usage, virtual_view: bool) -> Report {
             };
             let smaps = p.smaps.as_ref();
             r.extend([
-                single.into(),
-                multi.into(),
-                p.anon.into(),
+                Value::pages(single),
+                Value::pages(multi),
+                Value::pages(p.anon),
                 Value::Int(p.threads as u64),
                 Value::Bool(p.kernel_thread),
                 match (smaps, p.from_pages) {
@@ -74,12 +91,10 @@ pub fn processes(u: &Usage, virtual_view: bool) -> Report {
                     (Some(_), false) => Value::from("smaps"),
                 },
                 p.heuristic.map_or(Value::Missing, Value::Bool),
-                smaps.map(|s| s.rss / kpp).into(),
+                Value::pages(smaps.map(|s| s.rss / kpp)),
                 float(smaps.map(|s| s.pss as f64 / kpp as f64)),
-                smaps
-                    .map(|s| (s.private_clean + s.private_dirty) / kpp)
-                    .into(),
-                smaps.map(|s| s.swap / kpp).into(),
+                Value::pages(smaps.map(|s| (s.private_clean + s.private_dirty) / kpp)),
+                Value::pages(smaps.map(|s| s.swap / kpp)),
                 Value::from(p.cmdline.as_str()),
             ]);
             r
@@ -88,24 +103,33 @@ pub fn processes(u: &Usage, virtual_view: bool) -> Report {
     let which = if virtual_view { "virtual" } else { "physical" };
     let mut report_notes = notes(&u.system, &u.notes);
     report_notes.extend(unread_notes(u));
+    let mut fields = vec![("pages", "pages counted", Value::from(which))];
+    if !options.kernel_threads {
+        fields.push((
+            "kernel_threads_hidden",
+            "kernel threads not listed (--all lists them)",
+            Value::Int(kernel_threads as u64),
+        ));
+    }
     Report {
         view: "processes",
         page_size: u.system.page_size,
         notes: report_notes,
-        fields: vec![("pages", "pages counted", Value::from(which))],
+        fields,
         tables: vec![Table {
             key: "processes",
             columns,
             rows: table_rows,
         }],
         text: None,
-        chart: Some(processes_chart(&rows)),
+        chart: Some(processes_chart(&rows, u.system.page_size.max(1))),
+        units: Units::Pages,
     }
 }
 
 /// The paper's Figure 3: per process, stacked bars by class, the virtual
 /// size beside the physical one.
-fn processes_chart(rows: &[&ProcessUsage]) -> Chart {
+fn processes_chart(rows: &[&ProcessUsage], page_size: u64) -> Chart {
     let mut bars = Vec::new();
     for p in rows.iter().filter(|p| !p.kernel_thread) {
         // Processes whose pages are unknown are left out.
@@ -120,18 +144,21 @@ fn processes_chart(rows: &[&ProcessUsage]) -> Chart {
             .iter()
             .map(|&v| v as f64)
             .collect();
-        bars.push((format!("{} {} physical", p.pid, p.comm), phys));
-        bars.push((format!("{} {} virtual", p.pid, p.comm), virt));
+        bars.push((format!("{} {} res", p.pid, p.comm), phys));
+        bars.push((format!("{} {} map", p.pid, p.comm), virt));
         if bars.len() >= 40 {
             break;
         }
     }
     Chart {
-        title: "Pages per process by class (physical beside virtual)".into(),
-        y_label: "pages".into(),
+        title: "Memory per process by class: resident beside mapped".into(),
+        y_label: "memory".into(),
         series: CLASSES.iter().map(|(k, _)| k.to_string()).collect(),
         bars,
         style: Style::Bars,
+        y_unit: Quantity::Pages(page_size),
+        x_label: "process: resident (res) beside mapped (map)".into(),
+        ..Chart::default()
     }
 }
 
@@ -173,13 +200,13 @@ pub fn vmas(u: &Usage, pids: &[u32]) -> Report {
             } else {
                 v.vma.path.clone()
             };
-            let (single, shared) = (Value::from(v.single), Value::from(v.shared));
+            let (single, shared) = (Value::pages(v.single), Value::pages(v.shared));
             rows.push(vec![
                 Value::Int(p.pid as u64),
                 Value::Int(v.vma.start),
                 Value::Int(v.vma.end),
-                Value::Int(pages),
-                v.resident.into(),
+                Value::Pages(pages as f64, 0),
+                Value::pages(v.resident),
                 single.clone(),
                 shared.clone(),
                 Value::from(v.flags.as_str()),
@@ -251,11 +278,11 @@ pub fn vmas(u: &Usage, pids: &[u32]) -> Report {
         let mut summary = vec![
             Value::Int(p.pid as u64),
             Value::from(p.comm.as_str()),
-            phys.map(|c| c.rw).into(),
-            phys.map(|c| c.rx).into(),
+            Value::pages(phys.map(|c| c.rw)),
+            Value::pages(phys.map(|c| c.rx)),
         ];
         summary.extend(class_cells(c));
-        summary.extend([p.single.into(), p.multi.into()]);
+        summary.extend([Value::pages(p.single), Value::pages(p.multi)]);
         summaries.push(summary);
     }
     let mut summary_columns = vec![
@@ -273,11 +300,16 @@ pub fn vmas(u: &Usage, pids: &[u32]) -> Report {
         .iter()
         .filter_map(|r| {
             let n = |v: &Value| match v {
-                Value::Int(i) => Some(*i as f64),
+                Value::Pages(i, _) => Some(*i),
                 _ => None,
             };
             let resident = n(&r[4]).filter(|&n| n > 0.0)?;
-            let label = format!("{} {}", r[0].display(), r[9].display());
+            let name = r[9].display();
+            let label = format!(
+                "{} {}",
+                r[0].display(),
+                name.rsplit('/').next().unwrap_or(&name)
+            );
             Some(match (n(&r[5]), n(&r[6])) {
                 (Some(single), Some(shared)) => (label, vec![single, shared, 0.0]),
                 _ => (label, vec![0.0, 0.0, resident]),
@@ -305,7 +337,7 @@ pub fn vmas(u: &Usage, pids: &[u32]) -> Report {
                     col("flags", "FLAGS"),
                     col("perms", "PERMS"),
                     col("name", "NAME"),
-                    col("heuristic", "HEUR"),
+                    col("heuristic", "BY-PERMS"),
                     col("map", "MAP"),
                 ],
                 rows,
@@ -319,10 +351,14 @@ pub fn vmas(u: &Usage, pids: &[u32]) -> Report {
         text: Some(text),
         chart: Some(Chart {
             title: "Resident pages per VMA: used once or shared".into(),
-            y_label: "pages".into(),
+            y_label: "resident memory".into(),
             series: vec!["single".into(), "shared".into(), "sharing unknown".into()],
             bars,
             style: Style::Bars,
+            y_unit: Quantity::Pages(ps),
+            x_label: "VMA (pid and mapping)".into(),
+            ..Chart::default()
         }),
+        units: Units::Pages,
     }
 }

@@ -2,7 +2,7 @@
 //! `mrc` (miss-ratio curves).
 
 use super::{col, opt};
-use crate::report::{Chart, Column, Report, Style, Table, Value};
+use crate::report::{human_size, Chart, Column, Quantity, Report, Style, Table, Units, Value};
 use pagescope_core::analysis::mrc::Mrc;
 use pagescope_core::analysis::refs::{RefCounts, RefStats, TraceMaps};
 use pagescope_core::trace::EndReason;
@@ -134,6 +134,8 @@ pub fn refs(s: &RefStats) -> Report {
             })
             .collect(),
         style: Style::Bars,
+        x_label: "mapping (id and kind)".into(),
+        ..Chart::default()
     };
     Report {
         view: "refs",
@@ -148,6 +150,7 @@ pub fn refs(s: &RefStats) -> Report {
         tables: vec![threads, mappings],
         text: None,
         chart: Some(chart),
+        units: Units::Pages,
     }
 }
 
@@ -156,6 +159,19 @@ pub fn refs(s: &RefStats) -> Report {
 pub fn mrc(m: &Mrc) -> Report {
     let ps = m.maps.header.as_ref().map_or(4096, |h| h.page_size);
     let curve = m.curve();
+    // Below the tracer's pool the trace holds only the references that
+    // missed the pool: what the curve says there is not known.
+    let pool = m.maps.header.as_ref().map_or(0, |h| h.pool_pages);
+    let below = curve.iter().filter(|p| p.pages < pool).count();
+    let unknown = (below > 0).then(|| {
+        (
+            below,
+            format!(
+                "not known: below the tracer's pool ({})",
+                human_size((pool * ps) as f64)
+            ),
+        )
+    });
     let rows = curve
         .iter()
         .map(|p| {
@@ -174,9 +190,17 @@ pub fn mrc(m: &Mrc) -> Report {
         series: vec!["LRU".into(), "FIFO".into(), "CLOCK".into()],
         bars: curve
             .iter()
-            .map(|p| (p.pages.to_string(), vec![p.lru, p.fifo, p.clock]))
+            .map(|p| {
+                (
+                    human_size((p.pages * ps) as f64),
+                    vec![p.lru, p.fifo, p.clock],
+                )
+            })
             .collect(),
         style: Style::Lines,
+        y_unit: Quantity::Ratio,
+        x_label: "memory size".into(),
+        unknown,
     };
     let mut notes = trace_notes(&m.maps);
     notes.push(
@@ -210,6 +234,7 @@ pub fn mrc(m: &Mrc) -> Report {
         }],
         text: None,
         chart: Some(chart),
+        units: Units::Pages,
     }
 }
 

@@ -2,7 +2,7 @@
 //! processes that map it) and `unit_totals`.
 
 use super::{col, notes};
-use crate::report::{Chart, Report, Style, Table, Value};
+use crate::report::{Chart, Quantity, Report, Style, Table, Units, Value};
 use pagescope_core::analysis::usage::{map_char, Usage, MAX_MAP_PAGES};
 use std::fmt::Write;
 
@@ -30,9 +30,9 @@ pub fn units(u: &Usage) -> Report {
             Value::Int(s.start),
             Value::from(s.perms.as_str()),
             Value::Int(s.processes as u64),
-            Value::Int(s.pages),
-            Value::Int(resident),
-            Value::Int(s.resident_by.values().map(|&n| n as u64).sum()),
+            Value::Pages(s.pages as f64, 0),
+            Value::Pages(resident as f64, 0),
+            Value::Pages(s.resident_by.values().map(|&n| n as f64).sum(), 0),
             Value::Bool(s.heuristic),
             Value::from(map.as_str()),
         ]);
@@ -66,7 +66,7 @@ pub fn units(u: &Usage) -> Report {
                 col("virtual_pages", "VIRT"),
                 col("resident_pages", "RES"),
                 col("resident_sum", "RESSUM"),
-                col("heuristic", "HEUR"),
+                col("heuristic", "BY-PERMS"),
                 col("map", "MAP"),
             ],
             rows,
@@ -74,7 +74,7 @@ pub fn units(u: &Usage) -> Report {
         text: Some(text),
         chart: Some(Chart {
             title: "Unit segments: resident pages".into(),
-            y_label: "pages".into(),
+            y_label: "memory".into(),
             series: vec!["resident".into(), "not resident".into()],
             bars: segs
                 .iter()
@@ -87,7 +87,11 @@ pub fn units(u: &Usage) -> Report {
                 })
                 .collect(),
             style: Style::Bars,
+            y_unit: Quantity::Pages(u.system.page_size.max(1)),
+            x_label: "unit segment (file and permissions)".into(),
+            ..Chart::default()
         }),
+        units: Units::Pages,
     }
 }
 
@@ -106,14 +110,14 @@ pub fn unit_totals(u: &Usage) -> Report {
             vec![
                 Value::from(path.as_str()),
                 Value::Int(t.processes as u64),
-                Value::Int(t.text.0),
-                Value::Int(t.text.1),
-                Value::Int(t.rodata.0),
-                Value::Int(t.rodata.1),
-                Value::Int(t.data.0),
-                Value::Int(t.data.1),
-                Value::Int(t.bss.0),
-                Value::Int(t.bss.1),
+                Value::Pages(t.text.0 as f64, 0),
+                Value::Pages(t.text.1 as f64, 0),
+                Value::Pages(t.rodata.0 as f64, 0),
+                Value::Pages(t.rodata.1 as f64, 0),
+                Value::Pages(t.data.0 as f64, 0),
+                Value::Pages(t.data.1 as f64, 0),
+                Value::Pages(t.bss.0 as f64, 0),
+                Value::Pages(t.bss.1 as f64, 0),
             ]
         })
         .collect();
@@ -141,7 +145,7 @@ pub fn unit_totals(u: &Usage) -> Report {
         text: None,
         chart: Some(Chart {
             title: "Resident pages per unit, summed over processes".into(),
-            y_label: "pages".into(),
+            y_label: "resident memory".into(),
             series: vec!["text".into(), "rodata".into(), "data".into(), "bss".into()],
             bars: units
                 .iter()
@@ -159,6 +163,10 @@ pub fn unit_totals(u: &Usage) -> Report {
                 })
                 .collect(),
             style: Style::Bars,
+            y_unit: Quantity::Pages(u.system.page_size.max(1)),
+            x_label: "unit".into(),
+            ..Chart::default()
         }),
+        units: Units::Pages,
     }
 }

@@ -3,6 +3,7 @@
 //! [`crate::commands`] runs what it parses.
 
 mod analyze;
+mod completions;
 mod parse;
 mod record;
 mod report;
@@ -10,6 +11,7 @@ mod snapshot;
 mod trace;
 
 pub use analyze::{AnalyzeArgs, AnalyzeView};
+pub use completions::{CompletionsArgs, ManArgs};
 pub use record::{BackendArg, RecordArgs};
 pub use report::{DiffArgs, ReportArgs, View};
 pub use snapshot::SnapshotArgs;
@@ -43,6 +45,10 @@ pub enum Command {
     Trace(TraceArgs),
     /// Analyse a recording or a trace.
     Analyze(AnalyzeArgs),
+    /// Print a shell's completion script (bash, zsh, fish, ...).
+    Completions(CompletionsArgs),
+    /// Write the man pages, one per command, into a directory.
+    Man(ManArgs),
 }
 
 /// `--pid`, repeatable: the processes a snapshot, report or diff is of.
@@ -59,6 +65,32 @@ pub struct Rendering {
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = OutputFormat::Table)]
     pub format: OutputFormat,
+    /// How tables show sizes (JSON and CSV always count pages, with
+    /// `page_size`, and give RSS, PSS, USS, swap and totals in bytes too).
+    #[arg(long, value_enum, default_value_t = UnitsArg::Human)]
+    pub units: UnitsArg,
+}
+
+/// `--units`: how tables show sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum UnitsArg {
+    /// KiB, MiB, GiB (binary units, like smem -k and procrank).
+    Human,
+    /// Bytes.
+    Bytes,
+    /// Pages (of the snapshot's page size).
+    Pages,
+}
+
+impl Rendering {
+    /// The renderers' name of `--units`.
+    pub fn units(&self) -> pagescope_render::Units {
+        match self.units {
+            UnitsArg::Human => pagescope_render::Units::Human,
+            UnitsArg::Bytes => pagescope_render::Units::Bytes,
+            UnitsArg::Pages => pagescope_render::Units::Pages,
+        }
+    }
 }
 
 /// `--quiet`: no progress display and no summary on standard error.

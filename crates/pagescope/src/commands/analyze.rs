@@ -14,7 +14,7 @@ use std::path::Path;
 
 /// Runs `analyze`.
 pub fn run(args: AnalyzeArgs) -> Result<()> {
-    let report = match args.view {
+    let mut report = match args.view {
         AnalyzeView::Temporal
         | AnalyzeView::Spatial
         | AnalyzeView::Heatmap
@@ -36,6 +36,7 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
             views::mrc(&m)
         }
     };
+    report.units = args.rendering.units();
     emit(&report, args.rendering.format)
 }
 

@@ -47,7 +47,14 @@ pub fn run(args: DiffArgs) -> Result<()> {
             );
         }
     }
-    let mut report = views::diff(&usage[0], &usage[1], &totals[0], &totals[1]);
+    let mut report = views::diff(
+        &usage[0],
+        &usage[1],
+        &totals[0],
+        &totals[1],
+        args.all || !pids.is_empty(),
+    );
+    report.units = args.rendering.units();
     for (i, n) in cut_notes.into_iter().enumerate() {
         report.notes.insert(i, n);
     }

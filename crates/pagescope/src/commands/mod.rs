@@ -3,6 +3,7 @@
 //! renderer ([`crate::output`]).
 
 mod analyze;
+mod completions;
 mod diff;
 mod feed;
 mod pages;
@@ -36,5 +37,7 @@ pub fn run(cli: Cli) -> Result<u8> {
             "pagescope trace is not supported here: it needs an x86_64 machine"
         )),
         Command::Analyze(a) => analyze::run(a).map(|()| 0),
+        Command::Completions(a) => completions::completions(a).map(|()| 0),
+        Command::Man(a) => completions::man(a).map(|()| 0),
     }
 }

@@ -10,6 +10,7 @@ use pagescope_core::analysis::physmap::Physmap;
 use pagescope_core::analysis::total::Total;
 use pagescope_core::analysis::usage::{Usage, UsageOptions};
 use pagescope_linux::snapshot::Detail;
+use pagescope_render::views::ProcessesOptions;
 use pagescope_render::{views, Report};
 
 /// Runs `report`.
@@ -21,6 +22,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
         return Err(anyhow::anyhow!("--flags applies to the pages view only")).context(BadInput);
     }
     let format = args.rendering.format;
+    let units = args.rendering.units();
     if args.view == View::Physmap {
         let mut a = Physmap::new(args.block.unwrap_or(0));
         // Live, the process side is not needed: the quick rollup read.
@@ -38,6 +40,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
         }
         let mut report = views::physmap(&a);
         report.notes.splice(0..0, cut);
+        report.units = units;
         return emit(&report, format);
     }
     let pids = &args.select.pids;
@@ -77,7 +80,14 @@ pub fn run(args: ReportArgs) -> Result<()> {
                 check_pids_present(&args, &a)?;
             }
             let report = match view {
-                View::Processes => views::processes(&a, args.virtual_view),
+                View::Processes => views::processes(
+                    &a,
+                    ProcessesOptions {
+                        virtual_view: args.virtual_view,
+                        // A kernel thread that --pid names is listed.
+                        kernel_threads: args.all || !pids.is_empty(),
+                    },
+                ),
                 View::Vmas => views::vmas(&a, pids),
                 View::Units => views::units(&a),
                 View::UnitTotals => views::unit_totals(&a),
@@ -90,6 +100,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
     if let Some(c) = cut {
         report.notes.insert(0, c);
     }
+    report.units = units;
     emit(&report, format)
 }
 
