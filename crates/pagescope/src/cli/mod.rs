@@ -3,6 +3,7 @@
 //! [`crate::commands`] runs what it parses.
 
 mod analyze;
+mod export;
 mod parse;
 mod record;
 mod report;
@@ -10,6 +11,7 @@ mod snapshot;
 mod trace;
 
 pub use analyze::{AnalyzeArgs, AnalyzeView};
+pub use export::{ExportArgs, ExportFormat};
 pub use record::{BackendArg, RecordArgs};
 pub use report::{DiffArgs, ReportArgs, View};
 pub use snapshot::SnapshotArgs;
@@ -43,6 +45,8 @@ pub enum Command {
     Trace(TraceArgs),
     /// Analyse a recording or a trace.
     Analyze(AnalyzeArgs),
+    /// Write a snapshot, recording or trace as Parquet tables.
+    Export(ExportArgs),
 }
 
 /// `--pid`, repeatable: the processes a snapshot, report or diff is of.

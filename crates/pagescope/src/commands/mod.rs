@@ -4,6 +4,7 @@
 
 mod analyze;
 mod diff;
+mod export;
 mod feed;
 mod pages;
 mod record;
@@ -36,5 +37,6 @@ pub fn run(cli: Cli) -> Result<u8> {
             "pagescope trace is not supported here: it needs an x86_64 machine"
         )),
         Command::Analyze(a) => analyze::run(a).map(|()| 0),
+        Command::Export(a) => export::run(a),
     }
 }
