@@ -5,7 +5,7 @@
 //! column): a snapshot ([`snapshot`]) `system`, `processes`, `vmas`,
 //! `pages`, `physmap`; a recording ([`record`]) `header`, `processes`,
 //! `intervals`, `counts`, `page_runs`; a trace ([`trace`]) `header`,
-//! `mappings`, `references`, `events`, `residency`. The readers of
+//! `mappings`, `refs`, `events`, `residency`. The readers of
 //! `pagescope_core::format` stream the file into an exporter, which
 //! writes rows as they come ([`table`]): memory stays bounded whatever
 //! the file holds.

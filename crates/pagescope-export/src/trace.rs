@@ -1,6 +1,6 @@
 //! A trace's tables: `header` (one row, with the end record), `mappings`
 //! (every mapping record in file order: a mapping that moved or grew has
-//! a row per record, the last one winning), `references` (one row per
+//! a row per record, the last one winning), `refs` (one row per
 //! reference, written chunk by chunk as they are read), `events` (process
 //! starts, forks, execs and exits) and `residency` (untraced file
 //! mappings' resident pages).
@@ -172,7 +172,7 @@ impl TraceVisitor for Exporter<'_> {
         let specs: [(&'static str, &[Col]); 5] = [
             ("header", HEADER_COLS),
             ("mappings", MAPPING_COLS),
-            ("references", REF_COLS),
+            ("refs", REF_COLS),
             ("events", EVENT_COLS),
             ("residency", RESIDENCY_COLS),
         ];
