@@ -53,6 +53,25 @@ pub struct SystemInfo {
     /// The PIDs asked for, or empty for every process.
     #[serde(deserialize_with = "crate::format::limits::pids")]
     pub selected_pids: Vec<u32>,
+    /// The machine and boot the snapshot was taken on, stored in an
+    /// [`Origin`] frame of its own after the system record (so that
+    /// readers older than it still read this record); `None` in files
+    /// written before it.
+    #[serde(skip)]
+    pub origin: Option<Origin>,
+}
+
+/// Which machine, and which boot of it, a file was written on: what ties
+/// its figures to a machine and a moment when files of many machines are
+/// put together (`pagescope export`). Every kind of file stores one, in a
+/// frame of its own after its first record.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Origin {
+    /// The host name (`uname -n`, of the writer's UTS namespace).
+    pub host: String,
+    /// `/proc/sys/kernel/random/boot_id`, which the kernel draws anew at
+    /// each boot; `None` where it could not be read.
+    pub boot_id: Option<String>,
 }
 
 impl SystemInfo {

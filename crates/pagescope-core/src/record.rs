@@ -119,6 +119,11 @@ pub struct RecordHeader {
     /// before it was written.
     #[serde(skip)]
     pub sample: Option<f64>,
+    /// The machine and boot it was made on, stored in an origin frame of
+    /// its own after the header (see [`crate::model::Origin`]); `None`
+    /// in files written before it.
+    #[serde(skip)]
+    pub origin: Option<crate::model::Origin>,
 }
 
 /// The record header's sampling, in a frame of its own (see

@@ -40,6 +40,11 @@ pub struct TraceHeader {
     pub kernel: String,
     /// What the trace does not hold, in words (file mappings).
     pub untraced: String,
+    /// The machine and boot it was made on, stored in an origin frame of
+    /// its own after the header (see [`crate::model::Origin`]); `None`
+    /// in files written before it.
+    #[serde(skip)]
+    pub origin: Option<crate::model::Origin>,
 }
 
 /// What kind of memory a mapping is.

@@ -4,7 +4,7 @@
 
 use crate::procfs::ProcDir;
 use crate::{kpage::KPageReader, node, pagemap::PagemapReader, Root};
-use pagescope_core::model::SystemInfo;
+use pagescope_core::model::{Origin, SystemInfo};
 use pagescope_core::parse;
 use pagescope_core::{Error, Result};
 
@@ -34,6 +34,23 @@ pub fn kernel_release() -> String {
         .release()
         .to_string_lossy()
         .into_owned()
+}
+
+/// This machine and its boot: the host name (`uname -n`) and the boot
+/// id the kernel drew at this boot (`sys/kernel/random/boot_id` under
+/// the root's procfs; `None` where it can't be read).
+pub fn origin(root: &Root) -> Origin {
+    let boot_id = std::fs::read_to_string(root.proc.join("sys/kernel/random/boot_id"))
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty());
+    Origin {
+        host: rustix::system::uname()
+            .nodename()
+            .to_string_lossy()
+            .into_owned(),
+        boot_id,
+    }
 }
 
 /// Whether this process sees PFNs: pagemap of one of our own resident
@@ -72,6 +89,7 @@ pub fn collect(root: &Root, selected_pids: &[u32]) -> Result<SystemInfo> {
             .map_or(0, |d| d.as_nanos() as u64),
         clock_ticks: rustix::param::clock_ticks_per_second(),
         selected_pids: selected_pids.to_vec(),
+        origin: Some(origin(root)),
         ..SystemInfo::default()
     };
 

@@ -180,6 +180,7 @@ fn trace_start() -> Vec<u8> {
         start_monotonic_ns: 1,
         kernel: "6.18".into(),
         untraced: String::new(),
+        origin: None,
     };
     drop(TraceWriter::new(&mut buf, Path::new("t"), &header, 1000).unwrap());
     buf
@@ -226,6 +227,7 @@ fn record_start() -> Vec<u8> {
         notes: vec![],
         nodes: vec![],
         sample: None,
+        origin: None,
     };
     drop(RecordWriter::new(&mut buf, Path::new("r"), &header).unwrap());
     buf

@@ -684,6 +684,7 @@ mod tests {
                 notes: vec![],
                 nodes: vec![],
                 sample: Some(1.0),
+                origin: None,
             }),
             ..Recording::default()
         };

@@ -100,7 +100,7 @@ pub fn max_raw(frame_type: u16) -> Option<u32> {
         REFS | REFS_IN_UNITS => Some(REFS_RAW),
         PHYSMAP => Some(PHYSMAP_RAW),
         SYSTEM | PROCESS | ELF | TRACE_HEADER | MAPPING | MAPPING_WITH_DEVICE | PROCESS_EVENT
-        | RESIDENCY | RECORD_HEADER | INTERVAL | PROCESS_INFO | RECORD_SAMPLING | END => {
+        | RESIDENCY | RECORD_HEADER | INTERVAL | PROCESS_INFO | RECORD_SAMPLING | ORIGIN | END => {
             Some(RECORD_RAW)
         }
         _ => None,

@@ -82,6 +82,11 @@ pub mod frame_type {
     /// fraction of pages the counts stand for (older recordings have
     /// none, and older readers skip it).
     pub const RECORD_SAMPLING: u16 = 26;
+    /// [`crate::model::Origin`]: the machine and boot a file was written
+    /// on, right after the first record (a recording's after its
+    /// sampling frame). Files written before it have none, and older
+    /// readers skip it.
+    pub const ORIGIN: u16 = 27;
     /// The last frame of a complete file: [`crate::model::Trailer`] in a
     /// snapshot, [`crate::trace::TraceEnd`] in a trace,
     /// [`crate::record::RecordEnd`] in a recording.
@@ -104,6 +109,7 @@ pub mod frame_type {
             INTERVAL => "interval",
             PROCESS_INFO => "process",
             RECORD_SAMPLING => "sampling",
+            ORIGIN => "origin",
             END => "end",
             _ => "unknown",
         }

@@ -26,6 +26,11 @@ impl<W: Write> RecordWriter<W> {
         if let Some(fraction) = header.sample {
             file.put(frame_type::RECORD_SAMPLING, &Sampling { fraction })?;
         }
+        // After the sampling frame: readers older than the origin frame
+        // want that one right after the header.
+        if let Some(origin) = &header.origin {
+            file.put(frame_type::ORIGIN, origin)?;
+        }
         Ok(RecordWriter { file })
     }
 
@@ -81,9 +86,9 @@ pub fn read_record<R: Read>(
     let mut announced = false;
     loop {
         let frame = reader.next_or_end(header.is_some())?;
-        let other = frame
-            .as_ref()
-            .map_or(true, |f| f.frame_type != frame_type::RECORD_SAMPLING);
+        let other = frame.as_ref().map_or(true, |f| {
+            f.frame_type != frame_type::RECORD_SAMPLING && f.frame_type != frame_type::ORIGIN
+        });
         if let (Some(h), false, true) = (&header, announced, other) {
             visitor.header(h)?;
             announced = true;
@@ -105,7 +110,9 @@ pub fn read_record<R: Read>(
                 }
                 header = Some(h);
             }
-            (frame_type::RECORD_SAMPLING, Some(h)) if !announced && h.sample.is_none() => {
+            (frame_type::RECORD_SAMPLING, Some(h))
+                if !announced && h.sample.is_none() && h.origin.is_none() =>
+            {
                 let Sampling { fraction } = decode(path, at, "sampling", &frame.payload)?;
                 if !(fraction > 0.0 && fraction <= 1.0) {
                     return Err(bad(format!("sampled fraction {fraction} is impossible")));
@@ -114,6 +121,12 @@ pub fn read_record<R: Read>(
             }
             (frame_type::RECORD_SAMPLING, Some(_)) => {
                 return Err(bad("sampling frame not right after the header".into()));
+            }
+            (frame_type::ORIGIN, Some(h)) if !announced && h.origin.is_none() => {
+                h.origin = Some(decode(path, at, "origin", &frame.payload)?);
+            }
+            (frame_type::ORIGIN, Some(_)) => {
+                return Err(bad("origin frame not right after the header".into()));
             }
             (_, None) => {
                 return Err(Error::corrupt(path, "does not start with a record header"));
@@ -233,6 +246,7 @@ mod tests {
             notes: vec![],
             nodes: vec![],
             sample: None,
+            origin: None,
         }
     }
 
@@ -352,6 +366,51 @@ mod tests {
         let (bytes, _) = write_with(1, &h);
         let e = read_record(&bytes[..], Path::new("r"), &mut Collect::default()).unwrap_err();
         assert!(e.to_string().contains("sampled fraction 0"), "{e}");
+    }
+
+    /// The origin travels in its own frame after the sampling frame (where
+    /// readers older than it want the sampling frame); without one (a
+    /// file made before it) it reads as `None`, and one anywhere else is
+    /// refused.
+    #[test]
+    fn the_origin_comes_back_with_the_header() {
+        let mut h = header();
+        h.backend = Backend::Fault;
+        h.sample = Some(0.5);
+        let origin = crate::model::Origin {
+            host: "db-7".into(),
+            boot_id: Some("0f3c".into()),
+        };
+        h.origin = Some(origin.clone());
+        let (bytes, all) = write_with(2, &h);
+        let mut c = Collect::default();
+        read_record(&bytes[..], Path::new("r"), &mut c).unwrap();
+        assert_eq!(c.header().origin.as_ref(), Some(&origin));
+        assert_eq!(c.header().sample, Some(0.5));
+        assert_eq!(c.intervals, all);
+        // Cut right after the origin frame: the header still arrives.
+        let frames = [
+            postcard::to_stdvec(&h).unwrap().len(),
+            postcard::to_stdvec(&Sampling { fraction: 0.5 })
+                .unwrap()
+                .len(),
+            postcard::to_stdvec(&origin).unwrap().len(),
+        ];
+        let end = 16 + frames.iter().map(|n| 16 + n).sum::<usize>();
+        let mut c = Collect::default();
+        let done = read_record(&bytes[..end], Path::new("r"), &mut c).unwrap();
+        assert!(matches!(done, Completeness::CutShort { .. }), "{done:?}");
+        assert_eq!(c.header().origin.as_ref(), Some(&origin));
+        // An origin after an interval is refused.
+        let mut w = RecordWriter::new(Vec::new(), Path::new("r"), &header()).unwrap();
+        w.interval(&interval(0)).unwrap();
+        w.file.put(frame_type::ORIGIN, &origin).unwrap();
+        let bytes = w.file.frames.into_inner();
+        let e = read_record(&bytes[..], Path::new("r"), &mut Collect::default()).unwrap_err();
+        assert!(
+            e.to_string().contains("origin frame not right after"),
+            "{e}"
+        );
     }
 
     /// The end's reason and notes come back typed, and read as version 1

@@ -48,7 +48,11 @@ impl<W: Write> SnapshotWriter<W> {
 impl<W: Write> SnapshotSink for SnapshotWriter<W> {
     fn system(&mut self, system: &SystemInfo) -> Result<()> {
         self.page_size = system.page_size.max(1);
-        self.put(frame_type::SYSTEM, system)
+        self.put(frame_type::SYSTEM, system)?;
+        match &system.origin {
+            Some(origin) => self.put(frame_type::ORIGIN, origin),
+            None => Ok(()),
+        }
     }
 
     fn process(&mut self, process: &ProcessRecord) -> Result<()> {
@@ -164,8 +168,17 @@ pub fn read_snapshot<R: Read>(
     let mut seen_system = false;
     let mut seen_process = false;
     let mut page_size = 0;
+    // The system record goes to the sink once its origin frame, if any,
+    // is read: at the next frame of another type, or at the end.
+    let mut pending: Option<SystemInfo> = None;
     loop {
-        let frame = match reader.next_or_end(seen_system)? {
+        let frame = reader.next_or_end(seen_system)?;
+        if !matches!(&frame, Ok(f) if f.frame_type == frame_type::ORIGIN) {
+            if let Some(s) = pending.take() {
+                sink.system(&s)?;
+            }
+        }
+        let frame = match frame {
             Ok(f) => f,
             Err(cut) => return Ok(cut),
         };
@@ -186,12 +199,23 @@ pub fn read_snapshot<R: Read>(
                     ));
                 }
                 page_size = s.page_size;
-                sink.system(&s)?;
+                pending = Some(s);
                 seen_system = true;
             }
             _ if !seen_system => {
                 return Err(Error::corrupt(path, "does not start with a system record"));
             }
+            frame_type::ORIGIN => match pending.as_mut() {
+                Some(s) if s.origin.is_none() => {
+                    s.origin = Some(decode(path, at, "origin", &frame.payload)?);
+                }
+                _ => {
+                    return Err(Error::corrupt(
+                        path,
+                        format!("frame at byte {at}: origin not right after the system record"),
+                    ));
+                }
+            },
             frame_type::PROCESS => {
                 let p = decode_process(path, at, &frame.payload)?;
                 check_vmas(&p, page_size)
@@ -246,10 +270,11 @@ mod tests {
 
     /// Every record of a replayed stream, in order.
     #[derive(Default)]
-    struct Seen(Vec<ProcessRecord>);
+    struct Seen(Vec<ProcessRecord>, Option<SystemInfo>);
 
     impl SnapshotSink for Seen {
-        fn system(&mut self, _: &SystemInfo) -> Result<()> {
+        fn system(&mut self, s: &SystemInfo) -> Result<()> {
+            self.1 = Some(s.clone());
             Ok(())
         }
         fn process(&mut self, p: &ProcessRecord) -> Result<()> {
@@ -316,6 +341,57 @@ mod tests {
         let mut seen = Seen::default();
         read_snapshot(&bytes[..], path, &mut seen).unwrap();
         assert_eq!(seen.0, records);
+    }
+
+    /// The origin travels in a frame of its own right after the system
+    /// record; the sink gets it with that record, even from a file cut
+    /// right after it. A file without one (written before it) reads as
+    /// `None`, and one anywhere else is refused.
+    #[test]
+    fn the_origin_comes_with_the_system_record() {
+        let path = Path::new("o.snap");
+        let system = SystemInfo {
+            page_size: 4096,
+            hostname: "db-7".into(),
+            origin: Some(crate::model::Origin {
+                host: "db-7".into(),
+                boot_id: Some("0f3c".into()),
+            }),
+            ..SystemInfo::default()
+        };
+        let mut w = SnapshotWriter::new(Vec::new(), path).unwrap();
+        w.system(&system).unwrap();
+        let cut = w.bytes() as usize;
+        w.process(&ProcessRecord {
+            task: task(10, false),
+            vmas: vec![vma()],
+            ..ProcessRecord::default()
+        })
+        .unwrap();
+        w.finish(&Trailer::default()).unwrap();
+        let bytes = w.file.frames.into_inner();
+        for end in [bytes.len(), cut] {
+            let mut seen = Seen::default();
+            read_snapshot(&bytes[..end], path, &mut seen).unwrap();
+            assert_eq!(seen.1.as_ref(), Some(&system));
+        }
+        let mut w = SnapshotWriter::new(Vec::new(), path).unwrap();
+        w.system(&SystemInfo {
+            origin: None,
+            ..system.clone()
+        })
+        .unwrap();
+        w.finish(&Trailer::default()).unwrap();
+        let mut seen = Seen::default();
+        read_snapshot(&w.file.frames.into_inner()[..], path, &mut seen).unwrap();
+        assert_eq!(seen.1.unwrap().origin, None);
+        let mut w = SnapshotWriter::new(Vec::new(), path).unwrap();
+        w.system(&system).unwrap();
+        w.put(frame_type::ORIGIN, system.origin.as_ref().unwrap())
+            .unwrap();
+        let e =
+            read_snapshot(&w.file.frames.into_inner()[..], path, &mut Seen::default()).unwrap_err();
+        assert!(e.to_string().contains("origin not right after"), "{e}");
     }
 
     /// Files written before `unread` existed hold the other fields only:

@@ -183,6 +183,9 @@ impl<W: Write> TraceWriter<W> {
             encoded: Vec::new(),
         };
         w.put(frame_type::TRACE_HEADER, header)?;
+        if let Some(origin) = &header.origin {
+            w.put(frame_type::ORIGIN, origin)?;
+        }
         Ok(w)
     }
 
@@ -298,8 +301,17 @@ pub fn read_trace<R: Read>(
     let mut reader = open_kind(input, path, Kind::Trace, "a trace")?;
     let version = reader.version();
     let mut seen_header = false;
+    // The header goes to the visitor once its origin frame, if any, is
+    // read: at the next frame of another type, or at the end.
+    let mut pending: Option<TraceHeader> = None;
     loop {
-        let frame = match reader.next_or_end(seen_header)? {
+        let frame = reader.next_or_end(seen_header)?;
+        if !matches!(&frame, Ok(f) if f.frame_type == frame_type::ORIGIN) {
+            if let Some(h) = pending.take() {
+                visitor.header(&h)?;
+            }
+        }
+        let frame = match frame {
             Ok(f) => f,
             Err(cut) => return Ok(cut),
         };
@@ -313,7 +325,7 @@ pub fn read_trace<R: Read>(
                         format!("page size {} is impossible", h.page_size),
                     ));
                 }
-                visitor.header(&h)?;
+                pending = Some(h);
                 seen_header = true;
             }
             _ if !seen_header => {
@@ -325,6 +337,17 @@ pub fn read_trace<R: Read>(
                     format!("frame at byte {at}: second trace header"),
                 ));
             }
+            frame_type::ORIGIN => match pending.as_mut() {
+                Some(h) if h.origin.is_none() => {
+                    h.origin = Some(decode(path, at, "origin", &frame.payload)?);
+                }
+                _ => {
+                    return Err(Error::corrupt(
+                        path,
+                        format!("frame at byte {at}: origin not right after the trace header"),
+                    ));
+                }
+            },
             frame_type::MAPPING => {
                 let m: MappingWithoutDevice = decode(path, at, "mapping", &frame.payload)?;
                 visitor.mapping(&m.upgrade())?
@@ -374,6 +397,7 @@ mod tests {
             start_monotonic_ns: 1,
             kernel: "6.18".into(),
             untraced: String::new(),
+            origin: None,
         }
     }
 
@@ -392,12 +416,14 @@ mod tests {
 
     #[derive(Default)]
     struct Collect {
+        header: Option<TraceHeader>,
         refs: Vec<Ref>,
         mappings: Vec<Mapping>,
         end: Option<TraceEnd>,
     }
     impl TraceVisitor for Collect {
-        fn header(&mut self, _: &TraceHeader) -> Result<()> {
+        fn header(&mut self, h: &TraceHeader) -> Result<()> {
+            self.header = Some(h.clone());
             Ok(())
         }
         fn mapping(&mut self, m: &Mapping) -> Result<()> {
@@ -430,6 +456,31 @@ mod tests {
                 (b.pid, b.tid, b.addr, b.write)
             );
         }
+    }
+
+    /// The origin travels in a frame of its own right after the header,
+    /// and comes with it, even from a file cut right after it; a trace
+    /// without one (written before it) reads as `None`.
+    #[test]
+    fn the_origin_comes_with_the_header() {
+        let mut h = header();
+        h.origin = Some(crate::model::Origin {
+            host: "db-7".into(),
+            boot_id: None,
+        });
+        let mut w = TraceWriter::new(Vec::new(), Path::new("t"), &h, 1000).unwrap();
+        let cut = w.bytes() as usize;
+        w.refs(&sample(10)).unwrap();
+        let bytes = w.file.frames.into_inner();
+        for end in [bytes.len(), cut] {
+            let mut c = Collect::default();
+            read_trace(&bytes[..end], Path::new("t"), &mut c).unwrap();
+            assert_eq!(c.header.as_ref(), Some(&h));
+        }
+        let w = TraceWriter::new(Vec::new(), Path::new("t"), &header(), 1000).unwrap();
+        let mut c = Collect::default();
+        read_trace(&w.file.frames.into_inner()[..], Path::new("t"), &mut c).unwrap();
+        assert_eq!(c.header.unwrap().origin, None);
     }
 
     /// Chunks of frame type 19 (times in ns, no unit) still read.

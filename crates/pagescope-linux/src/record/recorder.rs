@@ -321,6 +321,7 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         nodes: crate::node::block_size(&rec.root.sys)
             .and_then(|bs| crate::node::node_ranges(&rec.root.sys, bs, page_size))
             .unwrap_or_default(),
+        origin: Some(crate::system::origin(&rec.root)),
     };
     let mut out = match RecordWriter::new(file, &config.output, &header) {
         Ok(out) => out,

@@ -143,6 +143,7 @@ pub fn trace(
                  residency at exit is recorded instead"
             }
         ),
+        origin: Some(crate::system::origin(&config.root)),
     };
     let writer = TraceWriter::new(file, &config.output, &header, config.time_resolution_ns)?;
     run(

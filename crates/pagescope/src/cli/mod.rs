@@ -4,6 +4,7 @@
 
 mod analyze;
 mod completions;
+mod export;
 mod parse;
 mod record;
 mod report;
@@ -12,6 +13,7 @@ mod trace;
 
 pub use analyze::{AnalyzeArgs, AnalyzeView};
 pub use completions::{CompletionsArgs, ManArgs};
+pub use export::{ExportArgs, ExportFormat};
 pub use record::{BackendArg, RecordArgs};
 pub use report::{DiffArgs, ReportArgs, View};
 pub use snapshot::SnapshotArgs;
@@ -45,6 +47,8 @@ pub enum Command {
     Trace(TraceArgs),
     /// Analyse a recording or a trace.
     Analyze(AnalyzeArgs),
+    /// Write a snapshot, recording or trace as Parquet tables.
+    Export(ExportArgs),
     /// Print a shell's completion script (bash, zsh, fish, ...).
     Completions(CompletionsArgs),
     /// Write the man pages, one per command, into a directory.

@@ -5,6 +5,7 @@
 mod analyze;
 mod completions;
 mod diff;
+mod export;
 mod feed;
 mod pages;
 mod record;
@@ -39,5 +40,6 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Analyze(a) => analyze::run(a).map(|()| 0),
         Command::Completions(a) => completions::completions(a).map(|()| 0),
         Command::Man(a) => completions::man(a).map(|()| 0),
+        Command::Export(a) => export::run(a),
     }
 }
