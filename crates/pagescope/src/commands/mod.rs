@@ -6,6 +6,7 @@ mod analyze;
 mod completions;
 mod diff;
 mod feed;
+mod html;
 mod pages;
 mod record;
 #[cfg(target_arch = "x86_64")]
