@@ -71,8 +71,11 @@
     if (!m) { return; }
     decodeURIComponent(m[1]).split(',').forEach(function (spec) {
       var p = spec.split(':');
-      var table = document.getElementById(p[0]);
-      if (!table || !table.classList.contains('sortable')) { return; }
+      var table = null;
+      Array.prototype.forEach.call(tables, function (t) {
+        if (t.getAttribute('data-table') === p[0]) { table = t; }
+      });
+      if (!table) { return; }
       var col = columnOf(table, p[1]);
       if (col >= 0) { sortTable(table, col, p[2] === 'asc' ? 'asc' : 'desc'); }
     });

@@ -10,9 +10,10 @@
 //! value (pages, as JSON counts them) in `data-v`, so `1.5 MiB` sorts
 //! after `900 KiB`; a missing figure sorts last. A page opened with
 //! `#sort=TABLE:COLUMN:asc|desc` (several, comma-separated) starts
-//! sorted so, e.g. `#sort=processes:pid:asc`. Tables are named
-//! `VIEW` (or `VIEW-KEY` where the table's key is not the view's name),
-//! columns by their JSON keys. Heat maps zoom: wheel or buttons, drag
+//! sorted so, e.g. `#sort=processes:pid:asc`. Tables are named (in
+//! `data-table`) `VIEW`, or `VIEW-KEY` where the table's key is not the
+//! view's name; columns by their JSON keys. Sections have the view's
+//! name as id. Heat maps zoom: wheel or buttons, drag
 //! to pan.
 
 use crate::report::{Report, Style, Table, Value};
@@ -137,17 +138,19 @@ pub fn write(page: &Page, out: &mut dyn io::Write) -> io::Result<()> {
         );
     }
     h.push_str("</ul></nav>\n");
-    // Notes every view carries (what the file could not see) are said
-    // once, here.
-    let common: Vec<&String> = match page.sections.split_first() {
-        Some((first, rest)) if !rest.is_empty() => first
-            .report
-            .notes
-            .iter()
-            .filter(|n| rest.iter().all(|s| s.report.notes.contains(n)))
-            .collect(),
-        _ => Vec::new(),
-    };
+    // Notes more than one view carries (what the file could not see) are
+    // said once, here.
+    let mut common: Vec<&String> = Vec::new();
+    for (i, s) in page.sections.iter().enumerate() {
+        for n in &s.report.notes {
+            let elsewhere = page.sections[i + 1..]
+                .iter()
+                .any(|o| o.report.notes.contains(n));
+            if elsewhere && !common.contains(&n) {
+                common.push(n);
+            }
+        }
+    }
     if !common.is_empty() {
         h.push_str("<ul class=\"notes\">\n");
         for n in &common {
@@ -288,7 +291,7 @@ fn table(h: &mut String, r: &Report, section: &str, t: &Table) {
     }
     let _ = writeln!(
         h,
-        "<div class=\"scroll\"><table class=\"sortable\" id=\"{}\">\n<thead><tr>",
+        "<div class=\"scroll\"><table class=\"sortable\" data-table=\"{}\">\n<thead><tr>",
         escape(&tid)
     );
     for (c, &num) in t.columns.iter().zip(&numeric) {
@@ -444,8 +447,8 @@ mod tests {
         for s in [
             "<section id=\"processes\">",
             "<section id=\"processes-2\">",
-            "<table class=\"sortable\" id=\"processes\">",
-            "<table class=\"sortable\" id=\"processes-2-processes\">",
+            "<table class=\"sortable\" data-table=\"processes\">",
+            "<table class=\"sortable\" data-table=\"processes-2-processes\">",
             "<a href=\"#processes-2\">Again</a>",
             "<th data-k=\"pss_pages\" class=\"num\"",
             // 300.5 pages of 4 KiB, shown in the report's units.
@@ -457,7 +460,7 @@ mod tests {
             assert!(html.contains(s), "{s} missing from:\n{html}");
         }
         assert_eq!(html.matches("<svg ").count(), 2);
-        // A note of every view is said once, on top.
+        // A note of more than one view is said once, on top.
         assert_eq!(html.matches("a &lt;b&gt;note").count(), 1);
         assert!(html.find("a &lt;b&gt;note") < html.find("<main>"));
         assert_eq!(html.matches("</section>").count(), 2);
