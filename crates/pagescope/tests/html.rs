@@ -523,12 +523,125 @@ fn recording_page_in_chromium() {
     let user = table.column("user_pages");
     let sorted: Vec<f64> = table.rows.iter().map(|r| r[user].v.unwrap()).collect();
     assert!(sorted.windows(2).all(|w| w[0] <= w[1]), "{sorted:?}");
+    // The heat map zooms: a copy of the page whose extra script clicks
+    // "+" then turns the wheel (in) over the picture's top left corner.
+    let zoomed = dir.path().join("zoom.html");
+    let probe = "<script>\
+        var f = document.querySelector('figure.zoom'), s = f.querySelector('svg');\
+        var a = s.getAttribute('viewBox');\
+        f.querySelector('button[data-zoom=in]').click();\
+        var b = s.getAttribute('viewBox');\
+        var r = s.getBoundingClientRect();\
+        s.dispatchEvent(new WheelEvent('wheel', {deltaY: -100, clientX: r.left, clientY: r.top, cancelable: true}));\
+        document.body.setAttribute('data-boxes', [a, b, s.getAttribute('viewBox')].join(';'));\
+        </script></body>";
+    std::fs::write(&zoomed, html.replace("</body>", probe)).unwrap();
+    let dom = browse(&chromium, &zoomed, "", &["--dump-dom"]);
+    assert!(dom.console.is_empty(), "{:?}", dom.console);
+    let body = &dom.stdout[dom.stdout.find("<body").unwrap()..];
+    let boxes: Vec<Vec<f64>> = attr(&body[..body.find('>').unwrap()], "data-boxes")
+        .expect("the probe ran")
+        .split(';')
+        .map(|b| b.split_whitespace().map(|v| v.parse().unwrap()).collect())
+        .collect();
+    let (whole, half, wheel) = (&boxes[0], &boxes[1], &boxes[2]);
+    assert!((half[2] - whole[2] / 2.0).abs() < 0.1, "{boxes:?}");
+    assert!((half[3] - whole[3] / 2.0).abs() < 0.1, "{boxes:?}");
+    // Centred, then zoomed 0.8 about the corner, which stays put.
+    assert!((half[0] - whole[2] / 4.0).abs() < 0.1, "{boxes:?}");
+    assert!((wheel[2] - half[2] * 0.8).abs() < 0.1, "{boxes:?}");
+    assert!(
+        (wheel[0] - half[0]).abs() < 0.5 && (wheel[1] - half[1]).abs() < 0.5,
+        "{boxes:?}"
+    );
     // pagetest referenced its 32 MiB buffer in each of 4 iterations.
     let pages = (32 << 20) / 4096 * 4;
     assert!(
         sorted.iter().any(|&u| u >= 0.98 * pages as f64),
         "no process referenced pagetest's buffer 4 times: {sorted:?}"
     );
+}
+
+/// Why this machine can't trace, asked of the kernel, with the feature
+/// a run may require.
+fn trace_unsupported() -> Option<(&'static str, &'static str)> {
+    if !cfg!(target_arch = "x86_64") {
+        return Some(("x86_64", "pagescope trace supports x86_64 only"));
+    }
+    if !rustix::process::geteuid().is_root() {
+        return Some(("root", "tracing needs root (ptrace and userfaultfd)"));
+    }
+    uffd_features()
+        .is_none()
+        .then_some(("userfaultfd", "this kernel offers no userfaultfd"))
+}
+
+/// `analyze FILE html` of a trace of pagetest (16 MiB, written twice):
+/// the references and the miss-ratio curve, their tables holding the
+/// JSON views' rows; pagetest's buffer is a mapping of its 4096 pages
+/// referenced twice each. In Chromium (where there is one), no console
+/// message and no request.
+#[test]
+fn trace_page() {
+    if let Some((feature, why)) = trace_unsupported() {
+        skip!(feature, why);
+    }
+    let _guard = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = temp_path(dir.path(), "t.pgt");
+    let page = dir.path().join("trace.html");
+    let bin = pagetest_bin();
+    let size = 16u64 << 20;
+    run_ok(&[
+        "trace",
+        "-q",
+        "-o",
+        &trace,
+        "--",
+        bin.to_str().unwrap(),
+        "--size",
+        "16M",
+        "--iterations",
+        "2",
+    ]);
+    run_ok(&["analyze", &trace, "html", "-o", page.to_str().unwrap()]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert_self_contained(&html);
+    for id in ["refs", "mrc"] {
+        assert!(html.contains(&format!("<section id=\"{id}\">")), "{id}");
+    }
+    let mrc = report_json(&["analyze", &trace, "mrc", "--format", "json"]);
+    let curve = page_table(&html, "mrc-curve");
+    assert_eq!(curve.rows.len(), rows(&mrc, "curve").len());
+    for (got, want) in curve.rows.iter().zip(rows(&mrc, "curve")) {
+        for c in [
+            "pages",
+            "lru_miss_ratio",
+            "fifo_miss_ratio",
+            "clock_miss_ratio",
+        ] {
+            assert_eq!(got[curve.column(c)].v, want[c].as_f64(), "{c}");
+        }
+    }
+    let maps = page_table(&html, "refs-mappings");
+    let pages = size / pagescope_linux::system::page_size();
+    let buffer = maps
+        .rows
+        .iter()
+        .find(|r| r[maps.column("distinct_pages")].v == Some(pages as f64))
+        .unwrap_or_else(|| panic!("no mapping of {pages} pages"));
+    assert_eq!(
+        buffer[maps.column("references")].v,
+        Some(2.0 * pages as f64)
+    );
+    if let Some(chromium) = chromium() {
+        open_page(
+            &chromium,
+            &page,
+            "#sort=refs-mappings:references:desc",
+            "trace",
+        );
+    }
 }
 
 /// Bad input and bad arguments are usage errors (exit 2, one line); `-o

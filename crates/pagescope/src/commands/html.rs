@@ -528,11 +528,11 @@ fn trace_page(args: &AnalyzeArgs, input: impl Read, name: &Path) -> Result<Page>
             fact(
                 "tracer's pool",
                 format!(
-                    "{} ({} pages, {}, eviction by {:?})",
+                    "{} ({} pages, {}, eviction by {})",
                     pagescope_render::report::human_size((h.pool_pages * h.page_size) as f64),
                     h.pool_pages,
                     h.policy,
-                    h.evict
+                    format!("{:?}", h.evict).to_lowercase()
                 ),
             ),
         ]);
