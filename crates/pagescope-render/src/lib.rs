@@ -5,12 +5,14 @@
 //! `pagescope-core`). One [`Renderer`] per format then writes it to any
 //! `io::Write`: [`table`] aligns columns for a terminal, [`csv`] writes
 //! RFC 4180 rows for a spreadsheet, [`json`] writes the stable machine
-//! interface, [`svg`] draws the view's chart. Renderers never touch `/proc`.
+//! interface, [`svg`] draws the view's chart. [`html`] puts several
+//! views of one file on one self-contained page. Renderers never touch `/proc`.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod csv;
+pub mod html;
 pub mod json;
 pub mod palette;
 pub mod record_views;

@@ -28,6 +28,9 @@ pub enum AnalyzeView {
     Refs,
     /// Trace: miss ratio by memory size, LRU (exact), FIFO and CLOCK.
     Mrc,
+    /// Recording or trace: every view above that applies, on one
+    /// self-contained HTML page (-o OUT).
+    Html,
 }
 
 /// `pagescope analyze`.
@@ -49,4 +52,8 @@ pub struct AnalyzeArgs {
     pub window: u32,
     #[command(flatten)]
     pub rendering: Rendering,
+    /// `html`: the page to write ("-" for standard output); made with
+    /// mode 0600, as it holds command lines and addresses.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }

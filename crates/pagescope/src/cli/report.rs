@@ -24,6 +24,9 @@ pub enum View {
     Pages,
     /// The whole machine by physical address: frames by class per block.
     Physmap,
+    /// Every view of a snapshot file on one self-contained HTML page
+    /// (--input FILE, -o OUT).
+    Html,
 }
 
 /// What the columns of `report` mean: `report --help` and the man page.
@@ -110,6 +113,10 @@ pub struct ReportArgs {
     /// block size), e.g. 64M.
     #[arg(long, value_name = "SIZE", value_parser = parse::block)]
     pub block: Option<u64>,
+    /// `html`: the page to write ("-" for standard output); made with
+    /// mode 0600, as it holds command lines.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 /// `pagescope diff`.

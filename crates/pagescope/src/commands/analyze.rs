@@ -14,6 +14,15 @@ use std::path::Path;
 
 /// Runs `analyze`.
 pub fn run(args: AnalyzeArgs) -> Result<()> {
+    if args.view == AnalyzeView::Html {
+        return super::html::analyze(&args);
+    }
+    if args.output.is_some() {
+        return Err(anyhow!(
+            "--output applies to the html view only (the other views print to standard output)"
+        )
+        .context(BadInput));
+    }
     let mut report = match args.view {
         AnalyzeView::Temporal
         | AnalyzeView::Spatial
@@ -35,6 +44,7 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
             read_trace_file(&args.file, &mut m)?;
             views::mrc(&m)
         }
+        AnalyzeView::Html => unreachable!("handled above"),
     };
     report.units = args.rendering.units();
     emit(&report, args.rendering.format)
@@ -63,7 +73,9 @@ fn recording(args: &AnalyzeArgs) -> Result<Report> {
         }
         AnalyzeView::Hugepages => record_views::hugepages(&r),
         AnalyzeView::Numa => record_views::numa(&r),
-        AnalyzeView::Refs | AnalyzeView::Mrc => unreachable!("views of a trace"),
+        AnalyzeView::Refs | AnalyzeView::Mrc | AnalyzeView::Html => {
+            unreachable!("views of a trace, and the page")
+        }
     }
     .context(BadInput)
 }

@@ -7,6 +7,7 @@ mod completions;
 mod diff;
 mod export;
 mod feed;
+mod html;
 mod pages;
 mod record;
 #[cfg(target_arch = "x86_64")]

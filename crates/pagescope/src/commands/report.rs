@@ -15,6 +15,15 @@ use pagescope_render::{views, Report};
 
 /// Runs `report`.
 pub fn run(args: ReportArgs) -> Result<()> {
+    if args.view == View::Html {
+        return super::html::snapshot(&args);
+    }
+    if args.output.is_some() {
+        return Err(anyhow::anyhow!(
+            "--output applies to the html view only (the other views print to standard output)"
+        ))
+        .context(BadInput);
+    }
     if args.view == View::Pages {
         return super::pages::run(&args);
     }
@@ -92,7 +101,9 @@ pub fn run(args: ReportArgs) -> Result<()> {
                 View::Units => views::units(&a),
                 View::UnitTotals => views::unit_totals(&a),
                 View::Alerts => views::alerts(&a),
-                View::Total | View::Pages | View::Physmap => unreachable!("handled above"),
+                View::Total | View::Pages | View::Physmap | View::Html => {
+                    unreachable!("handled above")
+                }
             };
             (report, cut)
         }
