@@ -7,6 +7,7 @@ mod completions;
 mod parse;
 mod record;
 mod report;
+mod serve;
 mod snapshot;
 mod trace;
 
@@ -14,6 +15,7 @@ pub use analyze::{AnalyzeArgs, AnalyzeView};
 pub use completions::{CompletionsArgs, ManArgs};
 pub use record::{BackendArg, RecordArgs};
 pub use report::{DiffArgs, ReportArgs, View};
+pub use serve::{ServeArgs, ServeBackend};
 pub use snapshot::SnapshotArgs;
 #[cfg(target_arch = "x86_64")]
 pub use trace::EvictArg;
@@ -45,6 +47,8 @@ pub enum Command {
     Trace(TraceArgs),
     /// Analyse a recording or a trace.
     Analyze(AnalyzeArgs),
+    /// Serve memory metrics to Prometheus (OpenMetrics at /metrics).
+    Serve(ServeArgs),
     /// Print a shell's completion script (bash, zsh, fish, ...).
     Completions(CompletionsArgs),
     /// Write the man pages, one per command, into a directory.
