@@ -351,6 +351,13 @@ fn working_set_is_what_pagetest_writes_per_interval() {
 
 /// Prometheus' HTTP API: the value of `query`, if it has one.
 fn prometheus_query(port: u16, query: &str) -> Option<f64> {
+    let v = prometheus_answer(port, query)?;
+    v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+}
+
+/// Prometheus' HTTP API: its answer to `query` (`None` if it refused
+/// the query or could not be reached).
+fn prometheus_answer(port: u16, query: &str) -> Option<Value> {
     let mut q = String::new();
     for b in query.bytes() {
         match b {
@@ -363,8 +370,7 @@ fn prometheus_query(port: u16, query: &str) -> Option<f64> {
     if status(&head) != "200" {
         return None;
     }
-    let v: Value = serde_json::from_str(&body).ok()?;
-    v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+    serde_json::from_str(&body).ok()
 }
 
 /// A Prometheus server run by hand on 127.0.0.1 (no service), its data
@@ -448,6 +454,41 @@ fn prometheus_scrapes_the_pss_of_a_held_process() {
     assert!(truth >= 64 * MIB);
     // Prometheus parsed every family: pagescope's own cost is there too.
     assert!(prometheus_query(prom.port, "pagescope_collection_cpu_seconds_total").is_some());
+    // Every query of the example Grafana dashboard is one Prometheus
+    // takes, and each metric it names has series.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/grafana-dashboard.json");
+    let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut exprs = 0;
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = target["expr"]
+                .as_str()
+                .unwrap()
+                .replace("$k", "5")
+                .replace("$instance", ".*")
+                .replace("$__rate_interval", "1m");
+            // rate() needs two samples; the rest have series once
+            // Prometheus has scraped a collection with them (the
+            // working set: from a process's second collection on).
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let answer = prometheus_answer(prom.port, &expr)
+                    .unwrap_or_else(|| panic!("Prometheus refused the dashboard's {expr}"));
+                assert_eq!(answer["status"], "success", "{expr}: {answer}");
+                let empty = answer["data"]["result"].as_array().unwrap().is_empty();
+                if expr.starts_with("rate(") || !empty {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "no series for the dashboard's {expr} in 30 s"
+                );
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            exprs += 1;
+        }
+    }
+    assert!(exprs >= 15, "{exprs} queries in the dashboard");
 }
 
 #[test]
