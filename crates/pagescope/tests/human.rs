@@ -202,6 +202,7 @@ fn man_pages_show_the_column_legend() {
             "pagescope-man.1",
             "pagescope-record.1",
             "pagescope-report.1",
+            "pagescope-serve.1",
             "pagescope-snapshot.1",
             "pagescope-trace.1",
             "pagescope.1"

@@ -2,7 +2,8 @@
 //! registry and encoder. Each collection gets a registry of its own, so
 //! that a process that exited is gone from the next scrape.
 
-use super::collect::{Collection, Figures};
+use super::collect::Collection;
+use super::figures::Figures;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

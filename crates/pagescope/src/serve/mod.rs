@@ -6,11 +6,13 @@
 //! every scrape with the last text, so a scrape costs a copy and never
 //! walks a process.
 //!
-//! The modules, each using only those listed before it: `working_set`
-//! (the backends), `collect` (one collection), `metrics` (its text),
+//! The modules, each using only those listed before it: `figures` (a
+//! process's figures), `working_set` (the backends), `collect` (one
+//! collection), `metrics` (its text),
 //! `schedule` (the collecting thread), `http` (the endpoint).
 
 pub mod collect;
+pub mod figures;
 pub mod http;
 pub mod metrics;
 pub mod schedule;

@@ -12,7 +12,7 @@
 //! no interval's. No process is stopped: a page referenced between a
 //! backend's read and its clear counts in neither interval.
 
-use super::collect::Seen;
+use super::figures::Seen;
 use pagescope_core::record::Interval;
 use pagescope_core::{Error, Result};
 use pagescope_linux::procfs::ProcDir;
