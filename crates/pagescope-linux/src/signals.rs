@@ -42,3 +42,15 @@ pub fn wait(timeout: Duration) -> Option<Signal> {
 pub fn stop_pending() -> bool {
     pagescope_sys::signals::any_pending(&[Signal::SIGINT as i32, Signal::SIGTERM as i32])
 }
+
+/// Whether a signal [`wait`] took asks to stop: SIGINT (Ctrl-C) or
+/// SIGTERM, not SIGCHLD.
+pub fn is_stop(signal: Signal) -> bool {
+    matches!(signal, Signal::SIGINT | Signal::SIGTERM)
+}
+
+/// Whether a signal [`wait`] took is SIGINT (Ctrl-C), whose exit code is
+/// 130 by the shell's convention.
+pub fn is_interrupt(signal: Signal) -> bool {
+    signal == Signal::SIGINT
+}

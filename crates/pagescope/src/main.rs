@@ -18,6 +18,7 @@ mod idle;
 mod input;
 mod output;
 mod progress;
+mod serve;
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -199,9 +199,11 @@ fn man_pages_show_the_column_legend() {
             "pagescope-analyze.1",
             "pagescope-completions.1",
             "pagescope-diff.1",
+            "pagescope-export.1",
             "pagescope-man.1",
             "pagescope-record.1",
             "pagescope-report.1",
+            "pagescope-serve.1",
             "pagescope-snapshot.1",
             "pagescope-trace.1",
             "pagescope.1"

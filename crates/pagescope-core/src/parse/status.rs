@@ -23,6 +23,8 @@ pub struct Status {
     pub threads: u32,
     /// `VmRSS` in kB (absent for kernel threads).
     pub vm_rss_kb: Option<u64>,
+    /// `VmSwap` in kB (absent for kernel threads).
+    pub vm_swap_kb: Option<u64>,
 }
 
 const WHAT: &str = "status";
@@ -53,6 +55,7 @@ pub fn parse(text: &str) -> Result<Status, ParseError> {
             "CapEff" => s.cap_effective = hex(WHAT, line, value)?,
             "Threads" => s.threads = dec(WHAT, line, value)?,
             "VmRSS" => s.vm_rss_kb = Some(dec(WHAT, line, value.trim_end_matches("kB").trim())?),
+            "VmSwap" => s.vm_swap_kb = Some(dec(WHAT, line, value.trim_end_matches("kB").trim())?),
             _ => {}
         }
     }
@@ -72,7 +75,7 @@ mod tests {
 
     #[test]
     fn parses_kernel_text() {
-        let text = "Name:\tcat\nUmask:\t0022\nState:\tR (running)\nTgid:\t812\nNgid:\t0\nPid:\t812\nPPid:\t700\nTracerPid:\t0\nUid:\t1000\t1001\t1002\t1003\nGid:\t1000\t1000\t1000\t1000\nVmRSS:\t    1024 kB\nThreads:\t1\nCapInh:\t0000000000000000\nCapPrm:\t000001ffffffffff\nCapEff:\t0000000000080000\n";
+        let text = "Name:\tcat\nUmask:\t0022\nState:\tR (running)\nTgid:\t812\nNgid:\t0\nPid:\t812\nPPid:\t700\nTracerPid:\t0\nUid:\t1000\t1001\t1002\t1003\nGid:\t1000\t1000\t1000\t1000\nVmRSS:\t    1024 kB\nVmSwap:\t      12 kB\nThreads:\t1\nCapInh:\t0000000000000000\nCapPrm:\t000001ffffffffff\nCapEff:\t0000000000080000\n";
         let s = parse(text).unwrap();
         assert_eq!(s.name, "cat");
         assert_eq!(s.tgid, 812);
@@ -83,6 +86,7 @@ mod tests {
         assert_eq!(s.cap_effective, 1 << 19);
         assert_eq!(s.threads, 1);
         assert_eq!(s.vm_rss_kb, Some(1024));
+        assert_eq!(s.vm_swap_kb, Some(12));
     }
 
     #[test]

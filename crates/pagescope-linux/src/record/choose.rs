@@ -100,3 +100,46 @@ fn refuse_fault(what: &str) -> Error {
             .into(),
     }
 }
+
+/// A backend for a caller other than the recorder (`pagescope serve`):
+/// the one asked for, over the processes named at each call, counting no
+/// written pages (that would take soft-dirty clears, or a userfaultfd
+/// injected into every process, which a monitor must not do). The caller
+/// resets a process before its first collect, as the recorder does, and
+/// stops no process: a reference between a backend's read and its clear
+/// belongs to neither interval.
+pub fn probe_for_processes(
+    backend: Backend,
+    root: &crate::Root,
+    page_size: u64,
+    block: u64,
+    interval: std::time::Duration,
+) -> Result<Box<dyn Probe>> {
+    let writes = || writes::Writes::new(&root.proc, page_size, true, false);
+    match backend {
+        Backend::Refs => Ok(Box::new(refs::Refs::new(&root.proc, page_size, writes()))),
+        Backend::Idle => match idle::unavailable(root, page_size) {
+            Some(why) => Err(Error::Unsupported {
+                what: "the idle backend".into(),
+                needs: why,
+            }),
+            None => Ok(Box::new(idle::Idle::new(
+                root,
+                page_size,
+                block,
+                false,
+                writes(),
+            )?)),
+        },
+        Backend::Damon => Ok(Box::new(damon::Damon::new(
+            root,
+            page_size,
+            block,
+            interval,
+            damon::DamonSettings::default(),
+            false,
+            writes(),
+        )?)),
+        Backend::Fault => Err(refuse_fault("every process of the machine")),
+    }
+}

@@ -42,6 +42,7 @@ mod soft_dirty;
 mod writes;
 
 pub use backend::damon::DamonSettings;
+pub use choose::probe_for_processes;
 pub use config::{Choice, Live, RecordConfig, RecordOutcome, Target, DENIED_MISSING};
 pub use machine::kernel_resident;
 pub use probe::{Follow, Followed, Launched, Probe};

@@ -8,6 +8,7 @@ mod export;
 mod parse;
 mod record;
 mod report;
+mod serve;
 mod snapshot;
 mod trace;
 
@@ -16,6 +17,7 @@ pub use completions::{CompletionsArgs, ManArgs};
 pub use export::{ExportArgs, ExportFormat};
 pub use record::{BackendArg, RecordArgs};
 pub use report::{DiffArgs, ReportArgs, View};
+pub use serve::{ServeArgs, ServeBackend};
 pub use snapshot::SnapshotArgs;
 #[cfg(target_arch = "x86_64")]
 pub use trace::EvictArg;
@@ -49,6 +51,8 @@ pub enum Command {
     Analyze(AnalyzeArgs),
     /// Write a snapshot, recording or trace as Parquet tables.
     Export(ExportArgs),
+    /// Serve memory metrics to Prometheus (OpenMetrics at /metrics).
+    Serve(ServeArgs),
     /// Print a shell's completion script (bash, zsh, fish, ...).
     Completions(CompletionsArgs),
     /// Write the man pages, one per command, into a directory.

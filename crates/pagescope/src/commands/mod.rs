@@ -13,6 +13,7 @@ mod record;
 #[cfg(target_arch = "x86_64")]
 mod release;
 mod report;
+mod serve;
 mod snapshot;
 // `trace` (and its `--release`) inject system calls with x86_64's
 // registers: the library builds it only there.
@@ -39,6 +40,7 @@ pub fn run(cli: Cli) -> Result<u8> {
             "pagescope trace is not supported here: it needs an x86_64 machine"
         )),
         Command::Analyze(a) => analyze::run(a).map(|()| 0),
+        Command::Serve(a) => serve::run(a),
         Command::Completions(a) => completions::completions(a).map(|()| 0),
         Command::Man(a) => completions::man(a).map(|()| 0),
         Command::Export(a) => export::run(a),

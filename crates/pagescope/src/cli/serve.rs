@@ -1,0 +1,63 @@
+//! `pagescope serve`: a Prometheus/OpenMetrics endpoint.
+
+use super::parse;
+use clap::{Args, ValueEnum};
+use std::time::Duration;
+
+/// `pagescope serve`.
+#[derive(Debug, Args)]
+#[command(after_help = "Metrics (at /metrics, OpenMetrics text):\n  \
+        pagescope_process_{rss,pss,uss,swap,working_set}_bytes{pid,comm[,cmdline]}\n  \
+        pagescope_cgroup_{rss,pss,uss,swap,working_set}_bytes{cgroup}\n  \
+        pagescope_machine_{user,page_cache,kernel,free}_bytes\n  \
+        pagescope_collection_seconds, pagescope_collection_cpu_seconds_total,\n  \
+        pagescope_skipped_processes\n\n\
+        Collections run on their own schedule; a scrape returns the last one.\n\n\
+        Examples:\n  pagescope serve\n  \
+        pagescope serve --listen 0.0.0.0:9464 --interval 30s --backend none")]
+pub struct ServeArgs {
+    /// Address and port to listen on (loopback unless told otherwise).
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:9464")]
+    pub listen: String,
+    /// Time between collections (at least this; longer if --budget asks).
+    #[arg(long, value_name = "DUR", default_value = "15s", value_parser = parse::interval)]
+    pub interval: Duration,
+    /// What finds the pages each process referenced per interval
+    /// (`pagescope_*_working_set_bytes`); `none` leaves those metrics out.
+    #[arg(long, value_enum, default_value_t = ServeBackend::Refs)]
+    pub backend: ServeBackend,
+    /// CPU budget in percent of one core: after a collection that took C
+    /// seconds of CPU, the next starts no sooner than C / budget later.
+    #[arg(long, value_name = "PCT", default_value_t = 5.0, value_parser = parse_budget)]
+    pub budget: f64,
+    /// Skip the smaps_rollup walk of a process whose resident and swapped
+    /// memory (status VmRSS + VmSwap) is above this: the walk holds its
+    /// memory map lock. Its RSS and swap still come from status; PSS, USS
+    /// and working set are left out, and it is counted in
+    /// `pagescope_skipped_processes`. `0` walks every process.
+    #[arg(long, value_name = "SIZE", default_value = "16G", value_parser = pagescope_core::units::parse_size)]
+    pub max_process_size: u64,
+    /// Label each process with its command line too (`cmdline`).
+    #[arg(long)]
+    pub cmdline: bool,
+}
+
+/// The working-set backends of `serve`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ServeBackend {
+    /// smaps_rollup `Referenced:` then `clear_refs` (any kernel).
+    Refs,
+    /// The idle page bitmap (CONFIG_IDLE_PAGE_TRACKING).
+    Idle,
+    /// DAMON's sampled regions (an estimate).
+    Damon,
+    /// No working set.
+    None,
+}
+
+fn parse_budget(s: &str) -> Result<f64, String> {
+    match s.trim_end_matches('%').parse::<f64>() {
+        Ok(p) if p > 0.0 && p <= 100.0 => Ok(p),
+        _ => Err(format!("{s:?}: expected a percentage above 0, at most 100")),
+    }
+}

@@ -1,0 +1,144 @@
+//! A collection as OpenMetrics text, through `prometheus-client`'s
+//! registry and encoder. Each collection gets a registry of its own, so
+//! that a process that exited is gone from the next scrape.
+
+use super::collect::Collection;
+use super::figures::Figures;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::{Registry, Unit};
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+type Labels = Vec<(&'static str, String)>;
+
+/// The five per-process (or per-cgroup) figures.
+const FIGURES: [(&str, &str); 5] = [
+    (
+        "rss",
+        "resident memory (smaps_rollup Rss; status VmRSS if skipped)",
+    ),
+    ("pss", "proportional set size (smaps_rollup Pss)"),
+    (
+        "uss",
+        "unique set size (smaps_rollup Private_Clean + Private_Dirty)",
+    ),
+    (
+        "swap",
+        "memory in swap (smaps_rollup Swap; status VmSwap if skipped)",
+    ),
+    (
+        "working_set",
+        "pages referenced since the previous collection, by the chosen backend",
+    ),
+];
+
+fn pick(f: &Figures, i: usize) -> Option<u64> {
+    [f.rss, f.pss, f.uss, f.swap, f.working_set][i]
+}
+
+fn gauge_family(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    rows: impl Iterator<Item = (Labels, Option<u64>)>,
+) {
+    let family = Family::<Labels, Gauge>::default();
+    let mut any = false;
+    for (labels, value) in rows {
+        if let Some(v) = value {
+            family.get_or_create(&labels).set(v as i64);
+            any = true;
+        }
+    }
+    // A figure no row has (the working set with `--backend none`) is
+    // absent, not 0.
+    if any {
+        registry.register_with_unit(name, help, Unit::Bytes, family);
+    }
+}
+
+/// Renders `c`; `cpu_total` is the CPU time of every collection so far.
+pub fn render(c: &Collection, cpu_total: Duration) -> String {
+    let mut r = Registry::default();
+    for (i, (what, help)) in FIGURES.iter().enumerate() {
+        gauge_family(
+            &mut r,
+            &format!("pagescope_process_{what}"),
+            &format!("Per process: {help}"),
+            c.processes.iter().map(|p| {
+                let mut labels = vec![("pid", p.pid.to_string()), ("comm", p.comm.clone())];
+                if let Some(cmd) = &p.cmdline {
+                    labels.push(("cmdline", cmd.clone()));
+                }
+                (labels, pick(&p.figures, i))
+            }),
+        );
+    }
+    for (i, (what, help)) in FIGURES.iter().enumerate() {
+        gauge_family(
+            &mut r,
+            &format!("pagescope_cgroup_{what}"),
+            &format!("Per cgroup, summed over its processes: {help}"),
+            c.cgroups
+                .iter()
+                .map(|(name, f)| (vec![("cgroup", name.clone())], pick(f, i))),
+        );
+    }
+    let m = &c.machine;
+    let ps = c.page_size;
+    for (what, help, pages) in [
+        (
+            "user",
+            "user processes' anonymous memory (meminfo AnonPages; their file pages are page cache)",
+            m.anon_pages_meminfo,
+        ),
+        (
+            "page_cache",
+            "page cache (meminfo Cached + Buffers)",
+            m.page_cache_pages,
+        ),
+        (
+            "kernel",
+            "kernel memory resident (meminfo SReclaimable + SUnreclaim + PageTables + KernelStack)",
+            m.slab_pages + m.page_table_pages + m.kernel_stack_pages,
+        ),
+        ("free", "free memory (meminfo MemFree)", m.free_pages),
+    ] {
+        let g = Gauge::<i64>::default();
+        g.set((pages * ps) as i64);
+        r.register_with_unit(
+            format!("pagescope_machine_{what}"),
+            format!("The machine: {help}"),
+            Unit::Bytes,
+            g,
+        );
+    }
+    let secs = Gauge::<f64, AtomicU64>::default();
+    secs.set(c.elapsed.as_secs_f64());
+    r.register(
+        "pagescope_collection_seconds",
+        "Wall time the last collection took",
+        secs,
+    );
+    let cpu = Counter::<f64, AtomicU64>::default();
+    cpu.inc_by(cpu_total.as_secs_f64());
+    r.register(
+        "pagescope_collection_cpu_seconds",
+        "CPU time of every collection so far",
+        cpu,
+    );
+    let skipped = Gauge::<i64>::default();
+    skipped.set(c.skipped as i64);
+    r.register(
+        "pagescope_skipped_processes",
+        "Processes whose smaps_rollup was not read in the last collection (above \
+         --max-process-size, or refused): no PSS, USS or working set",
+        skipped,
+    );
+    let mut text = String::new();
+    encode(&mut text, &r).expect("writing to a String does not fail");
+    text
+}

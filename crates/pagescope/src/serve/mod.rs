@@ -1,0 +1,19 @@
+//! `pagescope serve`: memory metrics for Prometheus.
+//!
+//! One thread collects on its own schedule ([`schedule`]), at most as
+//! often as `--interval` and as `--budget` allow, and renders each
+//! collection as OpenMetrics text; the HTTP thread ([`http`]) answers
+//! every scrape with the last text, so a scrape costs a copy and never
+//! walks a process.
+//!
+//! The modules, each using only those listed before it: `figures` (a
+//! process's figures), `working_set` (the backends), `collect` (one
+//! collection), `metrics` (its text),
+//! `schedule` (the collecting thread), `http` (the endpoint).
+
+pub mod collect;
+pub mod figures;
+pub mod http;
+pub mod metrics;
+pub mod schedule;
+pub mod working_set;

@@ -1,0 +1,119 @@
+//! The working set of each process: the pages it referenced between two
+//! collections, by the backend asked for.
+//!
+//! - `refs`: the `Referenced:` of the smaps_rollup that the collection
+//!   reads anyway, then `clear_refs` (`1`) at once: one more walk of the
+//!   page tables per process, exact per process.
+//! - `idle`, `damon`: `record`'s backends ([`Probe`]), over the processes
+//!   walked, after the walks.
+//!
+//! A process first seen (or a pid reused) is reset and has no working set
+//! until the next collection: what it referenced before it was reset is
+//! no interval's. No process is stopped: a page referenced between a
+//! backend's read and its clear counts in neither interval.
+
+use super::figures::Seen;
+use pagescope_core::record::Interval;
+use pagescope_core::{Error, Result};
+use pagescope_linux::procfs::ProcDir;
+use pagescope_linux::record::Probe;
+use std::collections::HashMap;
+use std::io::Write;
+
+/// See the module documentation.
+pub enum WorkingSet {
+    /// No working set.
+    None,
+    /// smaps_rollup `Referenced:` and `clear_refs`.
+    Refs {
+        /// The processes cleared at the last collection: pid to start time.
+        cleared: HashMap<u32, u64>,
+        /// Those cleared in this one.
+        now: HashMap<u32, u64>,
+    },
+    /// One of `record`'s backends.
+    Probe {
+        /// The backend.
+        probe: Box<dyn Probe>,
+        /// The processes reset or collected at the last collection.
+        known: HashMap<u32, u64>,
+    },
+}
+
+impl std::fmt::Debug for WorkingSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WorkingSet::None => "WorkingSet::None",
+            WorkingSet::Refs { .. } => "WorkingSet::Refs",
+            WorkingSet::Probe { .. } => "WorkingSet::Probe",
+        })
+    }
+}
+
+impl WorkingSet {
+    /// The refs backend.
+    pub fn refs() -> WorkingSet {
+        WorkingSet::Refs {
+            cleared: HashMap::new(),
+            now: HashMap::new(),
+        }
+    }
+
+    /// Right after a process's smaps_rollup was read.
+    pub fn walked(&mut self, dir: &ProcDir, seen: &mut Seen) -> Result<()> {
+        let WorkingSet::Refs { cleared, now } = self else {
+            return Ok(());
+        };
+        let mut f = match dir.open_write("clear_refs") {
+            Ok(f) => f,
+            Err(Error::PermissionDenied { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        if let Err(e) = f.write_all(b"1") {
+            let e = Error::io(dir.file_path("clear_refs"), e);
+            return if e.is_gone() { Ok(()) } else { Err(e) };
+        }
+        if cleared.get(&seen.pid) == Some(&seen.start_time) {
+            seen.figures.working_set = seen.referenced;
+        }
+        now.insert(seen.pid, seen.start_time);
+        Ok(())
+    }
+
+    /// After every process was read.
+    pub fn finish(&mut self, seen: &mut [Seen]) -> Result<()> {
+        match self {
+            WorkingSet::None => Ok(()),
+            WorkingSet::Refs { cleared, now } => {
+                *cleared = std::mem::take(now);
+                Ok(())
+            }
+            WorkingSet::Probe { probe, known } => {
+                let (old, new): (Vec<&mut Seen>, Vec<&mut Seen>) = seen
+                    .iter_mut()
+                    .filter(|s| s.walked)
+                    .partition(|s| known.get(&s.pid) == Some(&s.start_time));
+                let old_pids: Vec<u32> = old.iter().map(|s| s.pid).collect();
+                let new_pids: Vec<u32> = new.iter().map(|s| s.pid).collect();
+                let mut interval = Interval::default();
+                probe.collect(&old_pids, &mut interval)?;
+                probe.reset(&new_pids)?;
+                let mut pages: HashMap<u32, u64> = HashMap::new();
+                for row in &interval.virt {
+                    *pages.entry(row.pid).or_default() += row.counts.user;
+                }
+                let page_size = pagescope_linux::system::page_size();
+                for s in old {
+                    s.figures.working_set =
+                        Some(pages.get(&s.pid).copied().unwrap_or(0) * page_size);
+                }
+                *known = seen
+                    .iter()
+                    .filter(|s| s.walked)
+                    .map(|s| (s.pid, s.start_time))
+                    .collect();
+                Ok(())
+            }
+        }
+    }
+}

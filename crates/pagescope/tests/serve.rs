@@ -1,0 +1,547 @@
+//! `pagescope serve`: its figures against the kernel's smaps_rollup and
+//! pagetest's known access pattern, scraped directly and by a real
+//! Prometheus server; its bad inputs; its end on SIGINT and SIGTERM.
+
+#[macro_use]
+mod util;
+
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use util::*;
+
+const MIB: u64 = 1024 * 1024;
+
+/// A port nobody listens on now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn page_size() -> u64 {
+    rustix::param::page_size() as u64
+}
+
+/// A running `pagescope serve`; killed and reaped when dropped.
+struct Serve {
+    child: Child,
+    port: u16,
+}
+
+impl Serve {
+    /// Starts `pagescope serve` on a free port with `args`, and waits for
+    /// its first collection.
+    fn start(args: &[&str]) -> Serve {
+        let port = free_port();
+        let listen = format!("127.0.0.1:{port}");
+        let child = Command::new(pagescope_bin())
+            .args(["serve", "--listen", &listen])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("pagescope serve starts");
+        let serve = Serve { child, port };
+        serve.wait_for(|m| cpu_total(m).is_some(), "a first collection");
+        serve
+    }
+
+    /// `GET /metrics`: the body of a 200 answer.
+    fn metrics(&self) -> Option<String> {
+        let (head, body) = request(
+            self.port,
+            b"GET /metrics HTTP/1.1\r\nHost: pagescope\r\nConnection: close\r\n\r\n",
+        )
+        .ok()?;
+        head.starts_with("HTTP/1.1 200").then(|| {
+            assert!(
+                head.to_ascii_lowercase()
+                    .contains("content-type: application/openmetrics-text"),
+                "{head}"
+            );
+            body
+        })
+    }
+
+    /// Scrapes until `ok` holds of the text (30 s at most).
+    fn wait_for(&self, ok: impl Fn(&str) -> bool, what: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(m) = self.metrics() {
+                if ok(&m) {
+                    return m;
+                }
+            }
+            assert!(Instant::now() < deadline, "serve: no {what} in 30 s");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits for a collection after the one `text` came from, and
+    /// returns its text.
+    fn next_collection(&self, text: &str) -> String {
+        let before = cpu_total(text);
+        self.wait_for(|m| cpu_total(m) != before, "new collection")
+    }
+
+    /// Sends `signal`, and returns the exit code and standard error.
+    fn stop(mut self, signal: rustix::process::Signal) -> (Option<i32>, String) {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).unwrap();
+        rustix::process::kill_process(pid, signal).unwrap();
+        let status = self.child.wait().unwrap();
+        let mut err = String::new();
+        self.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        (status.code(), err)
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sends `raw` to 127.0.0.1:`port` and reads the answer to its end:
+/// (status line and headers, body).
+fn request(port: u16, raw: &[u8]) -> std::io::Result<(String, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    s.write_all(raw)?;
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer)?;
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    Ok((head.to_string(), body.to_string()))
+}
+
+/// The status code of an answer's head.
+fn status(head: &str) -> &str {
+    head.split_whitespace().nth(1).unwrap_or("")
+}
+
+/// `pagescope_collection_cpu_seconds_total`: it changes with every
+/// collection.
+fn cpu_total(text: &str) -> Option<String> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("pagescope_collection_cpu_seconds_total "))
+        .map(str::to_string)
+}
+
+/// The value of `name` for process `pid`, if the text has it.
+fn process_value(text: &str, name: &str, pid: u32) -> Option<u64> {
+    let prefix = format!("{name}{{pid=\"{pid}\",");
+    text.lines()
+        .find(|l| l.starts_with(&prefix))
+        .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+}
+
+/// The held pagetest's figures against its smaps_rollup, within a page.
+fn assert_matches_rollup(text: &str, pid: u32) {
+    let r = smaps_rollup(pid);
+    let kb = |k: &str| r[k] * 1024;
+    for (name, truth) in [
+        ("pagescope_process_rss_bytes", kb("Rss")),
+        ("pagescope_process_pss_bytes", kb("Pss")),
+        (
+            "pagescope_process_uss_bytes",
+            kb("Private_Clean") + kb("Private_Dirty"),
+        ),
+        ("pagescope_process_swap_bytes", kb("Swap")),
+    ] {
+        let v = process_value(text, name, pid).unwrap_or_else(|| panic!("no {name} of {pid}"));
+        assert!(
+            v.abs_diff(truth) <= page_size(),
+            "{name} of pid {pid}: pagescope says {v}, smaps_rollup {truth}"
+        );
+    }
+    assert!(kb("Rss") >= 64 * MIB, "the held buffer is resident");
+}
+
+#[test]
+fn process_figures_are_smaps_rollup() {
+    let _g = serial();
+    let pt = Pagetest::start(&[], &["--size", "64M", "--hold"], "done");
+    let serve = Serve::start(&["--interval", "500ms", "--budget", "100"]);
+    let pid = pt.pid();
+    let text = serve.wait_for(
+        |m| process_value(m, "pagescope_process_pss_bytes", pid).is_some(),
+        "pagetest",
+    );
+    assert_matches_rollup(&text, pid);
+    // Labels: pid and comm, no command line unless asked; no kernel
+    // thread (kthreadd, pid 2).
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("pagescope_process_rss_bytes{{pid=\"{pid}\",")))
+        .unwrap();
+    assert!(line.contains("comm=\"pagetest\""), "{line}");
+    assert!(
+        !text.contains("cmdline="),
+        "a command line without --cmdline"
+    );
+    if pid_2_is_a_kernel_thread() {
+        assert!(!text.contains("{pid=\"2\","), "a kernel thread is listed");
+    }
+    // The machine's totals are meminfo's, as `report total` sums them:
+    // read right after a fresh collection, within 5% of the machine (the
+    // machine is busy meanwhile).
+    let text = serve.next_collection(&text);
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let kb = |key: &str| -> u64 {
+        meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}:")))
+            .map_or(0, |v| {
+                v.trim().trim_end_matches("kB").trim().parse().unwrap()
+            })
+            * 1024
+    };
+    for (name, truth) in [
+        ("free", kb("MemFree")),
+        ("page_cache", kb("Cached") + kb("Buffers")),
+        ("user", kb("AnonPages")),
+        (
+            "kernel",
+            kb("SReclaimable")
+                + kb("SUnreclaim")
+                + kb("PageTables")
+                + kb("SecPageTables")
+                + kb("KernelStack"),
+        ),
+    ] {
+        let v: u64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("pagescope_machine_{name}_bytes ")))
+            .unwrap_or_else(|| panic!("no machine {name}"))
+            .parse()
+            .unwrap();
+        assert!(
+            v.abs_diff(truth) <= kb("MemTotal") / 20,
+            "machine {name}: pagescope says {v}, meminfo {truth}"
+        );
+    }
+    // The cgroup of pagetest sums its processes, pagetest's among them.
+    let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let cgroup = cgroup
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap_or("")
+        .to_string();
+    let cg_line = format!("pagescope_cgroup_rss_bytes{{cgroup=\"{cgroup}\"}} ");
+    let cg_rss: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix(&cg_line))
+        .unwrap_or_else(|| panic!("no {cg_line}"))
+        .parse()
+        .unwrap();
+    assert!(cg_rss >= 64 * MIB, "cgroup {cgroup}: rss {cg_rss}");
+    // --cmdline adds the label.
+    drop(serve);
+    let serve = Serve::start(&["--interval", "500ms", "--budget", "100", "--cmdline"]);
+    let text = serve.wait_for(
+        |m| process_value(m, "pagescope_process_pss_bytes", pid).is_some(),
+        "pagetest",
+    );
+    assert!(
+        text.contains("cmdline=\"") && text.contains("--size 64M --hold"),
+        "no command line with --cmdline"
+    );
+}
+
+#[test]
+fn a_process_above_the_size_cap_is_not_walked() {
+    let _g = serial();
+    let pt = Pagetest::start(&[], &["--size", "64M", "--hold"], "done");
+    let pid = pt.pid();
+    let serve = Serve::start(&[
+        "--interval",
+        "500ms",
+        "--budget",
+        "100",
+        "--max-process-size",
+        "32M",
+    ]);
+    let text = serve.wait_for(
+        |m| process_value(m, "pagescope_process_rss_bytes", pid).is_some(),
+        "pagetest",
+    );
+    // RSS and swap from status; no PSS, USS or working set.
+    let r = smaps_rollup(pid);
+    let rss = process_value(&text, "pagescope_process_rss_bytes", pid).unwrap();
+    assert!(rss.abs_diff(r["Rss"] * 1024) <= page_size(), "rss {rss}");
+    for name in [
+        "pagescope_process_pss_bytes",
+        "pagescope_process_uss_bytes",
+        "pagescope_process_working_set_bytes",
+    ] {
+        assert_eq!(
+            process_value(&text, name, pid),
+            None,
+            "{name} of a skipped process"
+        );
+    }
+    let skipped: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("pagescope_skipped_processes "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(skipped >= 1, "skipped {skipped}");
+}
+
+#[test]
+fn working_set_is_what_pagetest_writes_per_interval() {
+    let _g = serial();
+    let serve = Serve::start(&["--interval", "1s", "--budget", "100", "--backend", "refs"]);
+    let pt = Pagetest::start(
+        &[],
+        &["--size", "64M", "--iterations", "100000", "--sleep", "1s"],
+        "iteration",
+    );
+    let pid = pt.pid();
+    let mut text = serve.wait_for(
+        |m| process_value(m, "pagescope_process_working_set_bytes", pid).is_some(),
+        "working set of pagetest",
+    );
+    let mut values = Vec::new();
+    for _ in 0..7 {
+        values.push(process_value(&text, "pagescope_process_working_set_bytes", pid).unwrap());
+        text = serve.next_collection(&text);
+    }
+    // A collection that falls inside a pass (about 2% of the time here)
+    // splits that pass between two intervals: no process is stopped. So
+    // the median, and no interval above the buffer.
+    let expected = (64 * MIB) as f64;
+    values.sort_unstable();
+    let median = values[values.len() / 2] as f64;
+    assert_close("median working set", median, expected, 2.0);
+    assert!(
+        values.iter().all(|&v| (v as f64) <= expected * 1.02),
+        "{values:?}"
+    );
+    // With --backend none the metric is absent, not 0.
+    drop(serve);
+    let serve = Serve::start(&[
+        "--interval",
+        "500ms",
+        "--budget",
+        "100",
+        "--backend",
+        "none",
+    ]);
+    let text = serve.next_collection(&serve.metrics().unwrap());
+    assert!(process_value(&text, "pagescope_process_pss_bytes", pid).is_some());
+    assert!(
+        !text.contains("working_set"),
+        "a working set with --backend none"
+    );
+}
+
+/// Prometheus' HTTP API: the value of `query`, if it has one.
+fn prometheus_query(port: u16, query: &str) -> Option<f64> {
+    let v = prometheus_answer(port, query)?;
+    v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+}
+
+/// Prometheus' HTTP API: its answer to `query` (`None` if it refused
+/// the query or could not be reached).
+fn prometheus_answer(port: u16, query: &str) -> Option<Value> {
+    let mut q = String::new();
+    for b in query.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' => q.push(b as char),
+            _ => q.push_str(&format!("%{b:02X}")),
+        }
+    }
+    let raw = format!("GET /api/v1/query?query={q} HTTP/1.0\r\n\r\n");
+    let (head, body) = request(port, raw.as_bytes()).ok()?;
+    if status(&head) != "200" {
+        return None;
+    }
+    serde_json::from_str(&body).ok()
+}
+
+/// A Prometheus server run by hand on 127.0.0.1 (no service), its data
+/// in a temporary directory; killed by its pid when dropped.
+struct Prometheus {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Prometheus {
+    fn start(target_port: u16) -> Prometheus {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n\
+                 scrape_configs:\n  - job_name: pagescope\n    static_configs:\n\
+                 \x20     - targets: ['127.0.0.1:{target_port}']\n"
+            ),
+        )
+        .unwrap();
+        let port = free_port();
+        let child = Command::new("/usr/bin/prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus starts");
+        Prometheus {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn prometheus_scrapes_the_pss_of_a_held_process() {
+    if !Path::new("/usr/bin/prometheus").exists() {
+        skip!(
+            "prometheus",
+            "no /usr/bin/prometheus (Debian package prometheus)"
+        );
+    }
+    let _g = serial();
+    let pt = Pagetest::start(&[], &["--size", "64M", "--hold"], "done");
+    let pid = pt.pid();
+    let serve = Serve::start(&["--interval", "1s", "--budget", "100"]);
+    let prom = Prometheus::start(serve.port);
+    let query = format!("pagescope_process_pss_bytes{{pid=\"{pid}\"}}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let pss = loop {
+        if let Some(v) = prometheus_query(prom.port, &query) {
+            break v as u64;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus has no {query} after 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let truth = smaps_rollup(pid)["Pss"] * 1024;
+    assert!(
+        pss.abs_diff(truth) <= page_size(),
+        "Prometheus says {pss}, smaps_rollup {truth}"
+    );
+    assert!(truth >= 64 * MIB);
+    // Prometheus parsed every family: pagescope's own cost is there too.
+    assert!(prometheus_query(prom.port, "pagescope_collection_cpu_seconds_total").is_some());
+    // Every query of the example Grafana dashboard is one Prometheus
+    // takes, and each metric it names has series.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/grafana-dashboard.json");
+    let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut exprs = 0;
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = target["expr"]
+                .as_str()
+                .unwrap()
+                .replace("$k", "5")
+                .replace("$instance", ".*")
+                .replace("$__rate_interval", "1m");
+            // rate() needs two samples; the rest have series once
+            // Prometheus has scraped a collection with them (the
+            // working set: from a process's second collection on).
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let answer = prometheus_answer(prom.port, &expr)
+                    .unwrap_or_else(|| panic!("Prometheus refused the dashboard's {expr}"));
+                assert_eq!(answer["status"], "success", "{expr}: {answer}");
+                let empty = answer["data"]["result"].as_array().unwrap().is_empty();
+                if expr.starts_with("rate(") || !empty {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "no series for the dashboard's {expr} in 30 s"
+                );
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            exprs += 1;
+        }
+    }
+    assert!(exprs >= 15, "{exprs} queries in the dashboard");
+}
+
+#[test]
+fn bad_addresses_are_one_line_and_exit_2() {
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = taken.local_addr().unwrap().to_string();
+    for listen in ["nonsense", "127.0.0.1", "127.0.0.1:99999", taken.as_str()] {
+        let out = run(&[], &["serve", "--listen", listen]);
+        let err = failed_with(&out, 2);
+        assert_eq!(err.lines().count(), 1, "{listen}: {err}");
+        assert!(err.starts_with("error: "), "{err}");
+        if listen == taken {
+            assert!(err.contains("in use"), "{err}");
+        }
+    }
+}
+
+#[test]
+fn malformed_requests_are_answered_and_serving_goes_on() {
+    let serve = Serve::start(&["--interval", "1s", "--backend", "none"]);
+    for (raw, code) in [
+        (&b"GARBAGE\r\n\r\n"[..], "400"),
+        (b"GET\r\n\r\n", "400"),
+        (b"GET /metrics HTTP/1.1\r\nno colon here\r\n\r\n", "400"),
+        // Bytes that are not text: tiny_http closes the connection
+        // without an answer (it can't tell where a next request starts).
+        (b"\x00\x01\x02\xff\xfe\r\n\r\n", ""),
+        (b"POST /metrics HTTP/1.0\r\n\r\n", "405"),
+        (b"GET /nothing-here HTTP/1.0\r\n\r\n", "404"),
+    ] {
+        let (head, _) = request(serve.port, raw).unwrap();
+        assert!(
+            status(&head) == code,
+            "{:?}: answered {head:?}",
+            String::from_utf8_lossy(raw)
+        );
+        assert!(serve.metrics().is_some(), "not serving after {raw:?}");
+    }
+    // A client that sends half a request and goes away.
+    drop(TcpStream::connect(("127.0.0.1", serve.port)).unwrap());
+    let mut s = TcpStream::connect(("127.0.0.1", serve.port)).unwrap();
+    s.write_all(b"GET /met").unwrap();
+    drop(s);
+    assert!(serve.metrics().is_some());
+}
+
+#[test]
+fn sigint_exits_130_and_sigterm_0() {
+    let serve = Serve::start(&["--interval", "1s", "--backend", "none"]);
+    let (code, err) = serve.stop(rustix::process::Signal::INT);
+    assert_eq!(code, Some(130), "{err}");
+    let serve = Serve::start(&["--interval", "1s", "--backend", "none"]);
+    let (code, err) = serve.stop(rustix::process::Signal::TERM);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("error"), "{err}");
+}
