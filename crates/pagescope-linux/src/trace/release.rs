@@ -458,7 +458,7 @@ pub fn remove_leftovers(proc: &Path, pid: u32) -> Result<bool> {
         return Ok(false);
     }
     let seized =
-        match super::ptrace::seize_process(pid, nix::sys::ptrace::Options::PTRACE_O_TRACESYSGOOD) {
+        match super::ptrace::seize_process(pid, pagescope_sys::ptrace::PTRACE_O_TRACESYSGOOD) {
             Ok(s) => s,
             // Put back, it may finish at once: what it holds goes with it.
             Err(_) if exiting(proc, pid) => return Ok(false),
@@ -499,10 +499,10 @@ pub fn remove_leftovers(proc: &Path, pid: u32) -> Result<bool> {
     })();
     for (t, how) in seized {
         let sig = match how {
-            super::ptrace::Seized::Signal(sig) => Some(sig),
-            _ => None,
+            super::ptrace::Seized::Signal(sig) => sig,
+            _ => 0,
         };
-        let _ = nix::sys::ptrace::detach(t, sig);
+        let _ = pagescope_sys::ptrace::detach(t, sig);
     }
     match r {
         Ok(()) => Ok(true),
@@ -751,7 +751,7 @@ impl Held {
     fn owner(&mut self, pid: u32, page: u64) -> Result<Option<usize>> {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let _ = tx.send(nix::unistd::gettid().as_raw() as u32);
+            let _ = tx.send(rustix::thread::gettid().as_raw_pid() as u32);
             let mut byte = [0u8; 1];
             let _ = super::remote::read(pid, page, &mut byte);
         });
