@@ -8,32 +8,32 @@ use linux_raw_sys::general as k;
 use rustix::process::{Pid, WaitOptions};
 
 /// Whether the child exited (`WIFEXITED`).
-pub fn exited(raw: i32) -> bool {
+fn exited(raw: i32) -> bool {
     libc::WIFEXITED(raw)
 }
 
 /// Its exit status (`WEXITSTATUS`), meaningful if [`exited`].
-pub fn exit_status(raw: i32) -> i32 {
+fn exit_status(raw: i32) -> i32 {
     libc::WEXITSTATUS(raw)
 }
 
 /// Whether a signal ended the child (`WIFSIGNALED`).
-pub fn signaled(raw: i32) -> bool {
+fn signaled(raw: i32) -> bool {
     libc::WIFSIGNALED(raw)
 }
 
 /// The signal that ended it (`WTERMSIG`), meaningful if [`signaled`].
-pub fn term_signal(raw: i32) -> i32 {
+fn term_signal(raw: i32) -> i32 {
     libc::WTERMSIG(raw)
 }
 
 /// Whether the child is stopped (`WIFSTOPPED`).
-pub fn stopped(raw: i32) -> bool {
+fn stopped(raw: i32) -> bool {
     libc::WIFSTOPPED(raw)
 }
 
 /// The signal of its stop (`WSTOPSIG`), meaningful if [`stopped`].
-pub fn stop_signal(raw: i32) -> i32 {
+fn stop_signal(raw: i32) -> i32 {
     libc::WSTOPSIG(raw)
 }
 
