@@ -14,7 +14,8 @@ impl RemoteMemory {
     /// The address space of process (or thread) `pid`. Not this
     /// process's: a write there would change memory behind the back of
     /// the code that owns it (`EINVAL` for a thread of this process, or a
-    /// pid that names no single process).
+    /// pid that names no single process). The check is made here, once (a pid
+    /// is given again once its process is reaped).
     pub fn of(pid: u32) -> io::Result<RemoteMemory> {
         let invalid = || io::Error::from_raw_os_error(libc::EINVAL);
         let p = libc::pid_t::try_from(pid)

@@ -32,6 +32,34 @@ fn with_mem(pid: u32, f: impl Fn(&std::fs::File) -> io::Result<()>) -> io::Resul
     r
 }
 
+/// How many handles [`memory_of`] keeps per thread: the fault thread
+/// turns between a program and its mover, and the tracer thread between
+/// a parent and its child.
+const HANDLES: usize = 4;
+
+thread_local! {
+    /// The last handles made in this thread, and which one goes next.
+    static HANDLE: std::cell::Cell<([Option<RemoteMemory>; HANDLES], usize)> =
+        const { std::cell::Cell::new(([None; HANDLES], 0)) };
+}
+
+/// The handle of `pid`'s address space: one made before in this thread,
+/// or a new one (making it checks that `pid` is not of this process,
+/// which costs two system calls, as much as a small read). The pids are
+/// of traced programs and their movers, never pagescope's own.
+fn memory_of(pid: u32) -> io::Result<RemoteMemory> {
+    HANDLE.with(|cell| {
+        let (mut made, next) = cell.get();
+        if let Some(m) = made.iter().flatten().find(|m| m.pid() == pid) {
+            return Ok(*m);
+        }
+        let m = RemoteMemory::of(pid)?;
+        made[next] = Some(m);
+        cell.set((made, (next + 1) % HANDLES));
+        Ok(m)
+    })
+}
+
 /// Whether `e` is the `ENOSYS` of a kernel without
 /// `process_vm_readv`/`writev`; remembered if so.
 fn no_cma(e: &io::Error) -> bool {
@@ -45,7 +73,7 @@ fn no_cma(e: &io::Error) -> bool {
 /// Fills `buf` from `addr` in `pid`.
 pub fn read(pid: u32, addr: u64, buf: &mut [u8]) -> io::Result<()> {
     if !NO_CMA.load(Ordering::Relaxed) {
-        match RemoteMemory::of(pid)?.read(addr, buf) {
+        match memory_of(pid)?.read(addr, buf) {
             Err(e) if no_cma(&e) => {}
             r => return r,
         }
@@ -57,7 +85,7 @@ pub fn read(pid: u32, addr: u64, buf: &mut [u8]) -> io::Result<()> {
 /// Writes `bytes` at `addr` in `pid`.
 pub fn write(pid: u32, addr: u64, bytes: &[u8]) -> io::Result<()> {
     if !NO_CMA.load(Ordering::Relaxed) {
-        match RemoteMemory::of(pid)?.write(addr, bytes) {
+        match memory_of(pid)?.write(addr, bytes) {
             Err(e) if no_cma(&e) => {}
             r => return r,
         }
