@@ -6,11 +6,11 @@
 //! is waited for as a shell would; this is for the other exits.
 
 use crate::procfs::{descendants, list_pids, ProcDir};
-use nix::errno::Errno;
-use nix::sys::ptrace;
-use nix::sys::signal::{kill, Signal};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::Pid;
+use pagescope_sys::ptrace;
+use pagescope_sys::signals::kill;
+use pagescope_sys::wait::{self, waitpid};
+use rustix::io::Errno;
+use rustix::process::Signal;
 use std::collections::HashSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -36,12 +36,12 @@ pub fn kill_tree(proc_root: &Path, root: u32) {
             break;
         }
         for p in fresh {
-            let _ = kill(Pid::from_raw(p as i32), Signal::SIGSTOP);
+            let _ = kill(p, Signal::STOP.as_raw());
         }
     }
     // Stopped, none can fork: every one is in `stopped`.
     for &p in &stopped {
-        let _ = kill(Pid::from_raw(p as i32), Signal::SIGKILL);
+        let _ = kill(p, Signal::KILL.as_raw());
     }
 }
 
@@ -71,15 +71,14 @@ const REAP_WAIT: Duration = Duration::from_secs(10);
 /// uninterruptible sleep ends when that sleep does). `proc_root`: the
 /// procfs where its threads are listed.
 pub fn reap(proc_root: &Path, root: u32) {
-    let pid = Pid::from_raw(root as i32);
     let deadline = Instant::now() + REAP_WAIT;
-    let nohang = WaitPidFlag::__WALL | WaitPidFlag::WNOHANG;
+    let nohang = wait::ALL | wait::Options::NOHANG;
     loop {
-        match waitpid(pid, Some(nohang)) {
-            Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) => return,
-            Ok(WaitStatus::StillAlive) | Err(Errno::EINTR) => {}
-            Ok(_) => {
-                let _ = ptrace::detach(pid, None);
+        match waitpid(Some(root), nohang) {
+            Ok(Some((_, st))) if st.is_gone() => return,
+            Ok(None) | Err(Errno::INTR) => {}
+            Ok(Some(_)) => {
+                let _ = ptrace::detach(root, 0);
             }
             // Reaped by another thread, or not a child at all.
             Err(_) => return,
@@ -87,14 +86,10 @@ pub fn reap(proc_root: &Path, root: u32) {
         // Its other threads, stopped on their way out.
         let tasks = ProcDir::at(proc_root, root).tasks();
         for tid in tasks.into_iter().flatten() {
-            let tid = tid as i32;
-            if tid != pid.as_raw() {
-                let tid = Pid::from_raw(tid);
-                if let Ok(st) = waitpid(tid, Some(nohang)) {
-                    if st.pid().is_some()
-                        && !matches!(st, WaitStatus::Exited(..) | WaitStatus::Signaled(..))
-                    {
-                        let _ = ptrace::detach(tid, None);
+            if tid != root {
+                if let Ok(Some((_, st))) = waitpid(Some(tid), nohang) {
+                    if !st.is_gone() {
+                        let _ = ptrace::detach(tid, 0);
                     }
                 }
             }
@@ -155,8 +150,7 @@ mod tests {
             .spawn()
             .unwrap();
         let root = child.id();
-        let opts = ptrace::Options::PTRACE_O_TRACEEXIT;
-        if let Err(e) = ptrace::seize(Pid::from_raw(root as i32), opts) {
+        if let Err(e) = ptrace::seize(root, ptrace::PTRACE_O_TRACEEXIT) {
             let _ = child.kill();
             let _ = child.wait();
             eprintln!("skipped: ptrace of a child was refused ({e})");

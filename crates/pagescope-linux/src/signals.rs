@@ -6,51 +6,42 @@
 //! catches them with handlers instead: its tracer must be woken out of
 //! `waitpid`.)
 
-use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+use rustix::process::Signal;
 use std::time::Duration;
 
 /// The signals that ask to stop, and SIGCHLD, which wakes a recorder when
 /// the command it launched exits.
-const WAITED: [Signal; 3] = [Signal::SIGCHLD, Signal::SIGINT, Signal::SIGTERM];
-
-fn wait_set() -> SigSet {
-    let mut set = SigSet::empty();
-    for s in WAITED {
-        set.add(s);
-    }
-    set
-}
+const WAITED: [Signal; 3] = [Signal::CHILD, Signal::INT, Signal::TERM];
 
 /// Blocks SIGCHLD, SIGINT and SIGTERM in the calling thread (and threads
 /// it starts later, so call it before any), so that they wait to be taken
 /// by [`wait`] or seen by [`stop_pending`]. Launched commands start with
 /// an empty mask.
 pub fn block() -> std::io::Result<()> {
-    nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&wait_set()), None)
-        .map_err(std::io::Error::from)
+    pagescope_sys::signals::block_in_thread(&WAITED.map(Signal::as_raw), true)
 }
 
 /// Waits for one of the blocked signals until `timeout`, and takes it;
 /// `None` on timeout.
 pub fn wait(timeout: Duration) -> Option<Signal> {
-    let set = WAITED.map(|s| s as i32);
-    pagescope_sys::signals::timed_wait(&set, timeout).and_then(|s| Signal::try_from(s).ok())
+    let set = WAITED.map(Signal::as_raw);
+    pagescope_sys::signals::timed_wait(&set, timeout).and_then(Signal::from_named_raw)
 }
 
 /// Whether SIGINT or SIGTERM is pending (blocked by [`block`], it stays
 /// so: asking again says yes again). Cheap: one system call.
 pub fn stop_pending() -> bool {
-    pagescope_sys::signals::any_pending(&[Signal::SIGINT as i32, Signal::SIGTERM as i32])
+    pagescope_sys::signals::any_pending(&[Signal::INT.as_raw(), Signal::TERM.as_raw()])
 }
 
 /// Whether a signal [`wait`] took asks to stop: SIGINT (Ctrl-C) or
 /// SIGTERM, not SIGCHLD.
 pub fn is_stop(signal: Signal) -> bool {
-    matches!(signal, Signal::SIGINT | Signal::SIGTERM)
+    matches!(signal, Signal::INT | Signal::TERM)
 }
 
 /// Whether a signal [`wait`] took is SIGINT (Ctrl-C), whose exit code is
 /// 130 by the shell's convention.
 pub fn is_interrupt(signal: Signal) -> bool {
-    signal == Signal::SIGINT
+    signal == Signal::INT
 }

@@ -18,13 +18,10 @@ pub fn page_size() -> u64 {
 
 /// The CPUs this process may run on (its affinity mask).
 pub fn allowed_cpus() -> Vec<usize> {
-    nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).map_or_else(
+    use rustix::thread::{sched_getaffinity, CpuSet};
+    sched_getaffinity(None).map_or_else(
         |_| Vec::new(),
-        |set| {
-            (0..nix::sched::CpuSet::count())
-                .filter(|&c| set.is_set(c).unwrap_or(false))
-                .collect()
-        },
+        |set| (0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect(),
     )
 }
 

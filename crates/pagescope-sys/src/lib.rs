@@ -15,6 +15,7 @@ pub mod mem;
 pub mod pagemap_scan;
 pub mod poll;
 pub mod ptrace;
+pub mod remote;
 pub mod signals;
 pub mod touch;
 pub mod uffd;

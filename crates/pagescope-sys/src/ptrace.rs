@@ -309,60 +309,74 @@ mod regs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rustix::process::{kill_process, waitpid, Pid, Signal, WaitOptions};
+    use crate::wait::{waitpid, Options, Status, ALL};
 
-    fn wait_stop(pid: u32) -> i32 {
-        let p = Pid::from_raw(pid as i32);
-        let opts =
-            WaitOptions::from_bits_retain(linux_raw_sys::general::__WALL) | WaitOptions::UNTRACED;
-        let (_, st) = waitpid(p, opts).unwrap().unwrap();
-        st.as_raw()
+    fn wait_stop(pid: u32) -> Status {
+        let (tid, st) = waitpid(Some(pid), ALL | Options::UNTRACED)
+            .unwrap()
+            .unwrap();
+        assert_eq!(tid, pid);
+        st
     }
 
     /// A launched child seized before its exec: its `execve` shows at
-    /// entry (number, and on x86_64 in the registers) and exit (0).
+    /// entry (number, and on x86_64 in the registers), at its exec event
+    /// and at its exit (0); interrupted, it stops at `PTRACE_EVENT_STOP`.
     #[test]
     fn syscall_stops_of_an_exec() {
         let path = c"/bin/true";
         let pid = crate::clone::fork_exec_stopped(path, &[c"true".to_owned()]).unwrap() as u32;
-        let raw = wait_stop(pid);
-        assert_eq!((raw & 0xff, (raw >> 8) & 0xff), (0x7f, libc::SIGSTOP));
-        seize(pid, PTRACE_O_TRACESYSGOOD).unwrap();
-        kill_process(Pid::from_raw(pid as i32).unwrap(), Signal::CONT).unwrap();
-        let (mut entry, mut exit) = (None, None);
+        assert_eq!(wait_stop(pid), Status::Stopped(libc::SIGSTOP));
+        seize(pid, PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACEEXEC).unwrap();
+        crate::signals::kill(pid, libc::SIGCONT).unwrap();
+        let (mut entry, mut exec, mut exit) = (None, None, None);
+        let mut interrupted = false;
         loop {
-            let raw = wait_stop(pid);
-            if raw & 0x7f != 0x7f {
-                // Exited.
-                assert_eq!(raw, 0);
-                break;
-            }
-            let sig = (raw >> 8) & 0xff;
             let mut deliver = 0;
-            if sig == libc::SIGTRAP | 0x80 {
-                match syscall_info(pid).unwrap() {
-                    SyscallStop::Entry { nr, args } if entry.is_none() => {
-                        #[cfg(target_arch = "x86_64")]
-                        assert_eq!(getregs(pid).unwrap().orig_rax, nr);
-                        entry = Some((nr, args[0]));
-                    }
-                    SyscallStop::Exit { rval } if exit.is_none() => exit = Some(rval),
-                    _ => {}
+            match wait_stop(pid) {
+                Status::Exited(code) => {
+                    assert_eq!(code, 0);
+                    break;
                 }
-                if exit.is_some() {
-                    let (signo, _) = stop_signal(pid).unwrap();
-                    assert_eq!(signo, libc::SIGTRAP);
+                Status::Syscall => {
+                    match syscall_info(pid).unwrap() {
+                        SyscallStop::Entry { nr, args } if entry.is_none() => {
+                            #[cfg(target_arch = "x86_64")]
+                            assert_eq!(getregs(pid).unwrap().orig_rax, nr);
+                            entry = Some((nr, args[0]));
+                        }
+                        SyscallStop::Exit { rval } if exit.is_none() => exit = Some(rval),
+                        _ => {}
+                    }
+                    if exit.is_some() && !interrupted {
+                        let (signo, _) = stop_signal(pid).unwrap();
+                        assert_eq!(signo, libc::SIGTRAP);
+                        interrupt(pid).unwrap();
+                        interrupted = true;
+                    }
+                }
+                Status::Event { signal, event } if event == event::EXEC => {
+                    assert_eq!(signal, libc::SIGTRAP);
+                    exec = Some(event_message(pid).unwrap());
+                }
+                Status::Event { signal, event } if event == event::STOP && interrupted => {
+                    assert_eq!(signal, libc::SIGTRAP);
+                    let (signo, code) = stop_signal(pid).unwrap();
+                    assert_eq!((signo, code >> 8), (libc::SIGTRAP, event::STOP));
                     detach(pid, 0).unwrap();
                     continue;
                 }
-            } else if raw >> 16 == 0 && sig != libc::SIGSTOP {
-                deliver = sig;
+                Status::Stopped(sig) if sig != libc::SIGSTOP => deliver = sig,
+                _ => {}
             }
             syscall(pid, deliver).unwrap();
         }
         let (nr, arg0) = entry.unwrap();
         assert_eq!(nr, u64::from(linux_raw_sys::general::__NR_execve));
         assert_ne!(arg0, 0);
+        // The thread that exec'd was the leader itself.
+        assert_eq!(exec, Some(u64::from(pid)));
         assert_eq!(exit, Some(0));
+        assert!(interrupted);
     }
 }

@@ -1,10 +1,69 @@
-//! Signals: blocking them in a thread (pthread_sigmask(3)), waiting for
-//! blocked ones and asking which are pending (sigtimedwait(2),
-//! sigpending(2)), and catching some into one flag (sigaction(2)).
+//! Signals: sending them to a process (kill(2)) or to one thread of this
+//! process (tgkill(2), pthread_kill(3)), blocking them in a thread
+//! (pthread_sigmask(3)), waiting for blocked ones and asking which are
+//! pending (sigtimedwait(2), sigpending(2)), and catching some into one
+//! flag (sigaction(2)). Signals are raw numbers (`libc::SIGINT`, or
+//! rustix's `Signal::INT.as_raw()`), so that real-time ones pass too.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+/// `pid` as the `pid_t` of one process or thread: not 0 nor above
+/// `i32::MAX`, which kill(2) would take for a process group or every
+/// process.
+fn one_pid(pid: u32) -> io::Result<libc::pid_t> {
+    match libc::pid_t::try_from(pid) {
+        Ok(p) if p > 0 => Ok(p),
+        _ => Err(io::Error::from_raw_os_error(libc::EINVAL)),
+    }
+}
+
+/// kill(2): sends `signal` to process `pid` (a thread id names its
+/// process).
+pub fn kill(pid: u32, signal: i32) -> io::Result<()> {
+    let pid = one_pid(pid)?;
+    // SAFETY: kill takes integers only.
+    if unsafe { libc::kill(pid, signal) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// tgkill(2): sends `signal` to thread `tid` of this process (its id, as
+/// gettid(2) gives it), and to no thread of another process. The thread
+/// must live until the call: once it has exited, its id may name a newer
+/// thread.
+pub fn kill_thread(tid: u32, signal: i32) -> io::Result<()> {
+    let tid = one_pid(tid)?;
+    // SAFETY: tgkill takes integers only.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_tgkill,
+            libc::getpid() as libc::c_long,
+            tid as libc::c_long,
+            signal as libc::c_long,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// pthread_kill(3): sends `signal` to the thread of `thread`, which is not
+/// joined while the handle lives (a thread that has finished gets
+/// nothing, and no other thread gets it).
+pub fn signal_thread<T>(thread: &std::thread::JoinHandle<T>, signal: i32) -> io::Result<()> {
+    use std::os::unix::thread::JoinHandleExt;
+    // SAFETY: the handle keeps the thread unjoined, so its pthread_t is
+    // valid for the call (pthread_kill of a thread that has finished but
+    // is not joined is allowed, and sends nothing).
+    match unsafe { libc::pthread_kill(thread.as_pthread_t(), signal) } {
+        0 => Ok(()),
+        e => Err(io::Error::from_raw_os_error(e)),
+    }
+}
 
 /// The set of the signals `signals` (numbers such as `libc::SIGINT`).
 fn set_of(signals: &[i32]) -> libc::sigset_t {
@@ -104,6 +163,38 @@ pub fn flag_raised() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A signal sent to a thread of this process (by its id or its
+    /// handle), where it is blocked, is pending there, and taken.
+    #[test]
+    fn signals_reach_one_thread() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            block_in_thread(&[libc::SIGUSR1], true).unwrap();
+            tx.send(rustix::thread::gettid().as_raw_pid() as i32)
+                .unwrap();
+            // One at a time: a second one pending would merge into the first.
+            for _ in 0..2 {
+                wait.recv().unwrap();
+                let got = timed_wait(&[libc::SIGUSR1], Duration::from_secs(5));
+                tx.send(got.unwrap_or(0)).unwrap();
+            }
+        });
+        let tid = rx.recv().unwrap() as u32;
+        kill_thread(tid, libc::SIGUSR1).unwrap();
+        go.send(()).unwrap();
+        assert_eq!(rx.recv().unwrap(), libc::SIGUSR1);
+        signal_thread(&thread, libc::SIGUSR1).unwrap();
+        go.send(()).unwrap();
+        assert_eq!(rx.recv().unwrap(), libc::SIGUSR1);
+        thread.join().unwrap();
+        // Not one process, nor a thread.
+        assert!(kill(0, libc::SIGUSR1).is_err() && kill(u32::MAX, 0).is_err());
+        assert!(kill_thread(0, 0).is_err());
+        // Signal 0 checks that the process is there.
+        kill(std::process::id(), 0).unwrap();
+    }
 
     /// A blocked signal sent to this thread is pending, then taken by the
     /// wait; with none pending the wait times out.

@@ -17,7 +17,8 @@
 
 use crate::procfs::ProcDir;
 use pagescope_sys::ptrace;
-use rustix::process::{Pid, WaitOptions};
+use pagescope_sys::wait::{self, waitpid};
+use rustix::io::Errno;
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -62,41 +63,30 @@ pub struct Freezer {
     proc_root: PathBuf,
 }
 
-/// One wait status, as the kernel gave it. Decoded here rather than by
-/// nix, whose `Signal` can't hold real-time signals (a status carrying
-/// one would be lost, and its thread left stopped).
+/// One wait status: the thread, and what it reports (signals as raw
+/// numbers, so that a real-time one passes too).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Status {
     /// The thread.
     pub tid: u32,
-    /// The raw status.
-    pub raw: i32,
-}
-
-/// `__WALL`: children and tracees, whatever signal they report exits by.
-fn wall() -> WaitOptions {
-    WaitOptions::from_bits_retain(pagescope_sys::abi::WALL as u32)
+    /// What it reports.
+    pub how: wait::Status,
 }
 
 /// Waits for any child or tracee (`__WALL`); `None` if `nohang` and
 /// nothing is pending, or if there is nothing to wait for.
 pub fn wait_any(nohang: bool) -> io::Result<Option<Status>> {
     let flags = if nohang {
-        wall() | WaitOptions::NOHANG
+        wait::ALL | wait::Options::NOHANG
     } else {
-        wall()
+        wait::ALL
     };
     loop {
-        match rustix::process::wait(flags) {
-            Ok(Some((pid, st))) => {
-                return Ok(Some(Status {
-                    tid: pid.as_raw_pid() as u32,
-                    raw: st.as_raw(),
-                }))
-            }
+        match waitpid(None, flags) {
+            Ok(Some((tid, how))) => return Ok(Some(Status { tid, how })),
             Ok(None) => return Ok(None),
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(rustix::io::Errno::CHILD) => return Ok(None),
+            Err(Errno::INTR) => continue,
+            Err(Errno::CHILD) => return Ok(None),
             Err(e) => return Err(e.into()),
         }
     }
@@ -104,29 +94,18 @@ pub fn wait_any(nohang: bool) -> io::Result<Option<Status>> {
 
 /// Waits for one process (blocking); its exit, if it exited.
 pub fn wait_pid(pid: u32) -> Option<Exit> {
-    let (_, st) = rustix::process::waitpid(Pid::from_raw(pid as i32), wall()).ok()??;
-    exit_of(Status {
-        tid: pid,
-        raw: st.as_raw(),
-    })
+    let (tid, how) = waitpid(Some(pid), wait::ALL).ok()??;
+    exit_of(Status { tid, how })
 }
 
 /// The exit a wait status reports, if it reports one.
 pub fn exit_of(st: Status) -> Option<Exit> {
-    let raw = st.raw;
-    if pagescope_sys::wait::exited(raw) {
-        Some(Exit {
-            pid: st.tid,
-            code: pagescope_sys::wait::exit_status(raw),
-        })
-    } else if pagescope_sys::wait::signaled(raw) {
-        Some(Exit {
-            pid: st.tid,
-            code: 128 + pagescope_sys::wait::term_signal(raw),
-        })
-    } else {
-        None
-    }
+    let code = match st.how {
+        wait::Status::Exited(code) => code,
+        wait::Status::Signaled(sig) => 128 + sig,
+        _ => return None,
+    };
+    Some(Exit { pid: st.tid, code })
 }
 
 /// Whether a task is gone or can no longer stop (exiting: zombie or dead).
@@ -250,24 +229,29 @@ impl Freezer {
             self.threads.remove(&e.pid);
             return Some(e);
         }
-        let (tid, raw) = (st.tid, st.raw);
-        if !pagescope_sys::wait::stopped(raw) {
-            return None;
-        }
-        let sig = pagescope_sys::wait::stop_signal(raw);
-        let event = raw >> 16;
-        if event == pagescope_sys::ptrace::event::EXEC {
-            // A thread other than the leader that execs takes the
-            // leader's id; its own id disappears without an exit.
-            let former = ptrace::event_message(tid).unwrap_or(0);
-            if former as u32 != tid {
-                self.threads.remove(&(former as u32));
+        let tid = st.tid;
+        let r = match st.how {
+            // A signal-delivery stop: deliver it.
+            wait::Status::Stopped(sig) => Resume::Cont(sig),
+            wait::Status::Event {
+                event: ptrace::event::EXEC,
+                ..
+            } => {
+                // A thread other than the leader that execs takes the
+                // leader's id; its own id disappears without an exit.
+                let former = ptrace::event_message(tid).unwrap_or(0);
+                if former as u32 != tid {
+                    self.threads.remove(&(former as u32));
+                }
+                Resume::Cont(0)
             }
-        }
-        let r = match event {
-            0 => Resume::Cont(sig), // signal-delivery-stop: deliver it
-            pagescope_sys::ptrace::event::STOP if is_job_stop(sig) => Resume::Listen,
-            _ => Resume::Cont(0),
+            wait::Status::Event {
+                signal,
+                event: ptrace::event::STOP,
+            } if is_job_stop(signal) => Resume::Listen,
+            wait::Status::Event { .. } | wait::Status::Syscall => Resume::Cont(0),
+            // Not stopped.
+            _ => return None,
         };
         let s = if freezing {
             State::Stopped(r)

@@ -8,12 +8,12 @@ use super::machine::kernel_resident;
 use super::notes::header_notes;
 use super::probe::{Follow, Followed, Launched, Probe};
 use crate::procfs::{self, ProcDir};
-use nix::sys::signal::Signal;
 use pagescope_core::format::RecordWriter;
 use pagescope_core::record::{
     Backend, EndNote, EndReason, Interval, ProcessInfo, RecordEnd, RecordHeader, Scope,
 };
 use pagescope_core::{Error, Result};
+use rustix::process::Signal;
 use rustix::time::ClockId;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
@@ -419,7 +419,7 @@ fn run(
                 break;
             }
             match crate::signals::wait(deadline - now) {
-                Some(Signal::SIGINT | Signal::SIGTERM) => reason = Some(EndReason::Interrupted),
+                Some(Signal::INT | Signal::TERM) => reason = Some(EndReason::Interrupted),
                 Some(_) if !rec.probe_launched => rec.drain_children(),
                 _ => {}
             }

@@ -7,11 +7,10 @@ use crate::trace::hooks::die_here_for_tests;
 use crate::trace::os::sys;
 use crate::trace::ptrace::{self as pt, nr, Injector};
 use crate::trace::uffd::Uffd;
-use nix::errno::Errno;
-use nix::sys::ptrace;
-use nix::unistd::Pid;
 use pagescope_core::parse;
 use pagescope_core::{Error, Result};
+use pagescope_sys::ptrace;
+use rustix::io::Errno;
 use std::os::fd::{AsFd, OwnedFd};
 
 /// Runs system call `n` with `args` in the thread stopped under `inj`;
@@ -36,7 +35,7 @@ pub(crate) fn take_fd(pid: u32, fd: i32) -> Result<OwnedFd> {
 /// Makes a userfaultfd (`O_CLOEXEC | O_NONBLOCK`) in the thread `t`,
 /// stopped under `inj`: the system call, or where it is refused,
 /// `/dev/userfaultfd`. Returns the descriptor's number in the program.
-pub(super) fn make_userfaultfd(inj: &mut Injector, t: Pid) -> Result<i64> {
+pub(super) fn make_userfaultfd(inj: &mut Injector, t: u32) -> Result<i64> {
     let flags = pagescope_sys::abi::O_CLOEXEC | pagescope_sys::abi::O_NONBLOCK;
     let mut fd = inject(inj, nr::USERFAULTFD, [flags, 0, 0, 0, 0, 0])?;
     if fd < 0 {
@@ -68,8 +67,8 @@ pub(super) fn make_userfaultfd(inj: &mut Injector, t: Pid) -> Result<i64> {
         }
     }
     if fd < 0 {
-        let e = Errno::from_raw(-fd as i32);
-        return Err(if e == Errno::EPERM {
+        let e = Errno::from_raw_os_error(-fd as i32);
+        return Err(if e == Errno::PERM {
             Error::NotPermitted {
                 what: "userfaultfd".into(),
                 needs: "the program may not make one (the system call and \
@@ -99,7 +98,7 @@ pub(super) fn make_userfaultfd(inj: &mut Injector, t: Pid) -> Result<i64> {
 /// now (a child not yet at its first stop, a parent at its `vfork`): try
 /// again later.
 pub fn userfaultfd_of(pid: u32) -> Result<Option<OwnedFd>> {
-    let leader = Pid::from_raw(pid as i32);
+    let leader = pid;
     let held = pt::tracer_of(leader) == Some(std::process::id());
     if held && !pt::at_interrupt_stop(leader) {
         return Ok(None);
@@ -109,7 +108,7 @@ pub fn userfaultfd_of(pid: u32) -> Result<Option<OwnedFd>> {
     } else {
         // TRACESYSGOOD: the injected calls' syscall stops must not look
         // like a SIGTRAP.
-        pt::seize_process(pid, ptrace::Options::PTRACE_O_TRACESYSGOOD)
+        pt::seize_process(pid, ptrace::PTRACE_O_TRACESYSGOOD)
             .map_err(|e| sys(&format!("cannot attach to process {pid}"), e))?
     };
     let r = (|| -> Result<OwnedFd> {
@@ -142,8 +141,8 @@ pub fn userfaultfd_of(pid: u32) -> Result<Option<OwnedFd>> {
     if !held {
         for (t, how) in seized {
             let sig = match how {
-                pt::Seized::Signal(sig) => Some(sig),
-                _ => None,
+                pt::Seized::Signal(sig) => sig,
+                _ => 0,
             };
             let _ = ptrace::detach(t, sig);
         }
@@ -153,12 +152,12 @@ pub fn userfaultfd_of(pid: u32) -> Result<Option<OwnedFd>> {
 
 /// Writes `name` below the red zone of the stopped thread's stack, for
 /// an injected call that takes a string; returns its address.
-pub(super) fn write_name(tid: Pid, sp: u64, name: &str) -> Result<u64> {
+pub(super) fn write_name(tid: u32, sp: u64, name: &str) -> Result<u64> {
     // Below the red zone of the stopped thread's stack.
     let at = (sp - 4096) & !15;
     let mut bytes = name.as_bytes().to_vec();
     bytes.push(0);
-    crate::trace::remote::write(tid.as_raw() as u32, at, &bytes)
+    crate::trace::remote::write(tid, at, &bytes)
         .map_err(|e| sys("writing a name into the program", e))?;
     Ok(at)
 }

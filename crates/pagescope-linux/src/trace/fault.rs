@@ -14,9 +14,8 @@ use crate::trace::ptrace::{self as pt, nr, Mover};
 use crate::trace::serve::on_msg;
 use crate::trace::state::{Space, State};
 use crate::trace::uffd::{Msg, Uffd};
-use nix::sys::signal::Signal;
-use nix::unistd::Pid;
 use pagescope_core::Result;
+use rustix::process::Signal;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -180,7 +179,7 @@ fn prepare_spaces(st: &mut State) {
         if let Some(m) = space.mm.mover.as_mut().and_then(|m| m.mover.take()) {
             st.dying.extend(m.kill_nowait());
         } else if let Some(m) = &space.mm.mover {
-            let _ = nix::sys::signal::kill(Pid::from_raw(m.pid as i32), Signal::SIGKILL);
+            let _ = pagescope_sys::signals::kill(m.pid, Signal::KILL.as_raw());
         }
     }
 }

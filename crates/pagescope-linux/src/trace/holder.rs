@@ -121,12 +121,10 @@ impl Holder {
 
 impl Drop for Holder {
     fn drop(&mut self) {
-        use rustix::process::{kill_process, waitpid, Pid, Signal, WaitOptions};
-        if let Some(pid) = Pid::from_raw(self.pid) {
-            let _ = kill_process(pid, Signal::KILL);
-            let wall = WaitOptions::from_bits_retain(pagescope_sys::abi::WALL as u32);
-            while matches!(waitpid(Some(pid), wall), Err(rustix::io::Errno::INTR)) {}
-        }
+        use pagescope_sys::wait::{waitpid, ALL};
+        let pid = self.pid as u32;
+        let _ = pagescope_sys::signals::kill(pid, rustix::process::Signal::KILL.as_raw());
+        while matches!(waitpid(Some(pid), ALL), Err(rustix::io::Errno::INTR)) {}
         drop(self.stop.take());
         if let Some(t) = self.parent.take() {
             let _ = t.join();

@@ -20,7 +20,6 @@ use std::time::Duration;
 /// whose descriptor only pagescope, and its holder, then hold.)
 #[cfg(feature = "test-hooks")]
 pub(super) fn die_here_for_tests(place: &str) {
-    use nix::sys::signal::Signal;
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     static DONE: AtomicBool = AtomicBool::new(false);
     static SEEN: AtomicU64 = AtomicU64::new(0);
@@ -37,7 +36,8 @@ pub(super) fn die_here_for_tests(place: &str) {
         && SEEN.fetch_add(1, Ordering::SeqCst) + 1 == nth
         && !DONE.swap(true, Ordering::SeqCst)
     {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::this(), Signal::SIGKILL);
+        let kill = rustix::process::Signal::KILL.as_raw();
+        let _ = pagescope_sys::signals::kill(std::process::id(), kill);
     }
 }
 

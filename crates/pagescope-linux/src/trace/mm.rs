@@ -35,8 +35,8 @@ use super::ptrace::{Mover, BATCH_ENTRY};
 use super::remote;
 use super::uffd::{Msg, Uffd};
 use crate::procfs::ProcDir;
-use nix::errno::Errno;
 use pagescope_core::trace::EvictMethod;
+use rustix::io::Errno;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
@@ -163,8 +163,9 @@ pub struct Mm {
     pub proc: PathBuf,
 }
 
-fn errno(e: &io::Error) -> Errno {
-    Errno::from_raw(e.raw_os_error().unwrap_or(0))
+/// The errno of a failed system call's error (`None` for another error).
+fn errno(e: &io::Error) -> Option<Errno> {
+    Errno::from_io_error(e)
 }
 
 impl Mm {
@@ -247,10 +248,10 @@ impl Mm {
         n: u64,
     ) -> io::Result<(u64, std::result::Result<(), Errno>)> {
         let Some(m) = &self.mover else {
-            return Ok((0, Err(Errno::ENODEV)));
+            return Ok((0, Err(Errno::NODEV)));
         };
         let Some(mover) = &m.mover else {
-            return Ok((0, Err(Errno::ENODEV)));
+            return Ok((0, Err(Errno::NODEV)));
         };
         let mut arg = [0u8; 40];
         arg[0..8].copy_from_slice(&dst.to_ne_bytes());
@@ -274,7 +275,7 @@ impl Mm {
             remote::read(self.mem_pid(), m.scratch + 32, &mut field)?;
             (i64::from_ne_bytes(field).max(0) as u64 / PAGE).min(n)
         };
-        Ok((moved, Err(Errno::from_raw(-r as i32))))
+        Ok((moved, Err(Errno::from_raw_os_error(-r as i32))))
     }
 
     /// Moves the `n` pages from `start` into `n` contiguous fresh slots of
@@ -317,7 +318,7 @@ impl Mm {
             if let Err(e) = r {
                 if !matches!(
                     e,
-                    Errno::EAGAIN | Errno::EBUSY | Errno::EINVAL | Errno::ENOENT | Errno::EEXIST
+                    Errno::AGAIN | Errno::BUSY | Errno::INVAL | Errno::NOENT | Errno::EXIST
                 ) {
                     return Err(e.into());
                 }
@@ -394,14 +395,10 @@ impl Mm {
                     let rest = slot + done..slot + n;
                     self.write_indexes(rest.start, &vec![0u8; ((n - done) * 8) as usize])?;
                     self.store.free.extend(rest);
-                    let e = Errno::from_raw(-r as i32);
+                    let e = Errno::from_raw_os_error(-r as i32);
                     if !matches!(
                         e,
-                        Errno::EAGAIN
-                            | Errno::EBUSY
-                            | Errno::EINVAL
-                            | Errno::ENOENT
-                            | Errno::EEXIST
+                        Errno::AGAIN | Errno::BUSY | Errno::INVAL | Errno::NOENT | Errno::EXIST
                     ) {
                         return Err(e.into());
                     }
@@ -486,7 +483,7 @@ impl Mm {
             }
             // Shared with another process since a fork (the kernel moves
             // only pages exclusive to this one): it leaves by copy.
-            Err(Errno::EBUSY) => {
+            Err(Errno::BUSY) => {
                 self.write_index(slot, 0)?;
                 self.copy_out_one(page, slot)
             }
@@ -494,8 +491,8 @@ impl Mm {
                 self.write_index(slot, 0)?;
                 self.store.free.push(slot);
                 match e {
-                    Errno::EAGAIN => Ok(None),
-                    Errno::EBUSY | Errno::EINVAL | Errno::ENOENT | Errno::EEXIST => Ok(Some(false)),
+                    Errno::AGAIN => Ok(None),
+                    Errno::BUSY | Errno::INVAL | Errno::NOENT | Errno::EXIST => Ok(Some(false)),
                     e => Err(e.into()),
                 }
             }
@@ -532,8 +529,10 @@ impl Mm {
         // between the copy and the drop.
         match self.uffd.write_protect(start, len, true) {
             Ok(()) => {}
-            Err(e) if errno(&e) == Errno::EAGAIN => return Ok(None),
-            Err(e) if matches!(errno(&e), Errno::ENOENT | Errno::EINVAL) => return Ok(Some(false)),
+            Err(e) if errno(&e) == Some(Errno::AGAIN) => return Ok(None),
+            Err(e) if matches!(errno(&e), Some(Errno::NOENT | Errno::INVAL)) => {
+                return Ok(Some(false))
+            }
             Err(e) => return Err(e),
         }
         let mut buf = vec![0u8; len as usize];
@@ -887,8 +886,8 @@ pub enum Fill {
 pub fn copy_in(uffd: &Uffd, page: u64, data: &[u8], wp: bool, dontwake: bool) -> io::Result<Fill> {
     match uffd.copy(page, data, wp, dontwake) {
         Ok(()) => Ok(Fill::Filled),
-        Err(e) if errno(&e) == Errno::EEXIST => Ok(Fill::Exists),
-        Err(e) if errno(&e) == Errno::ENOENT => {
+        Err(e) if errno(&e) == Some(Errno::EXIST) => Ok(Fill::Exists),
+        Err(e) if errno(&e) == Some(Errno::NOENT) => {
             uffd.wake(page, PAGE)?;
             Ok(Fill::Gone)
         }

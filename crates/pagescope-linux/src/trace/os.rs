@@ -2,9 +2,8 @@
 //! monotonic clock, `poll`, CPU affinity, the `mmap`/`prctl`/`madvise`
 //! constants of injected calls, and the error of a failed system call.
 
-use nix::errno::Errno;
-use nix::unistd::Pid;
 use pagescope_core::{Error, Result};
+use rustix::thread::{sched_setaffinity, CpuSet};
 
 pub(super) fn sys(what: &str, e: impl Into<std::io::Error>) -> Error {
     Error::sys(what, e.into())
@@ -20,29 +19,26 @@ pub(super) fn now_mono() -> u64 {
 /// pagescope's fault thread waking (and back), instead of two wake-ups
 /// of a thread on another CPU, which cost far more (an interrupt between
 /// CPUs, and a CPU leaving its idle state; more again in a VM).
-pub(super) fn pin(tid: Pid, cpu: usize) -> Result<()> {
-    let mut set = nix::sched::CpuSet::new();
-    let bad = |e: Errno| Error::Unsupported {
+pub(super) fn pin(tid: u32, cpu: usize) -> Result<()> {
+    let bad = |e: rustix::io::Errno| Error::Unsupported {
         what: format!("--cpu {cpu}"),
         needs: format!(
             "one of the CPUs this process may run on: {} ({e})",
             allowed_cpus()
         ),
     };
-    set.set(cpu).map_err(bad)?;
-    nix::sched::sched_setaffinity(tid, &set).map_err(bad)
+    if cpu >= CpuSet::MAX_CPU {
+        return Err(bad(rustix::io::Errno::INVAL));
+    }
+    let mut set = CpuSet::new();
+    set.set(cpu);
+    let tid = i32::try_from(tid).map_err(|_| bad(rustix::io::Errno::SRCH))?;
+    sched_setaffinity(rustix::process::Pid::from_raw(tid), &set).map_err(bad)
 }
 
 /// The CPUs this thread may run on.
 pub(super) fn cpus() -> Vec<usize> {
-    nix::sched::sched_getaffinity(Pid::from_raw(0)).map_or_else(
-        |_| Vec::new(),
-        |set| {
-            (0..nix::sched::CpuSet::count())
-                .filter(|&c| set.is_set(c).unwrap_or(false))
-                .collect()
-        },
-    )
+    crate::system::allowed_cpus()
 }
 
 /// [`cpus`] as a list, e.g. `0 1`.

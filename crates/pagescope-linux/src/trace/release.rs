@@ -435,7 +435,7 @@ pub fn remove_leftovers(proc: &Path, pid: u32) -> Result<bool> {
         Err(e) => return Err(e),
     }
     let seized =
-        match super::ptrace::seize_process(pid, nix::sys::ptrace::Options::PTRACE_O_TRACESYSGOOD) {
+        match super::ptrace::seize_process(pid, pagescope_sys::ptrace::PTRACE_O_TRACESYSGOOD) {
             Ok(s) => s,
             // Put back, it may finish at once: what it holds goes with it.
             Err(_) if exiting(proc, pid) => return Ok(false),
@@ -452,10 +452,10 @@ pub fn remove_leftovers(proc: &Path, pid: u32) -> Result<bool> {
     let r = remove_stopped(proc, pid, &seized);
     for (t, how) in seized {
         let sig = match how {
-            super::ptrace::Seized::Signal(sig) => Some(sig),
-            _ => None,
+            super::ptrace::Seized::Signal(sig) => sig,
+            _ => 0,
         };
-        let _ = nix::sys::ptrace::detach(t, sig);
+        let _ = pagescope_sys::ptrace::detach(t, sig);
     }
     match r {
         Ok(removed) => Ok(removed),
@@ -467,11 +467,7 @@ pub fn remove_leftovers(proc: &Path, pid: u32) -> Result<bool> {
 /// [`remove_leftovers`]' work once every thread of `pid` is stopped
 /// (`seized`): what is left now, removed by calls injected into a thread
 /// stopped where it can run one.
-fn remove_stopped(
-    proc: &Path,
-    pid: u32,
-    seized: &[(nix::unistd::Pid, super::ptrace::Seized)],
-) -> Result<bool> {
+fn remove_stopped(proc: &Path, pid: u32, seized: &[(u32, super::ptrace::Seized)]) -> Result<bool> {
     let Some(left) = leftovers(proc, pid)?.filter(|l| !l.is_empty()) else {
         return Ok(false);
     };
@@ -796,7 +792,7 @@ impl Held {
     fn owner(&mut self, pid: u32, page: u64) -> Result<Option<usize>> {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let _ = tx.send(nix::unistd::gettid().as_raw() as u32);
+            let _ = tx.send(rustix::thread::gettid().as_raw_pid() as u32);
             let mut byte = [0u8; 1];
             let _ = super::remote::read(pid, page, &mut byte);
         });

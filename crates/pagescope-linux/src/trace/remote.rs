@@ -2,10 +2,8 @@
 //! `process_vm_writev`, or `/proc/PID/mem` on kernels built without
 //! CONFIG_CROSS_MEMORY_ATTACH (where those return `ENOSYS`).
 
-use nix::errno::Errno;
-use nix::sys::uio::{process_vm_readv, process_vm_writev, RemoteIoVec};
-use nix::unistd::Pid;
-use std::io::{self, IoSlice, IoSliceMut};
+use pagescope_sys::remote::RemoteMemory;
+use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -34,26 +32,50 @@ fn with_mem(pid: u32, f: impl Fn(&std::fs::File) -> io::Result<()>) -> io::Resul
     r
 }
 
+/// How many handles [`memory_of`] keeps per thread: the fault thread
+/// turns between a program and its mover, and the tracer thread between
+/// a parent and its child.
+const HANDLES: usize = 4;
+
+thread_local! {
+    /// The last handles made in this thread, and which one goes next.
+    static HANDLE: std::cell::Cell<([Option<RemoteMemory>; HANDLES], usize)> =
+        const { std::cell::Cell::new(([None; HANDLES], 0)) };
+}
+
+/// The handle of `pid`'s address space: one made before in this thread,
+/// or a new one (making it checks that `pid` is not of this process,
+/// which costs two system calls, as much as a small read). The pids are
+/// of traced programs and their movers, never pagescope's own.
+fn memory_of(pid: u32) -> io::Result<RemoteMemory> {
+    HANDLE.with(|cell| {
+        let (mut made, next) = cell.get();
+        if let Some(m) = made.iter().flatten().find(|m| m.pid() == pid) {
+            return Ok(*m);
+        }
+        let m = RemoteMemory::of(pid)?;
+        made[next] = Some(m);
+        cell.set((made, (next + 1) % HANDLES));
+        Ok(m)
+    })
+}
+
+/// Whether `e` is the `ENOSYS` of a kernel without
+/// `process_vm_readv`/`writev`; remembered if so.
+fn no_cma(e: &io::Error) -> bool {
+    let none = e.raw_os_error() == Some(rustix::io::Errno::NOSYS.raw_os_error());
+    if none {
+        NO_CMA.store(true, Ordering::Relaxed);
+    }
+    none
+}
+
 /// Fills `buf` from `addr` in `pid`.
 pub fn read(pid: u32, addr: u64, buf: &mut [u8]) -> io::Result<()> {
     if !NO_CMA.load(Ordering::Relaxed) {
-        let len = buf.len();
-        match process_vm_readv(
-            Pid::from_raw(pid as i32),
-            &mut [IoSliceMut::new(buf)],
-            &[RemoteIoVec {
-                base: addr as usize,
-                len,
-            }],
-        ) {
-            Ok(n) if n == len => return Ok(()),
-            Ok(_) => {
-                return Err(io::Error::other(
-                    "short read of the traced program's memory",
-                ))
-            }
-            Err(Errno::ENOSYS) => NO_CMA.store(true, Ordering::Relaxed),
-            Err(e) => return Err(e.into()),
+        match memory_of(pid)?.read(addr, buf) {
+            Err(e) if no_cma(&e) => {}
+            r => return r,
         }
     }
     let cell = std::cell::RefCell::new(buf);
@@ -63,22 +85,9 @@ pub fn read(pid: u32, addr: u64, buf: &mut [u8]) -> io::Result<()> {
 /// Writes `bytes` at `addr` in `pid`.
 pub fn write(pid: u32, addr: u64, bytes: &[u8]) -> io::Result<()> {
     if !NO_CMA.load(Ordering::Relaxed) {
-        match process_vm_writev(
-            Pid::from_raw(pid as i32),
-            &[IoSlice::new(bytes)],
-            &[RemoteIoVec {
-                base: addr as usize,
-                len: bytes.len(),
-            }],
-        ) {
-            Ok(n) if n == bytes.len() => return Ok(()),
-            Ok(_) => {
-                return Err(io::Error::other(
-                    "short write to the traced program's memory",
-                ))
-            }
-            Err(Errno::ENOSYS) => NO_CMA.store(true, Ordering::Relaxed),
-            Err(e) => return Err(e.into()),
+        match memory_of(pid)?.write(addr, bytes) {
+            Err(e) if no_cma(&e) => {}
+            r => return r,
         }
     }
     with_mem(pid, |m| m.write_all_at(bytes, addr))

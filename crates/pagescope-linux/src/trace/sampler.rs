@@ -10,10 +10,11 @@ use crate::trace::probe::evict_method;
 use crate::trace::ptrace::{self as pt};
 use crate::trace::session::{run, Target, TraceOutcome};
 use crate::trace::sink::{RefSink, Touch, Touched};
-use nix::sys::signal::Signal;
 use pagescope_core::sample;
 use pagescope_core::trace::{Mapping, ProcessEventKind, Residency, TraceEnd};
 use pagescope_core::Result;
+use pagescope_sys::signals;
+use rustix::process::Signal;
 use std::any::Any;
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
@@ -158,7 +159,6 @@ pub struct Sampler {
     shared: Arc<Shared>,
     root: u32,
     thread: Option<std::thread::JoinHandle<Result<TraceOutcome>>>,
-    tracer_thread: nix::sys::pthread::Pthread,
 }
 
 impl std::fmt::Debug for Sampler {
@@ -184,22 +184,15 @@ impl Sampler {
         // Before the tracer's thread: a bad command is an error here.
         target.command(proc)?;
         let method = evict_method(None)?;
-        let caller = nix::sys::pthread::pthread_self();
+        let caller = rustix::thread::gettid().as_raw_pid() as u32;
         let (tx, rx) = std::sync::mpsc::channel();
         let target = target.clone();
         let proc = proc.to_path_buf();
         let thread = std::thread::Builder::new()
             .name("tracer".into())
             .spawn(move || {
-                let mut set = nix::sys::signal::SigSet::empty();
-                set.add(Signal::SIGINT);
-                set.add(Signal::SIGTERM);
-                let _ = nix::sys::signal::pthread_sigmask(
-                    nix::sys::signal::SigmaskHow::SIG_UNBLOCK,
-                    Some(&set),
-                    None,
-                );
-                let me = nix::sys::pthread::pthread_self();
+                let stop = [Signal::INT.as_raw(), Signal::TERM.as_raw()];
+                let _ = signals::block_in_thread(&stop, false);
                 let r = run(
                     &target,
                     method,
@@ -213,20 +206,19 @@ impl Sampler {
                     &proc,
                     counts,
                     |shared, root| {
-                        let _ = tx.send((shared.clone(), root, me));
+                        let _ = tx.send((shared.clone(), root));
                     },
                 );
                 // The caller thread outlives the recording.
-                let _ = nix::sys::pthread::pthread_kill(caller, Signal::SIGCHLD);
+                let _ = signals::kill_thread(caller, Signal::CHILD.as_raw());
                 r
             })
             .map_err(|e| sys("thread", e))?;
         match rx.recv() {
-            Ok((shared, root, tracer_thread)) => Ok(Sampler {
+            Ok((shared, root)) => Ok(Sampler {
                 shared,
                 root,
                 thread: Some(thread),
-                tracer_thread,
             }),
             Err(_) => Err(match thread.join() {
                 Ok(Err(e)) => e,
@@ -299,8 +291,8 @@ impl Sampler {
         };
         if !thread.is_finished() {
             pt::request_stop();
-            // The thread runs until joined below.
-            let _ = nix::sys::pthread::pthread_kill(self.tracer_thread, Signal::SIGINT);
+            // Not joined until below.
+            let _ = signals::signal_thread(&thread, Signal::INT.as_raw());
         }
         thread
             .join()

@@ -14,10 +14,6 @@ use crate::trace::ptrace::{self as pt};
 use crate::trace::ptracer::{Ptracer, ThreadState};
 use crate::trace::sink::{RefSink, TraceSink};
 use crate::trace::state::State;
-use nix::errno::Errno;
-use nix::sys::signal::Signal;
-use nix::sys::wait::{waitpid, WaitPidFlag};
-use nix::unistd::Pid;
 use pagescope_core::evict::Pool;
 use pagescope_core::format::TraceWriter;
 use pagescope_core::parse;
@@ -25,6 +21,9 @@ use pagescope_core::trace::{
     EndNote, EndReason, EvictMethod, ProcessEventKind, TraceEnd, TraceHeader,
 };
 use pagescope_core::{Error, Result};
+use pagescope_sys::wait::{self, waitpid};
+use rustix::io::Errno;
+use rustix::process::Signal;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -184,11 +183,11 @@ pub(super) fn run(
                 // Stopped before its exec: its threads and children, and
                 // their movers, inherit the mask.
                 if let Err(e) = pin(child, cpu) {
-                    let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
+                    let _ = pagescope_sys::signals::kill(child, Signal::KILL.as_raw());
                     return Err(e);
                 }
             }
-            (child.as_raw() as u32, Vec::new())
+            (child, Vec::new())
         }
         Target::Attach(pid) => {
             let seized = pt::seize_process(*pid, pt::options())
@@ -229,7 +228,7 @@ pub(super) fn run(
                 .spawn(move || {
                     if let Some(cpu) = cpu {
                         // Checked on the program above.
-                        let _ = pin(Pid::from_raw(0), cpu);
+                        let _ = pin(0, cpu);
                     }
                     fault_thread(shared, received, wake_r)
                 })
@@ -278,15 +277,17 @@ pub(super) fn run(
             }
             break;
         }
-        match waitpid(None, Some(WaitPidFlag::__WALL | WaitPidFlag::__WNOTHREAD)) {
-            Err(Errno::EINTR) => continue,
-            Err(Errno::ECHILD) => break,
+        match waitpid(None, wait::ALL | wait::NOTHREAD) {
+            Err(Errno::INTR) => continue,
+            Err(Errno::CHILD) => break,
             Err(e) => {
                 error = Some(sys("waitpid", e));
                 break;
             }
-            Ok(status) => {
-                if let Err(e) = tracer.on_status(status) {
+            // Only with NOHANG.
+            Ok(None) => {}
+            Ok(Some((tid, status))) => {
+                if let Err(e) = tracer.on_status(tid, status) {
                     // Leave the program running untraced rather than stuck.
                     reason = EndReason::Error(e.to_string());
                     let _ = tracer.detach_all();

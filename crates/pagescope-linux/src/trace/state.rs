@@ -6,7 +6,6 @@ use crate::trace::leftover::Leftover;
 use crate::trace::mm::{Mm, Store, PAGE};
 use crate::trace::sink::RefSink;
 use crate::trace::uffd::Uffd;
-use nix::unistd::Pid;
 use pagescope_core::evict::Pool;
 use pagescope_core::parse;
 use pagescope_core::trace::{EvictMethod, Mapping, MappingKind, ProcessEventKind};
@@ -73,7 +72,7 @@ pub(super) struct State {
     /// Spaces gone (exit, exec) whose movers the fault thread must end.
     pub(super) retired: Vec<Space>,
     /// Movers killed but not yet reaped (see [`Mover::kill_nowait`]).
-    pub(super) dying: Vec<Pid>,
+    pub(super) dying: Vec<u32>,
     /// What the release left in each program (its mover ended), for the
     /// ptrace thread to remove.
     pub(super) reap: Vec<Leftover>,

@@ -19,21 +19,20 @@
 
 use super::code::{BOOT_CODE, BOOT_RECORD, PARK_RECORD};
 use super::park::{write_code, Parked};
-use nix::errno::Errno;
-use nix::sys::ptrace;
-use nix::sys::signal::{self, Signal};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::Pid;
-use pagescope_sys::ptrace::{getregs, setregs, Regs};
+use super::signals::fault_name;
+use pagescope_sys::ptrace::{self, getregs, setregs, Regs};
+use pagescope_sys::signals::kill;
+use pagescope_sys::wait::{self, waitpid, Status};
+use rustix::io::Errno;
 use std::io;
 
 /// Waits for the next stop of `tid` while it runs injected code, and
 /// returns it. A signal that arrives meanwhile is held back and returned
-/// in `held`, to be sent again afterwards.
-fn wait_syscall_stop(tid: Pid, held: &mut Vec<Signal>) -> io::Result<()> {
+/// in `held` (numbers), to be sent again afterwards.
+fn wait_syscall_stop(tid: u32, held: &mut Vec<i32>) -> io::Result<()> {
     loop {
-        match waitpid(tid, Some(WaitPidFlag::__WALL)) {
-            Err(Errno::EINTR) => continue,
+        match waitpid(Some(tid), wait::ALL) {
+            Err(Errno::INTR) => continue,
             r => {
                 if injection_stop(tid, r?, held)? {
                     return Ok(());
@@ -48,14 +47,14 @@ fn wait_syscall_stop(tid: Pid, held: &mut Vec<Signal>) -> io::Result<()> {
 /// for long: it is how the tracer answers what the injected call waits
 /// for.
 fn wait_syscall_stop_idle(
-    tid: Pid,
-    held: &mut Vec<Signal>,
+    tid: u32,
+    held: &mut Vec<i32>,
     idle: &mut dyn FnMut() -> io::Result<bool>,
 ) -> io::Result<()> {
     loop {
-        match waitpid(tid, Some(WaitPidFlag::__WALL | WaitPidFlag::WNOHANG)) {
-            Err(Errno::EINTR) => continue,
-            Ok(WaitStatus::StillAlive) => {
+        match waitpid(Some(tid), wait::ALL | wait::Options::NOHANG) {
+            Err(Errno::INTR) => continue,
+            Ok(None) => {
                 if idle()? {
                     return wait_syscall_stop(tid, held);
                 }
@@ -71,24 +70,25 @@ fn wait_syscall_stop_idle(
 
 /// Handles one stop of a thread running injected code: `true` at the
 /// syscall stop; other stops are passed over (signals held in `held`).
-fn injection_stop(tid: Pid, status: WaitStatus, held: &mut Vec<Signal>) -> io::Result<bool> {
-    match status {
-        WaitStatus::PtraceSyscall(_) => Ok(true),
-        WaitStatus::Stopped(_, sig) => {
-            if matches!(
-                sig,
-                Signal::SIGSEGV | Signal::SIGBUS | Signal::SIGILL | Signal::SIGFPE
-            ) {
+fn injection_stop(
+    tid: u32,
+    status: Option<(u32, Status)>,
+    held: &mut Vec<i32>,
+) -> io::Result<bool> {
+    match status.map(|(_, st)| st) {
+        Some(Status::Syscall) => Ok(true),
+        Some(Status::Stopped(sig)) => {
+            if let Some(name) = fault_name(sig) {
                 return Err(io::Error::other(format!(
-                    "the traced thread {tid} faulted ({sig}) running an injected system call"
+                    "the traced thread {tid} faulted ({name}) running an injected system call"
                 )));
             }
             held.push(sig);
-            ptrace::syscall(tid, None)?;
+            ptrace::syscall(tid, 0)?;
             Ok(false)
         }
-        WaitStatus::PtraceEvent(..) => {
-            ptrace::syscall(tid, None)?;
+        Some(Status::Event { .. }) => {
+            ptrace::syscall(tid, 0)?;
             Ok(false)
         }
         other => Err(io::Error::other(format!(
@@ -101,12 +101,12 @@ fn injection_stop(tid: Pid, status: WaitStatus, held: &mut Vec<Signal>) -> io::R
 /// with `nr` and `args` (the other registers from `base`) and returns
 /// `rax` at the call's exit stop, where `tid` is left stopped.
 pub(super) fn run_at(
-    tid: Pid,
+    tid: u32,
     base: &Regs,
     insn: u64,
     nr: u64,
     args: [u64; 6],
-    held: &mut Vec<Signal>,
+    held: &mut Vec<i32>,
     idle: Option<&mut dyn FnMut() -> io::Result<bool>>,
 ) -> io::Result<i64> {
     let mut r = *base;
@@ -120,24 +120,25 @@ pub(super) fn run_at(
     r.r10 = args[3];
     r.r8 = args[4];
     r.r9 = args[5];
-    setregs(tid.as_raw() as u32, &r)?;
-    ptrace::syscall(tid, None)?;
+    setregs(tid, &r)?;
+    ptrace::syscall(tid, 0)?;
     wait_syscall_stop(tid, held)?; // entry
-    ptrace::syscall(tid, None)?;
+    ptrace::syscall(tid, 0)?;
     match idle {
         None => wait_syscall_stop(tid, held)?,
         Some(idle) => wait_syscall_stop_idle(tid, held, idle)?,
     } // exit
-    Ok(getregs(tid.as_raw() as u32)?.rax as i64)
+    Ok(getregs(tid)?.rax as i64)
 }
 
 /// A thread stopped at a syscall-exit stop, borrowed for injection.
 #[derive(Debug)]
 pub struct Injector {
-    tid: Pid,
+    tid: u32,
     saved: Regs,
     insn: u64,
-    held: Vec<Signal>,
+    /// Signals (numbers) that arrived during the injection.
+    held: Vec<i32>,
     finished: bool,
     /// The process and address of this injection's parking record.
     parked: Option<(u32, u64)>,
@@ -148,8 +149,8 @@ impl Injector {
     /// `insn` is the address of a `syscall` instruction to run; `None`
     /// means the one the thread just executed (not after `execve`, which
     /// leaves `rip` at the new program's entry point).
-    pub fn new(tid: Pid, insn: Option<u64>) -> io::Result<Injector> {
-        let saved = getregs(tid.as_raw() as u32)?;
+    pub fn new(tid: u32, insn: Option<u64>) -> io::Result<Injector> {
+        let saved = getregs(tid)?;
         Ok(Injector {
             tid,
             saved,
@@ -183,22 +184,18 @@ impl Injector {
     /// record written before (the bootstrap's) is cleared once the thread
     /// is at the new one.
     fn park_at(&mut self, pid: u32, insn: u64, record: u64) -> io::Result<()> {
-        write_code(
-            pid,
-            record,
-            &Parked::record(self.tid.as_raw() as u32, &self.saved),
-        )?;
+        write_code(pid, record, &Parked::record(self.tid, &self.saved))?;
         let before = self.parked.replace((pid, record));
         self.insn = insn;
         // From now on, between calls too: the thread would go on at the
         // loop, not where the last call left it.
-        let mut r = getregs(self.tid.as_raw() as u32)?;
+        let mut r = getregs(self.tid)?;
         r.rip = insn + 2;
         // Not in a system call to restart (at an interrupt stop of an
         // attach, the kernel would otherwise run the interrupted call once
         // more, at the page, before the loop).
         r.orig_rax = u64::MAX;
-        setregs(self.tid.as_raw() as u32, &r)?;
+        setregs(self.tid, &r)?;
         if let Some((pid, old)) = before.filter(|&(_, old)| old != record) {
             write_code(pid, old, &[0u8; 8])?;
         }
@@ -209,7 +206,7 @@ impl Injector {
     /// which runs the `syscall` instruction at `insn`. If the interrupt
     /// cut a system call short to be restarted, the saved registers are
     /// set to restart it, as the kernel would have on resuming.
-    pub fn at_interrupt(tid: Pid, insn: u64) -> io::Result<Injector> {
+    pub fn at_interrupt(tid: u32, insn: u64) -> io::Result<Injector> {
         const ERESTARTSYS: i64 = -512;
         const ERESTARTNOINTR: i64 = -513;
         const ERESTARTNOHAND: i64 = -514;
@@ -256,14 +253,14 @@ impl Injector {
     /// syscall-exit stop. Signals that arrived meanwhile are sent again.
     pub fn finish(mut self) -> io::Result<()> {
         self.finished = true;
-        setregs(self.tid.as_raw() as u32, &self.saved)?;
+        setregs(self.tid, &self.saved)?;
         if let Some((pid, record)) = self.parked {
             // The thread is back at its own code: the record is void (the
             // release checks where the thread is, too).
             let _ = write_code(pid, record, &[0u8; 8]);
         }
         for sig in std::mem::take(&mut self.held) {
-            let _ = signal::kill(self.tid, sig);
+            let _ = kill(self.tid, sig);
         }
         Ok(())
     }
@@ -274,7 +271,7 @@ impl Drop for Injector {
     /// registers back (if it is stopped), so that it can be let go.
     fn drop(&mut self) {
         if !self.finished {
-            let _ = setregs(self.tid.as_raw() as u32, &self.saved);
+            let _ = setregs(self.tid, &self.saved);
         }
     }
 }

@@ -4,12 +4,12 @@
 use super::code::MOVER_BATCH;
 use super::inject::run_at;
 use super::process::{reap_now, seize_error};
-use nix::errno::Errno;
-use nix::sys::ptrace;
-use nix::sys::signal::{self, Signal};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::Pid;
-use pagescope_sys::ptrace::{getregs, setregs, Regs};
+use super::signals::fault_name;
+use pagescope_sys::ptrace::{self, getregs, setregs, Regs};
+use pagescope_sys::signals::kill;
+use pagescope_sys::wait::{self, waitpid, Status};
+use rustix::io::Errno;
+use rustix::process::Signal;
 use std::io;
 
 /// A task that shares the traced program's address space and runs the
@@ -20,7 +20,7 @@ use std::io;
 /// killed by the kernel if the tracer dies (`PTRACE_O_EXITKILL`).
 #[derive(Debug)]
 pub struct Mover {
-    pid: Pid,
+    pid: u32,
     insn: u64,
     regs: Regs,
 }
@@ -29,19 +29,17 @@ impl Mover {
     /// Attaches the mover `pid`, whose code page starts at `insn`. Must be
     /// called from the thread that will use it.
     pub fn seize(pid: u32, insn: u64) -> io::Result<Mover> {
-        let p = Pid::from_raw(pid as i32);
         ptrace::seize(
-            p,
-            ptrace::Options::PTRACE_O_EXITKILL | ptrace::Options::PTRACE_O_TRACESYSGOOD,
+            pid,
+            ptrace::PTRACE_O_EXITKILL | ptrace::PTRACE_O_TRACESYSGOOD,
         )
-        .map_err(|e| seize_error(p, e))?;
-        ptrace::interrupt(p)?;
+        .map_err(|e| seize_error(pid, e))?;
+        ptrace::interrupt(pid)?;
         loop {
-            match waitpid(p, Some(WaitPidFlag::__WALL)) {
-                Err(Errno::EINTR) => continue,
+            match waitpid(Some(pid), wait::ALL) {
+                Err(Errno::INTR) => continue,
                 Err(e) => return Err(e.into()),
-                Ok(WaitStatus::PtraceEvent(..)) | Ok(WaitStatus::Stopped(..)) => break,
-                Ok(WaitStatus::PtraceSyscall(_)) => break,
+                Ok(Some((_, Status::Event { .. } | Status::Stopped(_) | Status::Syscall))) => break,
                 Ok(other) => {
                     return Err(io::Error::other(format!(
                         "the mover {pid} did not stop: {other:?}"
@@ -50,9 +48,9 @@ impl Mover {
             }
         }
         Ok(Mover {
-            pid: p,
+            pid,
             insn,
-            regs: getregs(p.as_raw() as u32)?,
+            regs: getregs(pid)?,
         })
     }
 
@@ -101,35 +99,33 @@ impl Mover {
         r.orig_rax = u64::MAX;
         r.rbx = table;
         r.r12 = n;
-        setregs(self.pid.as_raw() as u32, &r)?;
-        ptrace::cont(self.pid, None)?;
+        setregs(self.pid, &r)?;
+        ptrace::cont(self.pid, 0)?;
         let mut waiting = true;
         loop {
             let flags = if waiting {
-                WaitPidFlag::__WALL | WaitPidFlag::WNOHANG
+                wait::ALL | wait::Options::NOHANG
             } else {
-                WaitPidFlag::__WALL
+                wait::ALL
             };
-            match waitpid(self.pid, Some(flags)) {
-                Err(Errno::EINTR) => continue,
-                Ok(WaitStatus::StillAlive) => waiting = !idle()?,
-                Ok(WaitStatus::Stopped(_, Signal::SIGTRAP)) => return Ok(()),
-                Ok(WaitStatus::Stopped(_, sig))
-                    if matches!(
-                        sig,
-                        Signal::SIGSEGV | Signal::SIGBUS | Signal::SIGILL | Signal::SIGFPE
-                    ) =>
-                {
-                    return Err(io::Error::other(format!(
-                        "the mover {} faulted ({sig}) running a batch of system calls",
-                        self.pid
-                    )))
+            match waitpid(Some(self.pid), flags) {
+                Err(Errno::INTR) => continue,
+                Ok(None) => waiting = !idle()?,
+                Ok(Some((_, Status::Stopped(sig)))) if sig == Signal::TRAP.as_raw() => {
+                    return Ok(())
                 }
-                // A signal sent to the mover is dropped, another stop
-                // passed over.
-                Ok(WaitStatus::Stopped(..) | WaitStatus::PtraceEvent(..)) => {
-                    ptrace::cont(self.pid, None)?
+                Ok(Some((_, Status::Stopped(sig)))) => {
+                    if let Some(name) = fault_name(sig) {
+                        return Err(io::Error::other(format!(
+                            "the mover {} faulted ({name}) running a batch of system calls",
+                            self.pid
+                        )));
+                    }
+                    // A signal sent to the mover is dropped.
+                    ptrace::cont(self.pid, 0)?
                 }
+                // Another stop is passed over.
+                Ok(Some((_, Status::Event { .. }))) => ptrace::cont(self.pid, 0)?,
                 Ok(other) => {
                     return Err(io::Error::other(format!(
                         "the mover {} went away during a batch: {other:?}",
@@ -143,8 +139,8 @@ impl Mover {
 
     /// Ends the mover.
     pub fn kill(self) {
-        let _ = signal::kill(self.pid, Signal::SIGKILL);
-        let _ = waitpid(self.pid, Some(WaitPidFlag::__WALL));
+        let _ = kill(self.pid, Signal::KILL.as_raw());
+        let _ = waitpid(Some(self.pid), wait::ALL);
     }
 
     /// Ends the mover without waiting for it; returns its pid if it has
@@ -153,8 +149,8 @@ impl Mover {
     /// a lock the exit takes (a pipe's, as the program read from a pipe
     /// into a page that is away): waiting here, in the thread that serves
     /// the faults, would never end.
-    pub fn kill_nowait(self) -> Option<Pid> {
-        let _ = signal::kill(self.pid, Signal::SIGKILL);
+    pub fn kill_nowait(self) -> Option<u32> {
+        let _ = kill(self.pid, Signal::KILL.as_raw());
         (!reap_now(self.pid)).then_some(self.pid)
     }
 }

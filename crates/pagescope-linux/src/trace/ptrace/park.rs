@@ -10,11 +10,9 @@ use super::code::{
     PARK_RECORD, PAUSE_PC, RECORD_BYTES,
 };
 use super::process::seize_error;
-use nix::errno::Errno;
-use nix::sys::ptrace;
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::Pid;
-use pagescope_sys::ptrace::Regs;
+use pagescope_sys::ptrace::{self, Regs};
+use pagescope_sys::wait::{self, waitpid, Status};
+use rustix::io::Errno;
 use std::io;
 
 /// Writes a bootstrap into the unused end of the vDSO of `pid` (the zero
@@ -179,16 +177,16 @@ impl Parked {
     /// only): it leaves the `pause()` and goes on with its own code, as
     /// it would have after the injection. Clears the record.
     pub fn unpark(&self, pid: u32) -> io::Result<()> {
-        let t = Pid::from_raw(self.tid as i32);
-        ptrace::seize(t, ptrace::Options::empty()).map_err(|e| seize_error(t, e))?;
+        let t = self.tid;
+        ptrace::seize(t, 0).map_err(|e| seize_error(t, e))?;
         let r = (|| {
             ptrace::interrupt(t)?;
             loop {
-                match waitpid(t, Some(WaitPidFlag::__WALL)) {
-                    Err(Errno::EINTR) => continue,
-                    Ok(WaitStatus::PtraceEvent(..)) => break,
+                match waitpid(Some(t), wait::ALL) {
+                    Err(Errno::INTR) => continue,
+                    Ok(Some((_, Status::Event { .. }))) => break,
                     // A signal that came meanwhile: deliver it later.
-                    Ok(WaitStatus::Stopped(_, sig)) => ptrace::cont(t, sig)?,
+                    Ok(Some((_, Status::Stopped(sig)))) => ptrace::cont(t, sig)?,
                     Ok(other) => {
                         return Err(io::Error::other(format!(
                             "thread {} went away while parked: {other:?}",
@@ -198,11 +196,11 @@ impl Parked {
                     Err(e) => return Err(e.into()),
                 }
             }
-            pagescope_sys::ptrace::setregs(self.tid, &self.regs)?;
+            ptrace::setregs(self.tid, &self.regs)?;
             Ok(())
         })();
         let _ = write_code(pid, self.record, &[0u8; 8]);
-        let _ = ptrace::detach(t, None);
+        let _ = ptrace::detach(t, 0);
         r
     }
 }

@@ -2,23 +2,22 @@
 //! the threads of a running process (`PTRACE_SEIZE`), and comparing
 //! processes and descriptors (`kcmp`).
 
-use nix::errno::Errno;
-use nix::sys::ptrace;
-use nix::sys::signal::{self, Signal};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::Pid;
+use pagescope_sys::ptrace;
+use pagescope_sys::signals::kill;
+use pagescope_sys::wait::{self, waitpid, Status};
+use rustix::io::Errno;
+use rustix::process::Signal;
 use std::ffi::CString;
 use std::io;
 
-/// The options every tracee gets.
-pub fn options() -> ptrace::Options {
-    use ptrace::Options as O;
-    O::PTRACE_O_TRACESYSGOOD
-        | O::PTRACE_O_TRACEFORK
-        | O::PTRACE_O_TRACEVFORK
-        | O::PTRACE_O_TRACECLONE
-        | O::PTRACE_O_TRACEEXEC
-        | O::PTRACE_O_TRACEEXIT
+/// The options every tracee gets (`PTRACE_O_*`).
+pub fn options() -> u32 {
+    ptrace::PTRACE_O_TRACESYSGOOD
+        | ptrace::PTRACE_O_TRACEFORK
+        | ptrace::PTRACE_O_TRACEVFORK
+        | ptrace::PTRACE_O_TRACECLONE
+        | ptrace::PTRACE_O_TRACEEXEC
+        | ptrace::PTRACE_O_TRACEEXIT
 }
 
 /// Finds `prog` the way `execvp` would, so that a missing program is an
@@ -65,12 +64,12 @@ fn cstring(s: &str) -> io::Result<CString> {
 /// Forks and runs `argv` (with `program` its resolved path), attached with
 /// `PTRACE_SEIZE` before it calls `execve`, so the tracer sees the exec.
 /// Call this before the tracer starts other threads.
-pub fn spawn(program: &std::path::Path, argv: &[String]) -> io::Result<Pid> {
+pub fn spawn(program: &std::path::Path, argv: &[String]) -> io::Result<u32> {
     let path = cstring(&program.to_string_lossy())?;
     let args: Vec<CString> = argv.iter().map(|a| cstring(a)).collect::<io::Result<_>>()?;
-    let child = Pid::from_raw(pagescope_sys::clone::fork_exec_stopped(&path, &args)?);
-    match waitpid(child, Some(WaitPidFlag::WSTOPPED)).map_err(io::Error::from)? {
-        WaitStatus::Stopped(_, Signal::SIGSTOP) => {}
+    let child = pagescope_sys::clone::fork_exec_stopped(&path, &args)? as u32;
+    match waitpid(Some(child), wait::Options::UNTRACED)? {
+        Some((_, Status::Stopped(sig))) if sig == Signal::STOP.as_raw() => {}
         other => {
             return Err(io::Error::other(format!(
                 "the child did not stop before exec: {other:?}"
@@ -78,24 +77,21 @@ pub fn spawn(program: &std::path::Path, argv: &[String]) -> io::Result<Pid> {
         }
     }
     if let Err(e) = ptrace::seize(child, options()) {
-        let _ = signal::kill(child, Signal::SIGKILL);
-        let _ = waitpid(child, None);
+        let _ = kill(child, Signal::KILL.as_raw());
+        let _ = waitpid(Some(child), wait::Options::empty());
         return Err(seize_error(child, e));
     }
-    signal::kill(child, Signal::SIGCONT).map_err(io::Error::from)?;
+    kill(child, Signal::CONT.as_raw())?;
     Ok(child)
 }
 
 /// The message for a refused `PTRACE_SEIZE` of `tid`, naming the cause
 /// that holds here (see [`crate::cause`]).
-pub(super) fn seize_error(tid: Pid, e: Errno) -> io::Error {
-    if e == Errno::EPERM {
+pub(super) fn seize_error(tid: u32, e: io::Error) -> io::Error {
+    if Errno::from_io_error(&e) == Some(Errno::PERM) {
         io::Error::new(
             io::ErrorKind::PermissionDenied,
-            format!(
-                "ptrace was refused: {}",
-                crate::cause::ptrace_refused(tid.as_raw() as u32)
-            ),
+            format!("ptrace was refused: {}", crate::cause::ptrace_refused(tid)),
         )
     } else {
         io::Error::other(format!("ptrace: {e}"))
@@ -107,8 +103,9 @@ pub(super) fn seize_error(tid: Pid, e: Errno) -> io::Error {
 pub enum Seized {
     /// At the `PTRACE_INTERRUPT` stop: ready for injection.
     Interrupted,
-    /// At a signal-delivery stop: the signal is delivered when it resumes.
-    Signal(Signal),
+    /// At a signal-delivery stop: the signal (its number) is delivered
+    /// when it resumes.
+    Signal(i32),
     /// At another ptrace event (`PTRACE_EVENT_*`: it was exiting, or
     /// forking).
     Event(i32),
@@ -119,11 +116,11 @@ pub enum Seized {
 /// one. Threads that appear meanwhile are attached too: the task list is
 /// read again until every thread in it is stopped, after which none can
 /// start another.
-pub fn seize_process(pid: u32, opts: ptrace::Options) -> io::Result<Vec<(Pid, Seized)>> {
+pub fn seize_process(pid: u32, opts: u32) -> io::Result<Vec<(u32, Seized)>> {
     if pid == std::process::id() {
         return Err(io::Error::other("pagescope can't trace itself"));
     }
-    let mut seized: Vec<(Pid, Seized)> = Vec::new();
+    let mut seized: Vec<(u32, Seized)> = Vec::new();
     loop {
         let tasks = crate::procfs::ProcDir::live(pid).tasks().map_err(|e| {
             if e.kind() == io::ErrorKind::NotFound {
@@ -134,19 +131,20 @@ pub fn seize_process(pid: u32, opts: ptrace::Options) -> io::Result<Vec<(Pid, Se
         })?;
         let mut new = Vec::new();
         for tid in tasks {
-            let tid = Pid::from_raw(tid as i32);
             if seized.iter().any(|&(s, _)| s == tid) {
                 continue;
             }
             match ptrace::seize(tid, opts) {
                 Ok(()) => {}
-                Err(Errno::ESRCH) => continue,
+                Err(e) if Errno::from_io_error(&e) == Some(Errno::SRCH) => continue,
                 // Already ours: a thread cloned by one attached before,
                 // attached by the kernel.
-                Err(Errno::EPERM) if tracer_of(tid) == Some(std::process::id()) => {}
+                Err(e)
+                    if Errno::from_io_error(&e) == Some(Errno::PERM)
+                        && tracer_of(tid) == Some(std::process::id()) => {}
                 Err(e) => {
                     for &(t, _) in &seized {
-                        let _ = ptrace::detach(t, None);
+                        let _ = ptrace::detach(t, 0);
                     }
                     return Err(seize_error(tid, e));
                 }
@@ -176,47 +174,50 @@ pub fn seize_process(pid: u32, opts: ptrace::Options) -> io::Result<Vec<(Pid, Se
 /// stop, where a system call can be injected. Not at any other stop: a
 /// parent stopped at its `vfork` event, resumed, would wait for its child
 /// before it ran anything.
-pub fn at_interrupt_stop(tid: Pid) -> bool {
-    pagescope_sys::ptrace::stop_signal(tid.as_raw() as u32).is_ok_and(|(signo, code)| {
-        signo == Signal::SIGTRAP as i32
-            && code >> 8 == pagescope_sys::ptrace::PTRACE_EVENT_STOP as i32
+pub fn at_interrupt_stop(tid: u32) -> bool {
+    ptrace::stop_signal(tid).is_ok_and(|(signo, code)| {
+        signo == Signal::TRAP.as_raw() && code >> 8 == ptrace::event::STOP
     })
 }
 
 /// The pid of the tracer of `tid`, from its status.
-pub fn tracer_of(tid: Pid) -> Option<u32> {
-    crate::procfs::ProcDir::live(tid.as_raw() as u32)
+pub fn tracer_of(tid: u32) -> Option<u32> {
+    crate::procfs::ProcDir::live(tid)
         .tracer_pid(&mut Vec::new())
         .ok()
 }
 
 /// Waits for the first stop of a thread just attached; `None` if it is
 /// gone.
-fn wait_seized(tid: Pid) -> io::Result<Option<Seized>> {
+fn wait_seized(tid: u32) -> io::Result<Option<Seized>> {
     loop {
-        return match waitpid(tid, Some(WaitPidFlag::__WALL)) {
-            Err(Errno::EINTR) => continue,
-            Err(Errno::ECHILD) => Ok(None),
+        return match waitpid(Some(tid), wait::ALL) {
+            Err(Errno::INTR) => continue,
+            Err(Errno::CHILD) => Ok(None),
             Err(e) => Err(e.into()),
-            Ok(WaitStatus::PtraceEvent(_, _, pagescope_sys::ptrace::event::STOP)) => {
-                Ok(Some(Seized::Interrupted))
-            }
-            Ok(WaitStatus::PtraceEvent(_, _, event)) => Ok(Some(Seized::Event(event))),
-            Ok(WaitStatus::Stopped(_, sig)) => Ok(Some(Seized::Signal(sig))),
-            Ok(WaitStatus::Exited(..)) | Ok(WaitStatus::Signaled(..)) => Ok(None),
-            Ok(other) => Err(io::Error::other(format!(
-                "thread {tid} did not stop: {other:?}"
-            ))),
+            Ok(Some((_, st))) => match st {
+                Status::Event {
+                    event: ptrace::event::STOP,
+                    ..
+                } => Ok(Some(Seized::Interrupted)),
+                Status::Event { event, .. } => Ok(Some(Seized::Event(event))),
+                Status::Stopped(sig) => Ok(Some(Seized::Signal(sig))),
+                Status::Exited(_) | Status::Signaled(_) => Ok(None),
+                other => Err(io::Error::other(format!(
+                    "thread {tid} did not stop: {other:?}"
+                ))),
+            },
+            Ok(None) => Err(io::Error::other(format!("thread {tid} did not stop"))),
         };
     }
 }
 
 /// Reaps `pid`, a tracee of this thread, if it has exited; returns
 /// whether it is gone.
-pub fn reap_now(pid: Pid) -> bool {
+pub fn reap_now(pid: u32) -> bool {
     !matches!(
-        waitpid(pid, Some(WaitPidFlag::__WALL | WaitPidFlag::WNOHANG)),
-        Ok(WaitStatus::StillAlive) | Err(Errno::EINTR)
+        waitpid(Some(pid), wait::ALL | wait::Options::NOHANG),
+        Ok(None) | Err(Errno::INTR)
     )
 }
 

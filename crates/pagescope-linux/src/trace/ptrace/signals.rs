@@ -32,3 +32,18 @@ pub fn with_stop_signals_blocked<T>(f: impl FnOnce() -> T) -> T {
     let _ = sig::block_in_thread(&STOP_SIGNALS, false);
     out
 }
+
+/// The name of `sig` if it is the signal of a fault (`SIGSEGV`,
+/// `SIGBUS`, `SIGILL`, `SIGFPE`): what a thread running injected code
+/// stops with when that code goes wrong.
+pub fn fault_name(sig: i32) -> Option<&'static str> {
+    [
+        (Signal::SEGV, "SIGSEGV"),
+        (Signal::BUS, "SIGBUS"),
+        (Signal::ILL, "SIGILL"),
+        (Signal::FPE, "SIGFPE"),
+    ]
+    .into_iter()
+    .find(|(s, _)| s.as_raw() == sig)
+    .map(|(_, name)| name)
+}

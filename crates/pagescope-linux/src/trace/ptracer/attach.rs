@@ -17,11 +17,10 @@ use crate::trace::os::{
 use crate::trace::ptrace::{self as pt, nr, Injector};
 use crate::trace::state::{anon_kind, maps_of, MapRange, Space};
 use crate::trace::uffd::{self, Uffd};
-use nix::sys::ptrace;
-use nix::sys::signal::Signal;
-use nix::unistd::Pid;
 use pagescope_core::trace::{EvictMethod, MappingKind, ProcessEventKind};
 use pagescope_core::Result;
+use pagescope_sys::ptrace;
+use rustix::process::Signal;
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::AtomicBool;
@@ -72,7 +71,7 @@ impl Ptracer {
             Err(e) => {
                 // The mover waits in its loop; killed, it is reaped below.
                 for &m in &made.movers {
-                    let _ = nix::sys::signal::kill(Pid::from_raw(m as i32), Signal::SIGKILL);
+                    let _ = pagescope_sys::signals::kill(m, Signal::KILL.as_raw());
                 }
                 made.remove(&mut inj);
                 let _ = inj.finish();
@@ -97,14 +96,13 @@ impl Ptracer {
         code: u64,
         made: &mut Leftover,
     ) -> Result<Areas> {
-        let t = Pid::from_raw(tid as i32);
         let tgid = made.tgid;
-        let fd = make_userfaultfd(inj, t)?;
+        let fd = make_userfaultfd(inj, tid)?;
         made.fds.push(fd as i32);
         let (store, index) = map_store(inj, made)?;
         name_areas(
             inj,
-            t,
+            tid,
             [
                 (store, STORE_BYTES, STORE_NAME),
                 (index, INDEX_BYTES, INDEX_NAME),
@@ -235,11 +233,11 @@ impl Ptracer {
     pub(in crate::trace) fn attach_running(
         &mut self,
         tgid: u32,
-        seized: &[(Pid, pt::Seized)],
+        seized: &[(u32, pt::Seized)],
     ) -> Result<()> {
         for &(tid, _) in seized {
             self.threads.insert(
-                tid.as_raw() as u32,
+                tid,
                 ThreadState {
                     space: None,
                     tgid,
@@ -257,18 +255,18 @@ impl Ptracer {
                 std::io::Error::other("no thread stopped where system calls can be injected"),
             ));
         };
-        let key = self.attach_space(by.as_raw() as u32, true)?;
+        let key = self.attach_space(by, true)?;
         for t in self.threads.values_mut() {
             t.space = Some(key);
         }
         for &(tid, how) in seized {
             let sig = match how {
-                pt::Seized::Signal(sig) => Some(sig),
+                pt::Seized::Signal(sig) => sig,
                 pt::Seized::Event(event) => {
-                    self.caught_forking(tid.as_raw() as u32, event)?;
-                    None
+                    self.caught_forking(tid, event)?;
+                    0
                 }
-                pt::Seized::Interrupted => None,
+                pt::Seized::Interrupted => 0,
             };
             let _ = ptrace::syscall(tid, sig);
         }
@@ -325,13 +323,11 @@ impl Ptracer {
     fn caught_forking(&mut self, parent: u32, event: i32) -> Result<()> {
         if !matches!(
             event,
-            pagescope_sys::ptrace::event::FORK
-                | pagescope_sys::ptrace::event::VFORK
-                | pagescope_sys::ptrace::event::CLONE
+            ptrace::event::FORK | ptrace::event::VFORK | ptrace::event::CLONE
         ) {
             return Ok(());
         }
-        let Ok(child) = ptrace::getevent(Pid::from_raw(parent as i32)) else {
+        let Ok(child) = ptrace::event_message(parent) else {
             return Ok(());
         };
         let child = child as u32;
@@ -354,7 +350,7 @@ impl Ptracer {
             },
         )?;
         if self.parked.remove(&child) {
-            let _ = ptrace::syscall(Pid::from_raw(child as i32), None);
+            let _ = ptrace::syscall(child, 0);
         }
         Ok(())
     }
@@ -400,12 +396,11 @@ const GUARD: u64 = PAGE;
 /// instruction of the vDSO: at a syscall-exit stop, or (`interrupted`) at
 /// the stop of an attach.
 fn start_injection(tid: u32, tgid: u32, interrupted: bool) -> Result<Injector> {
-    let t = Pid::from_raw(tid as i32);
     let insn = pt::vdso_syscall(tgid).map_err(|e| sys("finding a syscall instruction", e))?;
     let inj = if interrupted {
-        Injector::at_interrupt(t, insn)
+        Injector::at_interrupt(tid, insn)
     } else {
-        Injector::new(t, Some(insn))
+        Injector::new(tid, Some(insn))
     };
     inj.map_err(|e| sys("ptrace GETREGS", e))
 }
@@ -458,7 +453,7 @@ fn map_store(inj: &mut Injector, made: &mut Leftover) -> Result<(u64, u64)> {
 /// makes them visible in maps and findable by --release; kernels without
 /// CONFIG_ANON_VMA_NAME refuse, and --release then finds them by size
 /// (and the code page by what it holds).
-fn name_areas(inj: &mut Injector, t: Pid, areas: [(u64, u64, &str); 3]) -> Result<()> {
+fn name_areas(inj: &mut Injector, t: u32, areas: [(u64, u64, &str); 3]) -> Result<()> {
     let sp = inj.sp();
     for (addr, len, name) in areas {
         let at = write_name(t, sp, name)?;

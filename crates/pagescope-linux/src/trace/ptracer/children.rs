@@ -11,11 +11,10 @@ use crate::trace::os::sys;
 use crate::trace::ptrace::{self as pt, nr, Injector};
 use crate::trace::state::Space;
 use crate::trace::uffd::{self, Uffd};
-use nix::sys::ptrace;
-use nix::sys::signal::Signal;
-use nix::unistd::Pid;
 use pagescope_core::trace::{EvictMethod, ProcessEventKind};
 use pagescope_core::Result;
+use pagescope_sys::ptrace;
+use rustix::process::Signal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -113,7 +112,7 @@ impl Ptracer {
         }
         if self.parked.remove(&child) {
             self.first_stop(child)?;
-            let _ = ptrace::syscall(Pid::from_raw(child as i32), None);
+            let _ = ptrace::syscall(child, 0);
         }
         Ok(())
     }
@@ -136,9 +135,8 @@ impl Ptracer {
         let (Some(inherited), Some(key)) = (ts.mover_code.take(), ts.space) else {
             return Ok(());
         };
-        let t = Pid::from_raw(tid as i32);
         let mut inj =
-            Injector::at_interrupt(t, inherited.code).map_err(|e| sys("ptrace GETREGS", e))?;
+            Injector::at_interrupt(tid, inherited.code).map_err(|e| sys("ptrace GETREGS", e))?;
         inj.park_in(tid, inherited.code)
             .map_err(|e| sys("writing the parking record", e))?;
         let own = self.child_userfaultfd(&mut inj, tid, inherited.fd);
@@ -168,7 +166,7 @@ impl Ptracer {
         let mover = mover?;
         let kill_mover = || {
             if mover > 0 {
-                let _ = nix::sys::signal::kill(Pid::from_raw(mover as i32), Signal::SIGKILL);
+                let _ = pagescope_sys::signals::kill(mover as u32, Signal::KILL.as_raw());
             }
         };
         let (Some(moved), Some(space)) = (moved, st.spaces.get_mut(&key)) else {
@@ -219,8 +217,7 @@ impl Ptracer {
         tid: u32,
         parent_fd: i32,
     ) -> Result<(Uffd, i32)> {
-        let t = Pid::from_raw(tid as i32);
-        let mut fd = make_userfaultfd(inj, t)? as i32;
+        let mut fd = make_userfaultfd(inj, tid)? as i32;
         let inherited = parent_fd >= 0
             && ProcDir::at(&self.proc, tid)
                 .fd_target(parent_fd)

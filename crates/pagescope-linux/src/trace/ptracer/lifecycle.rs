@@ -5,12 +5,11 @@
 use super::Ptracer;
 use crate::trace::leftover::Leftover;
 use crate::trace::ptrace::Injector;
-use nix::errno::Errno;
-use nix::sys::ptrace;
-use nix::sys::signal::Signal;
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::Pid;
 use pagescope_core::Result;
+use pagescope_sys::ptrace;
+use pagescope_sys::wait::{self, waitpid, Status};
+use rustix::io::Errno;
+use rustix::process::Signal;
 use std::time::{Duration, Instant};
 
 impl Ptracer {
@@ -33,51 +32,49 @@ impl Ptracer {
                 None => return false,
             }
         };
-        let pid = Pid::from_raw(tid as i32);
-        if ptrace::interrupt(pid).is_err() {
+        if ptrace::interrupt(tid).is_err() {
             return false;
         }
         let deadline = Instant::now() + Duration::from_secs(2);
         loop {
-            let flags = WaitPidFlag::__WALL | WaitPidFlag::WNOHANG;
-            let status = match waitpid(pid, Some(flags)) {
-                Ok(WaitStatus::StillAlive) if Instant::now() < deadline => {
+            let flags = wait::ALL | wait::Options::NOHANG;
+            let status = match waitpid(Some(tid), flags) {
+                Ok(None) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(1));
                     continue;
                 }
-                Err(Errno::EINTR) => continue,
-                Ok(s) => s,
+                Err(Errno::INTR) => continue,
+                Ok(s) => s.map(|(_, st)| st),
                 Err(_) => return false,
             };
             let inj = match status {
-                WaitStatus::PtraceEvent(_, _, pagescope_sys::ptrace::event::STOP) => {
-                    Injector::at_interrupt(pid, insn)
-                }
-                WaitStatus::PtraceSyscall(_) => match pagescope_sys::ptrace::syscall_info(tid) {
-                    Ok(pagescope_sys::ptrace::SyscallStop::Exit { .. }) => {
-                        Injector::new(pid, Some(insn))
-                    }
+                Some(Status::Event {
+                    event: ptrace::event::STOP,
+                    ..
+                }) => Injector::at_interrupt(tid, insn),
+                Some(Status::Syscall) => match ptrace::syscall_info(tid) {
+                    Ok(ptrace::SyscallStop::Exit { .. }) => Injector::new(tid, Some(insn)),
                     _ => {
-                        let _ = ptrace::syscall(pid, None);
+                        let _ = ptrace::syscall(tid, 0);
                         continue;
                     }
                 },
                 // A signal is delivered; the interrupt stop follows.
-                WaitStatus::Stopped(_, sig) => {
-                    let _ = ptrace::syscall(pid, Some(sig));
+                Some(Status::Stopped(sig)) => {
+                    let _ = ptrace::syscall(tid, sig);
                     continue;
                 }
-                WaitStatus::PtraceEvent(..) => {
-                    let _ = ptrace::syscall(pid, None);
+                Some(Status::Event { .. }) => {
+                    let _ = ptrace::syscall(tid, 0);
                     continue;
                 }
                 // Gone: its zombies go with it.
-                WaitStatus::Exited(..) | WaitStatus::Signaled(..) => {
+                Some(Status::Exited(_) | Status::Signaled(_)) => {
                     self.threads.remove(&tid);
                     return false;
                 }
                 // Still running at the deadline.
-                _ => return false,
+                Some(Status::Continued) | None => return false,
             };
             let Ok(mut inj) = inj else { return false };
             if inj.park_in(tgid, insn).is_err() {
@@ -94,7 +91,7 @@ impl Ptracer {
     pub(in crate::trace) fn detach_all(&mut self) -> Result<()> {
         self.shared.release();
         for tid in self.parked.drain() {
-            let _ = ptrace::detach(Pid::from_raw(tid as i32), None);
+            let _ = ptrace::detach(tid, 0);
         }
         let ended = std::mem::take(&mut self.shared.lock().reap);
         for left in ended {
@@ -107,34 +104,32 @@ impl Ptracer {
             .threads
             .keys()
             .copied()
-            .filter(|&tid| ptrace::detach(Pid::from_raw(tid as i32), None).is_err())
+            .filter(|&tid| ptrace::detach(tid, 0).is_err())
             .collect();
         for &tid in &waiting {
-            let _ = ptrace::interrupt(Pid::from_raw(tid as i32));
+            let _ = ptrace::interrupt(tid);
         }
         let deadline = Instant::now() + Duration::from_secs(10);
         while !waiting.is_empty() && Instant::now() < deadline {
-            let flags = WaitPidFlag::__WALL | WaitPidFlag::__WNOTHREAD | WaitPidFlag::WNOHANG;
-            let status = match waitpid(None, Some(flags)) {
-                Ok(WaitStatus::StillAlive) => {
+            let flags = wait::ALL | wait::NOTHREAD | wait::Options::NOHANG;
+            let (tid, status) = match waitpid(None, flags) {
+                Ok(None) => {
                     std::thread::sleep(Duration::from_millis(1));
                     continue;
                 }
-                Ok(s) => s,
-                Err(Errno::EINTR) => continue,
+                Ok(Some(s)) => s,
+                Err(Errno::INTR) => continue,
                 Err(_) => break,
             };
-            let Some(pid) = status.pid() else { continue };
-            let tid = pid.as_raw() as u32;
             let sig = match status {
-                WaitStatus::Stopped(_, sig) if sig != Signal::SIGSTOP => Some(sig),
-                WaitStatus::Exited(..) | WaitStatus::Signaled(..) => {
+                Status::Stopped(sig) if sig != Signal::STOP.as_raw() => sig,
+                Status::Exited(_) | Status::Signaled(_) => {
                     waiting.retain(|&t| t != tid);
                     continue;
                 }
-                _ => None,
+                _ => 0,
             };
-            let _ = ptrace::detach(pid, sig);
+            let _ = ptrace::detach(tid, sig);
             waiting.retain(|&t| t != tid);
         }
         Ok(())

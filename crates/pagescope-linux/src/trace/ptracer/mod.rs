@@ -23,12 +23,11 @@ use crate::trace::fault::Shared;
 use crate::trace::hooks::die_here_for_tests;
 use crate::trace::os::sys;
 use crate::trace::ptrace::nr;
-use nix::errno::Errno;
-use nix::sys::ptrace;
-use nix::sys::wait::WaitStatus;
 use pagescope_core::trace::ProcessEventKind;
 use pagescope_core::Result;
-use pagescope_sys::ptrace::SyscallStop;
+use pagescope_sys::ptrace::{self, event, SyscallStop};
+use pagescope_sys::wait::Status;
+use rustix::io::Errno;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -114,16 +113,15 @@ impl Ptracer {
         Ok(())
     }
 
-    /// Handles one stop and restarts the thread.
-    pub(super) fn on_status(&mut self, status: WaitStatus) -> Result<()> {
+    /// Handles one stop of thread `tid` and restarts the thread.
+    pub(super) fn on_status(&mut self, tid: u32, status: Status) -> Result<()> {
         match status {
-            WaitStatus::PtraceSyscall(pid) => {
-                let tid = pid.as_raw() as u32;
-                let info = match pagescope_sys::ptrace::syscall_info(tid) {
+            Status::Syscall => {
+                let info = match ptrace::syscall_info(tid) {
                     Ok(info) => info,
                     // Killed since it stopped (another thread's exit_group,
                     // a SIGKILL): its exit is reported next.
-                    Err(e) if e.raw_os_error() == Some(Errno::ESRCH as i32) => return Ok(()),
+                    Err(e) if Errno::from_io_error(&e) == Some(Errno::SRCH) => return Ok(()),
                     Err(e) => return Err(sys("PTRACE_GET_SYSCALL_INFO", e)),
                 };
                 if let SyscallStop::Entry { nr, args } = info {
@@ -140,38 +138,36 @@ impl Ptracer {
                         self.on_syscall_exit(tid, n, args, ret)?;
                     }
                 }
-                let _ = ptrace::syscall(pid, None);
+                let _ = ptrace::syscall(tid, 0);
             }
-            WaitStatus::PtraceEvent(pid, _, pagescope_sys::ptrace::event::STOP)
-                if !self.threads.contains_key(&(pid.as_raw() as u32)) =>
-            {
+            Status::Event {
+                event: event::STOP, ..
+            } if !self.threads.contains_key(&tid) => {
                 // A new task, stopped before its parent's event arrived:
                 // it must not run (and fault, exec or fork) before the
                 // tracer knows its address space.
-                self.parked.insert(pid.as_raw() as u32);
+                self.parked.insert(tid);
             }
-            WaitStatus::PtraceEvent(pid, _, pagescope_sys::ptrace::event::STOP)
-                if self
-                    .threads
-                    .get(&(pid.as_raw() as u32))
-                    .is_some_and(|t| t.mover_code.is_some()) =>
+            Status::Event {
+                event: event::STOP, ..
+            } if self
+                .threads
+                .get(&tid)
+                .is_some_and(|t| t.mover_code.is_some()) =>
             {
-                self.first_stop(pid.as_raw() as u32)?;
-                let _ = ptrace::syscall(pid, None);
+                self.first_stop(tid)?;
+                let _ = ptrace::syscall(tid, 0);
             }
-            WaitStatus::PtraceEvent(pid, _, event) => {
-                let tid = pid.as_raw() as u32;
+            Status::Event { event, .. } => {
                 match event {
-                    pagescope_sys::ptrace::event::FORK
-                    | pagescope_sys::ptrace::event::VFORK
-                    | pagescope_sys::ptrace::event::CLONE => {
-                        if let Ok(child) = ptrace::getevent(pid) {
+                    event::FORK | event::VFORK | event::CLONE => {
+                        if let Ok(child) = ptrace::event_message(tid) {
                             self.on_new_child(tid, child as u32, event)?;
                         }
                     }
-                    pagescope_sys::ptrace::event::EXEC => {
+                    event::EXEC => {
                         // A non-leader thread that execs takes the leader's id.
-                        if let Ok(former) = ptrace::getevent(pid) {
+                        if let Ok(former) = ptrace::event_message(tid) {
                             let former = former as u32;
                             if former != tid {
                                 if let Some(t) = self.threads.remove(&former) {
@@ -183,26 +179,23 @@ impl Ptracer {
                             t.entry = Some((nr::EXECVE, [0; 6]));
                         }
                     }
-                    pagescope_sys::ptrace::event::EXIT => self.on_exit_event(tid)?,
+                    event::EXIT => self.on_exit_event(tid)?,
                     _ => {}
                 }
-                let _ = ptrace::syscall(pid, None);
+                let _ = ptrace::syscall(tid, 0);
             }
-            WaitStatus::Stopped(pid, sig) => {
-                let tid = pid.as_raw() as u32;
+            Status::Stopped(sig) => {
                 self.threads.entry(tid).or_insert(ThreadState {
                     space: None,
                     tgid: tid,
                     entry: None,
                     mover_code: None,
                 });
-                let _ = ptrace::syscall(pid, Some(sig));
+                let _ = ptrace::syscall(tid, sig);
             }
-            WaitStatus::Exited(pid, code) => self.on_gone(pid.as_raw() as u32, code)?,
-            WaitStatus::Signaled(pid, sig, _) => {
-                self.on_gone(pid.as_raw() as u32, -(sig as i32))?
-            }
-            _ => {}
+            Status::Exited(code) => self.on_gone(tid, code)?,
+            Status::Signaled(sig) => self.on_gone(tid, -sig)?,
+            Status::Continued => {}
         }
         Ok(())
     }

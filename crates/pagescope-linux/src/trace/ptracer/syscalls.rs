@@ -15,7 +15,6 @@ use crate::trace::os::{
 use crate::trace::ptrace::{self as pt, nr, Injector};
 use crate::trace::state::{maps_of, MapRange, State};
 use crate::trace::uffd::{self};
-use nix::unistd::Pid;
 use pagescope_core::evict;
 use pagescope_core::parse;
 use pagescope_core::trace::{Mapping, MappingKind, ProcessEventKind, Residency};
@@ -275,8 +274,7 @@ impl Ptracer {
             return Ok(());
         }
         dead.sort_unstable();
-        let mut inj =
-            Injector::new(Pid::from_raw(tid as i32), None).map_err(|e| sys("ptrace GETREGS", e))?;
+        let mut inj = Injector::new(tid, None).map_err(|e| sys("ptrace GETREGS", e))?;
         // Parked meanwhile, as every injection (there is no code page);
         // without a vDSO, at the thread's own `syscall` as before.
         if let Ok(Some(boot)) = pt::vdso_bootstrap(tid) {
