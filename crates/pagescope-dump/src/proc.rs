@@ -314,9 +314,11 @@ pub fn vmas(k: &mut Kernel<'_>, mm: u64, notes: &mut Vec<String>) -> Result<Vec<
     Ok(out)
 }
 
-/// Visits a maple tree node (lib/maple_tree.c: an entry is a node when
-/// its low two bits are 2 and it is above 4096; the node's type is in bits
-/// 3-6, its address in the bits above 8), collecting leaf entries.
+/// Visits a maple tree node, collecting leaf entries
+/// (lib/maple_tree.c: the root is a node when its low two bits are 2,
+/// `MAPLE_ROOT_NODE`, and it is above 4096; every slot of a non-leaf node
+/// is a node; a node's type is in bits 3-6 of its pointer, its address in
+/// the bits above 8).
 fn maple_walk(
     k: &mut Kernel<'_>,
     entry: u64,
@@ -329,8 +331,8 @@ fn maple_walk(
     if entry == 0 {
         return Ok(());
     }
-    let is_node = entry & 3 == 2 && entry > 4096;
-    if !is_node {
+    if depth == 0 && !(entry & 3 == 2 && entry > 4096) {
+        // A tree of one entry keeps it in the root.
         out.push(entry);
         return Ok(());
     }
