@@ -604,7 +604,14 @@ fn vma_pages(
     let locked = v.flags & proc::VM_LOCKED != 0;
     let hugetlb = v.flags & proc::VM_HUGETLB != 0;
     let special_vma = v.flags & (proc::VM_PFNMAP | proc::VM_MIXEDMAP) != 0;
-    let nr_swapfiles = 27; // types above are migration, hwpoison, markers
+    // Swap types in use are below nr_swapfiles; the types at the top
+    // (migration, hwpoison, device, PTE markers) are not swap
+    // (`non_swap_entry`). Without the symbol, 6.1's lowest such type with
+    // every option on.
+    let nr_swapfiles = match k.symbol("nr_swapfiles") {
+        Some(a) => k.u32(a)?.map_or(23, u64::from),
+        None => 23,
+    };
     let mut mss = Mss::default();
     let mut next = v.start;
     let hole = |out: &mut Vec<PageRecord>, from: u64, to: u64| {

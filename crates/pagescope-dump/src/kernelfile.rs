@@ -23,6 +23,7 @@ pub const SYMBOLS: &[&str] = &[
     "mem_section",
     "vmemmap_base",
     "node_data",
+    "nr_swapfiles",
 ];
 
 /// What the brought file gave.
