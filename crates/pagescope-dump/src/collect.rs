@@ -12,7 +12,7 @@ use crate::elfcore::ElfCore;
 use crate::kernel::Kernel;
 use crate::kernelfile::KernelFile;
 use crate::page::{Frame, Frames};
-use crate::proc::{self, MmInfo, TaskInfo, VmaInfo, USER_HZ};
+use crate::proc::{self, TaskInfo, VmaInfo, USER_HZ};
 use crate::vmcoreinfo::VmcoreInfo;
 use crate::x86_64::{self, Entry, Mmu};
 use crate::{DumpError, Result};
@@ -35,6 +35,9 @@ pub struct Config {
     pub pids: Vec<u32>,
     /// Pages per chunk handed to the sink.
     pub chunk_pages: usize,
+    /// Pages of one process held until its record is written; a larger
+    /// process is walked twice (its sums, then its pages streamed).
+    pub buffer_pages: usize,
     /// Asked between processes: true stops with [`DumpError::Interrupted`].
     pub stop: fn() -> bool,
 }
@@ -47,6 +50,7 @@ impl Config {
             btf,
             pids: Vec::new(),
             chunk_pages: 64 * 1024,
+            buffer_pages: 256 * 1024,
             stop: || false,
         }
     }
@@ -547,17 +551,31 @@ fn process(
     }
     // The pages of each VMA, and its smaps sums; a VMA's pages are kept
     // only where smaps would show Rss or Swap (the live collector reads
-    // only those VMAs' pagemap).
+    // only those VMAs' pagemap). The record (with the sums) goes first, so
+    // the pages are held until it is written: up to `buffer_pages` of
+    // them; a larger process is walked again, its pages streamed.
     let mut records = Vec::with_capacity(vmas.len());
+    let mut counted = Vec::with_capacity(vmas.len());
     let mut pages: Vec<PageRecord> = Vec::new();
+    let mut overflow = false;
     let mut missing_tables = 0;
     for v in &vmas {
         let before = pages.len();
-        let (mss, missing) = vma_pages(k, &mm, pgd_pa, v, system, &mut pages)?;
+        let limit = config.buffer_pages;
+        let (mss, missing) = vma_pages(k, pgd_pa, v, system, &mut |r| {
+            if pages.len() < limit {
+                pages.push(r);
+            } else {
+                overflow = true;
+            }
+            Ok(())
+        })?;
         missing_tables += missing;
-        if mss.resident == 0 && mss.swap == 0 {
+        let kept = mss.resident > 0 || mss.swap > 0;
+        if !kept {
             pages.truncate(before);
         }
+        counted.push(kept);
         let mut record = proc::vma_record(k, &mm, v)?;
         record.smaps = mss.counters(v);
         records.push(record);
@@ -574,32 +592,103 @@ fn process(
         rollup: None,
         unread: pagescope_core::model::Unread::Nothing,
     })?;
-    let n = pages.len() as u64;
-    for chunk in pages.chunks(config.chunk_pages.max(1)) {
-        sink.pages(&PageChunk {
-            pid: t.pid,
-            start_time,
-            pages: chunk.to_vec(),
+    let chunk_pages = config.chunk_pages.max(1);
+    let mut chunk = PageChunk {
+        pid: t.pid,
+        start_time,
+        pages: Vec::new(),
+    };
+    let mut n = 0u64;
+    if !overflow {
+        n = pages.len() as u64;
+        for c in pages.chunks(chunk_pages) {
+            chunk.pages.clear();
+            chunk.pages.extend_from_slice(c);
+            sink.pages(&chunk)?;
+        }
+        return Ok(n);
+    }
+    drop(pages);
+    for (v, _) in vmas.iter().zip(&counted).filter(|(_, &c)| c) {
+        vma_pages(k, pgd_pa, v, system, &mut |r| {
+            chunk.pages.push(r);
+            n += 1;
+            if chunk.pages.len() >= chunk_pages {
+                sink.pages(&chunk)?;
+                chunk.pages.clear();
+            }
+            Ok(())
         })?;
+    }
+    if !chunk.pages.is_empty() {
+        sink.pages(&chunk)?;
     }
     Ok(n)
 }
 
 /// Walks one VMA: its pagemap entries (with the physical side of present
-/// pages) into `out`, and its smaps sums. Returns the sums and the pages
-/// whose page tables are not in the dump.
+/// pages) to `out`, in address order, and its smaps sums. Returns the
+/// sums and the pages whose page tables are not in the dump. The tables
+/// are walked 1 GiB at a time (a PUD's span, so no huge page is split),
+/// which bounds what is held.
 fn vma_pages(
     k: &mut Kernel<'_>,
-    _mm: &MmInfo,
     pgd_pa: u64,
     v: &VmaInfo,
     system: &SystemInfo,
-    out: &mut Vec<PageRecord>,
+    out: &mut dyn FnMut(PageRecord) -> Result<()>,
 ) -> Result<(Mss, u64)> {
+    const WINDOW: u64 = 1 << 30;
+    let mut mss = Mss::default();
+    let mut missing = 0;
+    let mut next = v.start;
     let mut entries = Vec::new();
-    let missing = k
-        .mmu
-        .walk_user(pgd_pa, v.start, v.end, &mut |a, e| entries.push((a, e)))?;
+    let mut from = v.start;
+    while from < v.end {
+        let to = ((from & !(WINDOW - 1)).saturating_add(WINDOW)).min(v.end);
+        entries.clear();
+        missing += k
+            .mmu
+            .walk_user(pgd_pa, from, to, &mut |a, e| entries.push((a, e)))?;
+        window(k, v, system, &entries, &mut next, &mut mss, out)?;
+        from = to;
+    }
+    if v.flags & proc::VM_SOFTDIRTY != 0 {
+        soft_dirty_hole(next, v.end, out)?;
+    }
+    Ok((mss, missing))
+}
+
+/// pagemap's entry for an empty page of a `VM_SOFTDIRTY` VMA: soft-dirty
+/// alone, over `[from, to)`.
+fn soft_dirty_hole(
+    from: u64,
+    to: u64,
+    out: &mut dyn FnMut(PageRecord) -> Result<()>,
+) -> Result<()> {
+    let mut a = from;
+    while a < to {
+        out(PageRecord {
+            vaddr: a,
+            entry: PagemapEntry(PagemapFlags::SOFT_DIRTY.bits()),
+            phys: None,
+        })?;
+        a += 4096;
+    }
+    Ok(())
+}
+
+/// One window's entries of a VMA into pagemap entries and smaps sums;
+/// `next` is the address after the last page given to `out`.
+fn window(
+    k: &mut Kernel<'_>,
+    v: &VmaInfo,
+    system: &SystemInfo,
+    entries: &[(u64, Entry)],
+    next: &mut u64,
+    mss: &mut Mss,
+    out: &mut dyn FnMut(PageRecord) -> Result<()>,
+) -> Result<()> {
     let soft_vma = v.flags & proc::VM_SOFTDIRTY != 0;
     let locked = v.flags & proc::VM_LOCKED != 0;
     let hugetlb = v.flags & proc::VM_HUGETLB != 0;
@@ -612,24 +701,11 @@ fn vma_pages(
         Some(a) => k.u32(a)?.map_or(23, u64::from),
         None => 23,
     };
-    let mut mss = Mss::default();
-    let mut next = v.start;
-    let hole = |out: &mut Vec<PageRecord>, from: u64, to: u64| {
+    for &(a, e) in entries {
         if soft_vma {
-            let mut a = from;
-            while a < to {
-                out.push(PageRecord {
-                    vaddr: a,
-                    entry: PagemapEntry(PagemapFlags::SOFT_DIRTY.bits()),
-                    phys: None,
-                });
-                a += 4096;
-            }
+            soft_dirty_hole(*next, a, out)?;
         }
-    };
-    for (a, e) in entries {
-        hole(out, next, a);
-        next = a + 4096;
+        *next = a + 4096;
         let mut bits = if soft_vma {
             PagemapFlags::SOFT_DIRTY.bits()
         } else {
@@ -668,7 +744,7 @@ fn vma_pages(
                         bits |= PagemapFlags::EXCLUSIVE.bits();
                     }
                 }
-                out.push(PageRecord {
+                out(PageRecord {
                     vaddr: a,
                     entry: PagemapEntry(bits),
                     phys: Some(match &frame {
@@ -689,7 +765,7 @@ fn vma_pages(
                             node: u16::MAX,
                         },
                     }),
-                });
+                })?;
                 if hugetlb {
                     continue;
                 }
@@ -697,7 +773,7 @@ fn vma_pages(
                 let dirty = raw & x86_64::DIRTY != 0;
                 if level == 0 {
                     if let (false, Some(f)) = (special || (special_vma && frame.is_none()), frame) {
-                        smaps_account(k, &mut mss, pfn, &f, 1, young, dirty, locked)?;
+                        smaps_account(k, mss, pfn, &f, 1, young, dirty, locked)?;
                     }
                 } else if a & ((1u64 << (12 + 9 * level as u32)) - 1) == 0 || a == v.start {
                     // A PMD-mapped folio counts whole, once.
@@ -708,7 +784,7 @@ fn vma_pages(
                         if h.anon {
                             mss.anonymous_thp += nr * 4096;
                         }
-                        smaps_account(k, &mut mss, head_pfn, &h, nr, young, dirty, locked)?;
+                        smaps_account(k, mss, head_pfn, &h, nr, young, dirty, locked)?;
                     }
                 }
             }
@@ -724,11 +800,11 @@ fn vma_pages(
                 if raw & x86_64::SWP_UFFD_WP != 0 || (swap_type == 31 && offset & 1 == 1) {
                     bits |= PagemapFlags::UFFD_WP.bits();
                 }
-                out.push(PageRecord {
+                out(PageRecord {
                     vaddr: a,
                     entry: PagemapEntry(bits),
                     phys: None,
-                });
+                })?;
                 if swap_type < nr_swapfiles && !hugetlb {
                     mss.swap += 4096;
                     mss.swap_pss += 4096 << PSS_SHIFT;
@@ -736,6 +812,5 @@ fn vma_pages(
             }
         }
     }
-    hole(out, next, v.end);
-    Ok((mss, missing))
+    Ok(())
 }
