@@ -93,7 +93,7 @@ vmcore_check() {
     rm -rf $v
 }
 only=$(sed -n 's/.*pagescope.only=\([a-z]*\).*/\1/p' /proc/cmdline)
-[ "$kernel" = full ] && vmcore_check
+case "$kernel" in full*) vmcore_check ;; esac
 [ -n "$only" ] && exit 0
 
 # snapshot: a held pagetest buffer, snapshotted; its RSS and PSS in the
