@@ -227,7 +227,7 @@ impl<'a> Mmu<'a> {
             let next = if next <= va { end } else { next };
             let e = entries[i];
             if !is_none(e) {
-                let leaf = level == 0 || (level <= 2 && e & PSE != 0 && is_present(e));
+                let leaf = is_present(e) && (level == 0 || (level <= 2 && e & PSE != 0));
                 if leaf {
                     let base = frame(e, self.mask(level)) >> 12;
                     let mut a = va;
