@@ -9,6 +9,15 @@ use std::fmt::Write;
 /// The `total` view.
 pub fn total(t: &Total) -> Report {
     let f = &t.figures;
+    // A snapshot without meminfo (read from a crash dump) knows none of
+    // its figures: null, not 0.
+    let mem = |v: u64| {
+        if t.system.meminfo.is_empty() {
+            Value::Missing
+        } else {
+            Value::from(v)
+        }
+    };
     Report {
         view: "total",
         page_size: t.system.page_size,
@@ -39,33 +48,33 @@ pub fn total(t: &Total) -> Report {
             (
                 "page_cache_pages",
                 "page cache (meminfo Cached + Buffers)",
-                f.page_cache_pages.into(),
+                mem(f.page_cache_pages),
             ),
             (
                 "shmem_pages",
                 "  of which shmem/tmpfs (meminfo Shmem)",
-                f.shmem_pages.into(),
+                mem(f.shmem_pages),
             ),
             (
                 "kernel_slab_pages",
                 "kernel slab (meminfo SReclaimable + SUnreclaim)",
-                f.slab_pages.into(),
+                mem(f.slab_pages),
             ),
             (
                 "kernel_page_table_pages",
                 "kernel page tables (meminfo PageTables)",
-                f.page_table_pages.into(),
+                mem(f.page_table_pages),
             ),
             (
                 "kernel_stack_pages",
                 "kernel stacks (meminfo KernelStack)",
-                f.kernel_stack_pages.into(),
+                mem(f.kernel_stack_pages),
             ),
-            ("free_pages", "free (meminfo MemFree)", f.free_pages.into()),
+            ("free_pages", "free (meminfo MemFree)", mem(f.free_pages)),
             (
                 "mem_total_pages",
                 "total RAM (meminfo MemTotal)",
-                f.mem_total_pages.into(),
+                mem(f.mem_total_pages),
             ),
         ],
         tables: Vec::new(),
