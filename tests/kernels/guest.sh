@@ -22,9 +22,12 @@ field() { sed -n "s/.*\"$1\": *\([0-9]*\).*/\1/p" | head -1; }
 
 # vmcore (full only): held workloads (pagetest --fork 2 over private
 # anonymous memory, a shared file mapping in tmpfs, shared memory of a
-# memfd with a child), snapshotted live; the guest prints what the host
+# memfd with a child, and one that paged out half its buffer to swap on
+# a loop device over a tmpfs file), snapshotted live; the guest prints what the host
 # compares with `snapshot --vmcore` of its dump: per held process RSS,
 # USS, swap and PSS, the frames of the first pagetest's buffer (count and
+# digest, and a digest of each page's frame, pagemap flags, kpageflags
+# and kpagecount), the swap entries of the one in swap (count and
 # digest), and the user processes. The live snapshot holds pagescope
 # itself, which the dump does not: every page it shares with a held
 # process (the C library, the vDSO) has one mapping less at the dump, so
@@ -42,10 +45,17 @@ vmcore_check() {
     vmb=$!
     /pagetest --size 16M --mode shm --op write --fork 1 --hold > $v/c.out &
     vmc=$!
-    for f in a b c; do
+    swapdev=none
+    if dd if=/dev/zero of=$v/swapfile bs=1M count=32 2>/dev/null && d=$(losetup -f) \
+        && losetup "$d" $v/swapfile && mkswap "$d" > /dev/null && swapon "$d"; then
+        swapdev=$d
+    fi
+    /pagetest --size 16M --mode anon --op write --pageout 0.5 --hold > $v/d.out &
+    vmd=$!
+    for f in a b c d; do
         while ! grep -q '"done"' $v/$f.out 2>/dev/null; do sleep 0.1; done
     done
-    held=$(cat $v/a.out $v/b.out $v/c.out | sed -n 's/.*"pid":\([0-9]*\).*/\1/p' | sort -un | tr '\n' ' ')
+    held=$(cat $v/a.out $v/b.out $v/c.out $v/d.out | sed -n 's/.*"pid":\([0-9]*\).*/\1/p' | sort -un | tr '\n' ' ')
     apid=$(field pid < $v/a.out)
     astart=$(field start < $v/a.out)
     aend=$(field end < $v/a.out)
@@ -76,7 +86,12 @@ vmcore_check() {
                 }' $v/procs.csv
         done
         awk -F, -v p="$apid" -v s="$astart" -v e="$aend" 'NR > 1 && $1 == p && $3 >= s && $3 < e && $4 != "" { print $4 }' $v/pages.csv | sort -n > $v/pfns
-        echo "PAGESCOPE-VMCORE-PFNS $apid $astart $aend $(wc -l < $v/pfns) $(md5sum < $v/pfns | cut -d' ' -f1)"
+        awk -F, -v p="$apid" -v s="$astart" -v e="$aend" 'NR > 1 && $1 == p && $3 >= s && $3 < e && $4 != "" { print $4 "," $6 "," $10 "," $11 }' $v/pages.csv | sort > $v/rows
+        echo "PAGESCOPE-VMCORE-PFNS $apid $astart $aend $(wc -l < $v/pfns) $(md5sum < $v/pfns | cut -d' ' -f1) $(md5sum < $v/rows | cut -d' ' -f1)"
+        # The swap entries (type, offset) of the one that paged out.
+        dpid=$(field pid < $v/d.out)
+        awk -F, -v p="$dpid" 'NR > 1 && $1 == p && $13 != "" { print $3 "," $13 "," $14 }' $v/pages.csv | sort > $v/swapped
+        echo "PAGESCOPE-VMCORE-SWAPPED $dpid $(wc -l < $v/swapped) $(md5sum < $v/swapped | cut -d' ' -f1)"
     else
         echo "PAGESCOPE-VMCORE-LIVE-FAILED $(head -1 $v/err)"
     fi
@@ -85,11 +100,16 @@ vmcore_check() {
         [ -e "$d/exe" ] && users="$users ${d#/proc/}"
     done
     echo "PAGESCOPE-VMCORE-PIDS$users"
+    echo "PAGESCOPE-VMCORE-SWAP $swapdev"
     echo "PAGESCOPE-VMCORE-READY"
     if read -t 600 go < /dev/ttyS1; then :; fi
     echo "PAGESCOPE-VMCORE-RESUMED ${go:-timeout}"
-    kill $vma $vmb $vmc 2>/dev/null
-    wait $vma $vmb $vmc 2>/dev/null
+    kill $vma $vmb $vmc $vmd 2>/dev/null
+    wait $vma $vmb $vmc $vmd 2>/dev/null
+    if [ "$swapdev" != none ]; then
+        swapoff "$swapdev"
+        losetup -d "$swapdev"
+    fi
     rm -rf $v
 }
 only=$(sed -n 's/.*pagescope.only=\([a-z]*\).*/\1/p' /proc/cmdline)
