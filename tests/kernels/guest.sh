@@ -112,9 +112,17 @@ vmcore_check() {
     fi
     rm -rf $v
 }
+# With pagescope.only=vmcore (tests/kernels/run: PAGESCOPE_GUEST_ONLY),
+# that check alone; otherwise it runs last, after every other check (run
+# first, it left the guest's clock, jiffies under TCG, running 2.5 to 6
+# times too fast through the timed checks after it, in 2 runs of 3, for
+# a cause not found: the dump's pause and swap on a loop device alone,
+# timed in an idle guest, leave it right).
 only=$(sed -n 's/.*pagescope.only=\([a-z]*\).*/\1/p' /proc/cmdline)
-case "$kernel" in full*) vmcore_check ;; esac
-[ -n "$only" ] && exit 0
+if [ -n "$only" ]; then
+    case "$kernel" in full*) vmcore_check ;; esac
+    exit 0
+fi
 
 # snapshot: a held pagetest buffer, snapshotted; its RSS and PSS in the
 # processes report against the guest kernel's accounting: RSS against
@@ -646,6 +654,8 @@ want=refs; [ -e /sys/kernel/mm/page_idle/bitmap ] && want=idle
 got=$(sed -n 's/.* with the \([a-z]*\) backend.*/\1/p' /tmp/auto.err)
 if [ "$got" = "$want" ]; then check auto pass "$want"; else check auto fail "chose '$got', expected $want: $(grep -v '^note:' /tmp/auto.err | head -2 | tr '\n' ' ' | head -c 300)"; fi
 kill $sleeper
+
+case "$kernel" in full*) vmcore_check ;; esac
 
 # The interfaces this kernel offers; the host compares them with what the
 # kernel's configuration promises.
