@@ -9,6 +9,11 @@ use std::fmt::Write;
 /// The `total` view.
 pub fn total(t: &Total) -> Report {
     let f = &t.figures;
+    // A snapshot without meminfo (read from a crash dump) knows none of
+    // its figures: null, not 0.
+    // A snapshot read from a crash dump has no meminfo: its figures are
+    // not known.
+    let mem = |v: u64| Value::pages((!t.system.meminfo.is_empty()).then_some(v));
     Report {
         view: "total",
         page_size: t.system.page_size,
@@ -43,37 +48,33 @@ pub fn total(t: &Total) -> Report {
             (
                 "page_cache_pages",
                 "page cache (meminfo Cached + Buffers)",
-                Value::pages(f.page_cache_pages.into()),
+                mem(f.page_cache_pages),
             ),
             (
                 "shmem_pages",
                 "  of which shmem/tmpfs (meminfo Shmem)",
-                Value::pages(f.shmem_pages.into()),
+                mem(f.shmem_pages),
             ),
             (
                 "kernel_slab_pages",
                 "kernel slab (meminfo SReclaimable + SUnreclaim)",
-                Value::pages(f.slab_pages.into()),
+                mem(f.slab_pages),
             ),
             (
                 "kernel_page_table_pages",
                 "kernel page tables (meminfo PageTables)",
-                Value::pages(f.page_table_pages.into()),
+                mem(f.page_table_pages),
             ),
             (
                 "kernel_stack_pages",
                 "kernel stacks (meminfo KernelStack)",
-                Value::pages(f.kernel_stack_pages.into()),
+                mem(f.kernel_stack_pages),
             ),
-            (
-                "free_pages",
-                "free (meminfo MemFree)",
-                Value::pages(f.free_pages.into()),
-            ),
+            ("free_pages", "free (meminfo MemFree)", mem(f.free_pages)),
             (
                 "mem_total_pages",
                 "total RAM (meminfo MemTotal)",
-                Value::pages(f.mem_total_pages.into()),
+                mem(f.mem_total_pages),
             ),
         ],
         tables: Vec::new(),

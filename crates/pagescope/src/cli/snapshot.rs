@@ -21,4 +21,13 @@ pub struct SnapshotArgs {
     /// Threads reading processes (default: one per CPU).
     #[arg(short, long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub jobs: Option<u16>,
+    /// Read a kernel crash dump (an ELF core: qemu's `dump-guest-memory`,
+    /// `virsh dump`, /proc/vmcore, `makedumpfile -E`) instead of the live
+    /// system (docs/dumps.md).
+    #[arg(long, value_name = "FILE", conflicts_with = "physmap")]
+    pub vmcore: Option<PathBuf>,
+    /// The crashed kernel's vmlinux (with its .BTF section and symbols),
+    /// or its BTF (`/sys/kernel/btf/vmlinux`), for `--vmcore`.
+    #[arg(long, value_name = "FILE", requires = "vmcore")]
+    pub btf: Option<PathBuf>,
 }

@@ -4,6 +4,7 @@ use crate::cli::SnapshotArgs;
 use crate::input::check_pids_exist;
 use crate::output::{is_stdout, note, output_name};
 use crate::progress::Bar;
+use crate::BadInput;
 use anyhow::{Context, Result};
 use pagescope_core::format::SnapshotWriter;
 use pagescope_linux::snapshot::{collect, Config};
@@ -11,6 +12,9 @@ use pagescope_linux::snapshot::{collect, Config};
 /// Takes a snapshot; returns the exit code: 130 if Ctrl-C or SIGTERM
 /// stopped it (the file then has no end and reads as cut short).
 pub fn run(args: SnapshotArgs) -> Result<u8> {
+    if let Some(vmcore) = args.vmcore.clone() {
+        return from_dump(args, vmcore);
+    }
     let quiet = args.progress.quiet;
     check_pids_exist(&args.select.pids)?;
     // Before any thread starts, so that every thread has them blocked:
@@ -46,6 +50,52 @@ pub fn run(args: SnapshotArgs) -> Result<u8> {
         for m in &system.missing {
             note(m);
         }
+        for n in &trailer.notes {
+            note(n);
+        }
+        if !is_stdout(&args.output) {
+            eprintln!(
+                "wrote {}: {} processes, {} pages, {} bytes in {:.2}s",
+                args.output.display(),
+                trailer.processes,
+                trailer.pages,
+                writer.bytes(),
+                trailer.duration_ns as f64 / 1e9
+            );
+        }
+    }
+    Ok(0)
+}
+
+/// `snapshot --vmcore`: the same stream, from a crash dump.
+fn from_dump(args: SnapshotArgs, vmcore: std::path::PathBuf) -> Result<u8> {
+    let quiet = args.progress.quiet;
+    pagescope_linux::signals::block().context("cannot block signals")?;
+    let mut config = pagescope_dump::Config::new(vmcore, args.btf.clone());
+    config.pids = args.select.pids.clone();
+    config.stop = pagescope_linux::signals::stop_pending;
+    let out = pagescope_linux::output::create(&args.output)
+        .with_context(|| format!("cannot create {}", args.output.display()))?;
+    let mut writer = SnapshotWriter::new(out, &args.output)?;
+    let bar = Bar::new(quiet);
+    let trailer = pagescope_dump::collect(&config, &mut writer, &mut |done, total, pages| {
+        bar.update(pagescope_linux::snapshot::Progress { done, total, pages })
+    });
+    bar.finish();
+    let trailer = match trailer {
+        Err(pagescope_dump::DumpError::Interrupted) => {
+            note(&format!(
+                "interrupted: {} holds what was read so far, and reads as cut short",
+                output_name(&args.output).display()
+            ));
+            return Ok(130);
+        }
+        Err(e @ pagescope_dump::DumpError::Bad { .. }) => {
+            return Err(anyhow::Error::new(e).context(BadInput));
+        }
+        other => other.context("snapshot of the dump failed")?,
+    };
+    if !quiet {
         for n in &trailer.notes {
             note(n);
         }

@@ -1,0 +1,823 @@
+//! The snapshot stream from a dump: the machine ([`SystemInfo`]), then
+//! each process's record and pages, then the trailer, as
+//! `pagescope_linux::snapshot::collect` makes it from the live system.
+//!
+//! What a live snapshot reads from /proc is made here from the kernel's
+//! own structures by the kernel's own rules (6.1): pagemap entries as
+//! `pagemap_pmd_range` builds them, kpageflags and kpagecount as
+//! fs/proc/page.c does, and each VMA's smaps counters as `smaps_account`
+//! sums them. What a dump can't give is listed in `SystemInfo::missing`.
+
+use crate::elfcore::ElfCore;
+use crate::kernel::Kernel;
+use crate::kernelfile::KernelFile;
+use crate::page::{Frame, Frames};
+use crate::proc::{self, TaskInfo, VmaInfo, USER_HZ};
+use crate::vmcoreinfo::VmcoreInfo;
+use crate::x86_64::{self, Entry, Mmu};
+use crate::{DumpError, Result};
+use pagescope_core::model::{
+    NodeRange, PageChunk, PageRecord, PhysInfo, ProcessRecord, SmapsCounters, SnapshotSink,
+    SystemInfo, Task, Trailer,
+};
+use pagescope_core::pagemap::{PagemapEntry, PagemapFlags, FRAME_MASK};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// What to read.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The dump (an ELF core).
+    pub vmcore: PathBuf,
+    /// The crashed kernel's vmlinux or BTF.
+    pub btf: Option<PathBuf>,
+    /// Processes to record; empty for all.
+    pub pids: Vec<u32>,
+    /// Pages per chunk handed to the sink.
+    pub chunk_pages: usize,
+    /// Pages of one process held until its record is written; a larger
+    /// process is walked twice (its sums, then its pages streamed).
+    pub buffer_pages: usize,
+    /// Asked between processes: true stops with [`DumpError::Interrupted`].
+    pub stop: fn() -> bool,
+}
+
+impl Config {
+    /// Reads `vmcore` with the types of `btf`.
+    pub fn new(vmcore: PathBuf, btf: Option<PathBuf>) -> Config {
+        Config {
+            vmcore,
+            btf,
+            pids: Vec::new(),
+            chunk_pages: 64 * 1024,
+            buffer_pages: 256 * 1024,
+            stop: || false,
+        }
+    }
+}
+
+/// `EM_X86_64`.
+const EM_X86_64: u16 = 62;
+/// `KPF_NOPAGE`.
+const KPF_NOPAGE: u64 = 1 << 20;
+/// `PSS_SHIFT` (fs/proc/task_mmu.c).
+const PSS_SHIFT: u32 = 12;
+
+fn bad(path: &Path, why: impl Into<String>) -> DumpError {
+    DumpError::Bad {
+        path: path.to_path_buf(),
+        why: why.into(),
+    }
+}
+
+/// The notes every dump snapshot carries: what it can't tell.
+fn missing_notes(vmcore: &Path) -> Vec<String> {
+    vec![
+        format!(
+            "read from the crash dump {}: the smaps counters are computed from its page tables and struct pages by smaps' rules (SwapPss takes every page in swap as unshared; shared memory in swap is not counted)",
+            vmcore.display()
+        ),
+        "a dump has no meminfo, slabinfo, memory cgroups (kpagecgroup), task times or fault counts: they are not read".into(),
+        "a dump has no mapped files' ELF headers: VMAs are classed by their permissions".into(),
+    ]
+}
+
+/// Opens the dump and the brought file and checks that they belong
+/// together; returns the kernel's description and symbols.
+fn open(
+    config: &Config,
+    core: &ElfCore,
+) -> Result<(
+    VmcoreInfo,
+    KernelFile,
+    std::collections::HashMap<String, u64>,
+)> {
+    let path = &config.vmcore;
+    if core.machine != EM_X86_64 {
+        return Err(bad(
+            path,
+            format!(
+                "a dump of machine type {} (ELF e_machine); pagescope reads x86_64 dumps only",
+                core.machine
+            ),
+        ));
+    }
+    let text = core.vmcoreinfo().ok_or_else(|| {
+        bad(
+            path,
+            "the dump has no VMCOREINFO note (qemu writes it with `-device vmcoreinfo` and a guest kernel with FW_CFG_SYSFS; kdump's /proc/vmcore always has it)",
+        )
+    })?;
+    let info = VmcoreInfo::parse(text).map_err(|e| bad(path, e))?;
+    if info.page_size != 4096 {
+        return Err(bad(
+            path,
+            format!("page size {}: x86_64 dumps have 4096", info.page_size),
+        ));
+    }
+    let Some(btf_path) = &config.btf else {
+        return Err(bad(
+            path,
+            format!(
+                "the dump's VMCOREINFO gives no task list or structure layouts: bring the crashed kernel's vmlinux with BTF (--btf vmlinux, release {}; Debian ships it in linux-image-{}-dbg as /usr/lib/debug/boot/vmlinux-{})",
+                info.release, info.release, info.release
+            ),
+        ));
+    };
+    let kf = KernelFile::open(btf_path)?;
+    if let (Some(a), Some(b)) = (&kf.build_id, &info.build_id) {
+        if !b.starts_with(a.as_str()) && !a.starts_with(b.as_str()) {
+            return Err(bad(
+                btf_path,
+                format!("is of another kernel: its build id is {a}, the dump's is {b}"),
+            ));
+        }
+    }
+    if let Some(r) = &kf.release {
+        if *r != info.release {
+            return Err(bad(
+                btf_path,
+                format!(
+                    "is of another kernel: its release is {r}, the dump's is {}",
+                    info.release
+                ),
+            ));
+        }
+    }
+    let mut symbols = std::collections::HashMap::new();
+    for &name in crate::kernelfile::SYMBOLS {
+        let addr = info.symbol(name).or_else(|| {
+            kf.symbols
+                .get(name)
+                .map(|a| a.wrapping_add(info.kernel_offset))
+        });
+        if let Some(a) = addr {
+            symbols.insert(name.to_string(), a);
+        }
+    }
+    for name in ["init_task", "init_top_pgt", "init_uts_ns"] {
+        if !symbols.contains_key(name) {
+            return Err(bad(
+                btf_path,
+                if kf.is_elf {
+                    format!("has no symbol {name}, and the dump's VMCOREINFO does not give it")
+                } else {
+                    format!("is BTF alone, and the dump's VMCOREINFO does not give {name}: bring the crashed kernel's vmlinux instead (--btf vmlinux, release {})", info.release)
+                },
+            ));
+        }
+    }
+    Ok((info, kf, symbols))
+}
+
+/// Collects a snapshot of the dump into `sink`; `progress(done, total,
+/// pages)` after each process.
+pub fn collect(
+    config: &Config,
+    sink: &mut dyn SnapshotSink,
+    progress: &mut dyn FnMut(usize, usize, u64),
+) -> Result<Trailer> {
+    let started = Instant::now();
+    let core = ElfCore::open(&config.vmcore)?;
+    let (info, kf, symbols) = open(config, &core)?;
+    let btf_path = kf.path.clone();
+    let phys_base = info
+        .number("phys_base")
+        .ok_or_else(|| bad(&config.vmcore, "VMCOREINFO has no NUMBER(phys_base)"))?
+        as u64;
+    let five = info.number("pgtable_l5_enabled") == Some(1);
+    let sme = info.number("sme_mask").unwrap_or(0) as u64;
+    let mut mmu = Mmu::new(&core, symbols["init_top_pgt"], phys_base, five, sme);
+    // The release in the dump's own init_uts_ns, at the address the
+    // brought file gives: another build puts it elsewhere.
+    let uts = |s: &str, m: &str| kf.btf.field(s, m).map(|f| f.offset);
+    let (Some(name), Some(rel_off)) = (
+        info.offset("uts_namespace.name")
+            .or_else(|| uts("uts_namespace", "name")),
+        uts("new_utsname", "release"),
+    ) else {
+        return Err(bad(
+            &btf_path,
+            "its BTF has no uts_namespace or new_utsname",
+        ));
+    };
+    let at = symbols["init_uts_ns"] + name + rel_off;
+    let mut rel = vec![0u8; 65];
+    let release = if mmu.read(at, &mut rel)? {
+        let end = rel.iter().position(|&b| b == 0).unwrap_or(65);
+        String::from_utf8_lossy(&rel[..end]).into_owned()
+    } else {
+        String::new()
+    };
+    if release != info.release {
+        return Err(bad(
+            &btf_path,
+            format!(
+                "does not match the dump: at its init_uts_ns the dump holds release {release:?}, its VMCOREINFO says {:?} (a vmlinux or BTF of another kernel)",
+                info.release
+            ),
+        ));
+    }
+    let layout = crate::layout::resolve(&kf.btf, &info).map_err(|e| bad(&btf_path, e))?;
+    let zero_pfn = match symbols.get("empty_zero_page") {
+        Some(&z) => mmu.kernel_phys(z)?.map(|p| p >> 12),
+        None => None,
+    };
+    let huge_zero = match symbols.get("huge_zero_page") {
+        Some(&h) => {
+            let mut b = [0u8; 8];
+            mmu.read(h, &mut b)?
+                .then(|| u64::from_le_bytes(b))
+                .filter(|&p| p != 0)
+        }
+        None => None,
+    };
+    let frames = Frames::new(&layout, &info, &kf.btf, zero_pfn, huge_zero)
+        .map_err(|e| bad(&config.vmcore, e))?;
+    let mut k = Kernel {
+        mmu,
+        layout,
+        info,
+        frames,
+        symbols,
+    };
+    let system = system_info(&mut k, config)?;
+    sink.system(&system)?;
+    let mut notes = Vec::new();
+    let init_task = k.symbols["init_task"];
+    let mut tasks = proc::tasks(&mut k, init_task, &mut notes)?
+        .ok_or_else(|| bad(&config.vmcore, "init_task's task list is not in the dump"))?;
+    tasks.retain(|t| t.pid == t.tgid);
+    tasks.sort_by_key(|t| t.pid);
+    if !config.pids.is_empty() {
+        tasks.retain(|t| config.pids.contains(&t.pid));
+    }
+    let total = tasks.len();
+    let mut pages_total = 0;
+    let mut recorded = 0;
+    for (i, t) in tasks.iter().enumerate() {
+        if (config.stop)() {
+            return Err(DumpError::Interrupted);
+        }
+        pages_total += process(&mut k, config, &system, t, sink, &mut notes)?;
+        recorded += 1;
+        progress(i + 1, total, pages_total);
+    }
+    let trailer = Trailer {
+        processes: recorded,
+        pages: pages_total,
+        notes,
+        duration_ns: started.elapsed().as_nanos() as u64,
+    };
+    sink.finish(&trailer)?;
+    Ok(trailer)
+}
+
+/// The machine: release and host name from `init_uts_ns`, System RAM
+/// from `iomem_resource`, NUMA nodes from `node_data`.
+fn system_info(k: &mut Kernel<'_>, config: &Config) -> Result<SystemInfo> {
+    let l = k.layout.clone();
+    let uts = k.symbols["init_uts_ns"] + l.uts_name;
+    let hostname = k.cstr(uts + l.utsname_nodename, 65)?.unwrap_or_default();
+    let time_unix_ns = std::fs::metadata(&config.vmcore)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut ram_ranges = Vec::new();
+    if let Some(root) = k.symbols.get("iomem_resource").copied() {
+        let mut child = k.u64(root + l.resource_child)?.unwrap_or(0);
+        let mut n = 0;
+        while child != 0 && n < 4096 {
+            n += 1;
+            let name = match k.u64(child + l.resource_name)? {
+                Some(p) if p != 0 => k.cstr(p, 64)?.unwrap_or_default(),
+                _ => String::new(),
+            };
+            if name == "System RAM" {
+                if let (Some(s), Some(e)) = (
+                    k.u64(child + l.resource_start)?,
+                    k.u64(child + l.resource_end)?,
+                ) {
+                    ram_ranges.push((s, e));
+                }
+            }
+            child = k.u64(child + l.resource_sibling)?.unwrap_or(0);
+        }
+    }
+    if ram_ranges.is_empty() {
+        ram_ranges = k.mmu.core().ranges().map(|(s, e)| (s, e - 1)).collect();
+    }
+    let mut nodes = Vec::new();
+    let info = k.info.clone();
+    if let (Some(nd), Some(len), Some(start), Some(spanned)) = (
+        info.symbol("node_data"),
+        info.length("node_data"),
+        info.offset("pglist_data.node_start_pfn"),
+        info.offset("pglist_data.node_spanned_pages"),
+    ) {
+        for i in 0..len.min(1024) {
+            let Some(p) = k.u64(nd + 8 * i)? else {
+                continue;
+            };
+            if p == 0 {
+                continue;
+            }
+            if let (Some(s), Some(n)) = (k.u64(p + start)?, k.u64(p + spanned)?) {
+                if n > 0 {
+                    nodes.push(NodeRange {
+                        node: i as u16,
+                        start_pfn: s,
+                        end_pfn: s + n,
+                    });
+                }
+            }
+        }
+    }
+    let block = info
+        .number("SECTION_SIZE_BITS")
+        .map_or(128 << 20, |b| 1u64 << b);
+    // The crashed machine's name (its init_uts_ns), not the reader's; its
+    // boot id is not read from the dump.
+    let origin = Some(pagescope_core::model::Origin {
+        host: hostname.clone(),
+        boot_id: None,
+    });
+    Ok(SystemInfo {
+        kernel_release: info.release.clone(),
+        hostname,
+        page_size: info.page_size,
+        time_unix_ns,
+        clock_ticks: USER_HZ,
+        pfns_visible: true,
+        memcg_visible: false,
+        missing: missing_notes(&config.vmcore),
+        meminfo: Vec::new(),
+        slabs: Vec::new(),
+        ram_ranges,
+        memory_block_size: block,
+        nodes,
+        selected_pids: config.pids.clone(),
+        origin,
+    })
+}
+
+/// The command line from the process's memory (`arg_start`..`arg_end`),
+/// argument by argument; `None` if a page of it is not in the dump.
+fn cmdline(k: &mut Kernel<'_>, pgd_pa: u64, args: (u64, u64)) -> Result<Option<Vec<String>>> {
+    let (start, end) = args;
+    if end <= start || end - start > 1 << 20 {
+        return Ok(Some(Vec::new()));
+    }
+    let mut bytes = Vec::new();
+    let mut page = start & !0xfff;
+    while page < end {
+        let mut found = None;
+        k.mmu.walk_user(pgd_pa, page, page + 4096, &mut |_, e| {
+            if let Entry::Present { pfn, .. } = e {
+                found = Some(pfn);
+            }
+        })?;
+        let Some(pfn) = found else { return Ok(None) };
+        let mut b = vec![0u8; 4096];
+        if !k.mmu.core().read_phys(pfn << 12, &mut b)? {
+            return Ok(None);
+        }
+        let lo = start.max(page) - page;
+        let hi = end.min(page + 4096) - page;
+        bytes.extend_from_slice(&b[lo as usize..hi as usize]);
+        page += 4096;
+    }
+    let text = bytes.strip_suffix(&[0]).unwrap_or(&bytes);
+    Ok(Some(
+        text.split(|&c| c == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect(),
+    ))
+}
+
+/// One VMA's smaps sums, in bytes (PSS with PSS_SHIFT fraction bits), as
+/// `smaps_account` keeps them.
+#[derive(Default)]
+struct Mss {
+    resident: u64,
+    pss: u64,
+    pss_locked: u64,
+    shared_clean: u64,
+    shared_dirty: u64,
+    private_clean: u64,
+    private_dirty: u64,
+    referenced: u64,
+    anonymous: u64,
+    anonymous_thp: u64,
+    swap: u64,
+    swap_pss: u64,
+}
+
+impl Mss {
+    fn accumulate(&mut self, size: u64, pss: u64, dirty: bool, locked: bool, private: bool) {
+        self.pss += pss;
+        if locked {
+            self.pss_locked += pss;
+        }
+        match (dirty, private) {
+            (true, true) => self.private_dirty += size,
+            (true, false) => self.shared_dirty += size,
+            (false, true) => self.private_clean += size,
+            (false, false) => self.shared_clean += size,
+        }
+    }
+
+    fn counters(&self, v: &VmaInfo) -> SmapsCounters {
+        SmapsCounters {
+            size: (v.end - v.start) >> 10,
+            rss: self.resident >> 10,
+            pss: (self.pss >> PSS_SHIFT) >> 10,
+            shared_clean: self.shared_clean >> 10,
+            shared_dirty: self.shared_dirty >> 10,
+            private_clean: self.private_clean >> 10,
+            private_dirty: self.private_dirty >> 10,
+            referenced: self.referenced >> 10,
+            anonymous: self.anonymous >> 10,
+            anon_huge_pages: self.anonymous_thp >> 10,
+            swap: self.swap >> 10,
+            swap_pss: (self.swap_pss >> PSS_SHIFT) >> 10,
+            locked: (self.pss_locked >> PSS_SHIFT) >> 10,
+        }
+    }
+}
+
+/// `smaps_account`: a page (or a whole PMD-mapped folio) into `mss`.
+#[allow(clippy::too_many_arguments)]
+fn smaps_account(
+    k: &mut Kernel<'_>,
+    mss: &mut Mss,
+    pfn: u64,
+    f: &Frame,
+    nr: u64,
+    young: bool,
+    dirty: bool,
+    locked: bool,
+) -> Result<()> {
+    let size = nr * 4096;
+    if f.anon {
+        mss.anonymous += size;
+    }
+    mss.resident += size;
+    if young || f.referenced {
+        mss.referenced += size;
+    }
+    let dirty = dirty || f.dirty;
+    if f.refcount == 1 {
+        mss.accumulate(size, size << PSS_SHIFT, dirty, locked, true);
+        return Ok(());
+    }
+    for i in 0..nr {
+        let mapcount = if i == 0 {
+            f.mapcount
+        } else {
+            match k.frames.frame(&mut k.mmu, pfn + i)? {
+                Some(s) => s.mapcount,
+                None => 1,
+            }
+        };
+        let mut pss = 4096u64 << PSS_SHIFT;
+        if mapcount >= 2 {
+            pss /= mapcount as u64;
+        }
+        mss.accumulate(4096, pss, dirty, locked, mapcount < 2);
+    }
+    Ok(())
+}
+
+/// One process: its record, then its pages in chunks. Returns the pages
+/// written.
+fn process(
+    k: &mut Kernel<'_>,
+    config: &Config,
+    system: &SystemInfo,
+    t: &TaskInfo,
+    sink: &mut dyn SnapshotSink,
+    notes: &mut Vec<String>,
+) -> Result<u64> {
+    k.frames.forget();
+    let mut task = Task {
+        pid: t.pid,
+        tgid: t.tgid,
+        ppid: t.ppid,
+        comm: t.comm.clone(),
+        uid: t.uid,
+        threads: t.threads,
+        start_time: t.start_ns / (1_000_000_000 / USER_HZ),
+        kernel_thread: t.is_kernel_thread() || t.mm == 0,
+        ..Task::default()
+    };
+    let label = format!("pid {} ({})", t.pid, t.comm);
+    if task.kernel_thread {
+        sink.process(&ProcessRecord {
+            task,
+            ..ProcessRecord::default()
+        })?;
+        return Ok(0);
+    }
+    let Some(mm) = proc::mm(k, t.mm)? else {
+        notes.push(format!(
+            "{label}: its mm is not in the dump; its memory is unknown"
+        ));
+        sink.process(&ProcessRecord {
+            task,
+            unread: pagescope_core::model::Unread::Memory,
+            ..ProcessRecord::default()
+        })?;
+        return Ok(0);
+    };
+    let Some(pgd_pa) = k.mmu.kernel_phys(mm.pgd)? else {
+        notes.push(format!(
+            "{label}: its page tables are not in the dump; its pages are unknown"
+        ));
+        sink.process(&ProcessRecord {
+            task,
+            unread: pagescope_core::model::Unread::Memory,
+            ..ProcessRecord::default()
+        })?;
+        return Ok(0);
+    };
+    let mut vnotes = Vec::new();
+    let vmas = proc::vmas(k, t.mm, &mut vnotes)?;
+    for n in vnotes {
+        notes.push(format!("{label}: {n}"));
+    }
+    match cmdline(k, pgd_pa, mm.args)? {
+        Some(c) => task.cmdline = c,
+        None => notes.push(format!("{label}: its command line is not in the dump")),
+    }
+    if mm.exe_file != 0 {
+        if let Some((p, ..)) = proc::file_path(k, mm.exe_file)? {
+            task.exe = p;
+        }
+    }
+    // The pages of each VMA, and its smaps sums; a VMA's pages are kept
+    // only where smaps would show Rss or Swap (the live collector reads
+    // only those VMAs' pagemap). The record (with the sums) goes first, so
+    // the pages are held until it is written: up to `buffer_pages` of
+    // them; a larger process is walked again, its pages streamed.
+    let mut records = Vec::with_capacity(vmas.len());
+    let mut counted = Vec::with_capacity(vmas.len());
+    let mut pages: Vec<PageRecord> = Vec::new();
+    let mut overflow = false;
+    let mut missing_tables = 0;
+    for v in &vmas {
+        let before = pages.len();
+        let limit = config.buffer_pages;
+        let (mss, missing) = vma_pages(k, pgd_pa, v, system, &mut |r| {
+            if pages.len() < limit {
+                pages.push(r);
+            } else {
+                overflow = true;
+            }
+            Ok(())
+        })?;
+        missing_tables += missing;
+        let kept = mss.resident > 0 || mss.swap > 0;
+        if !kept {
+            pages.truncate(before);
+        }
+        counted.push(kept);
+        let mut record = proc::vma_record(k, &mm, v)?;
+        record.smaps = mss.counters(v);
+        records.push(record);
+    }
+    if missing_tables > 0 {
+        notes.push(format!(
+            "{label}: page tables for {missing_tables} of its pages are not in the dump; those pages are missing"
+        ));
+    }
+    let start_time = task.start_time;
+    sink.process(&ProcessRecord {
+        task,
+        vmas: records,
+        rollup: None,
+        unread: pagescope_core::model::Unread::Nothing,
+    })?;
+    let chunk_pages = config.chunk_pages.max(1);
+    let mut chunk = PageChunk {
+        pid: t.pid,
+        start_time,
+        pages: Vec::new(),
+    };
+    let mut n = 0u64;
+    if !overflow {
+        n = pages.len() as u64;
+        for c in pages.chunks(chunk_pages) {
+            chunk.pages.clear();
+            chunk.pages.extend_from_slice(c);
+            sink.pages(&chunk)?;
+        }
+        return Ok(n);
+    }
+    drop(pages);
+    for (v, _) in vmas.iter().zip(&counted).filter(|(_, &c)| c) {
+        vma_pages(k, pgd_pa, v, system, &mut |r| {
+            chunk.pages.push(r);
+            n += 1;
+            if chunk.pages.len() >= chunk_pages {
+                sink.pages(&chunk)?;
+                chunk.pages.clear();
+            }
+            Ok(())
+        })?;
+    }
+    if !chunk.pages.is_empty() {
+        sink.pages(&chunk)?;
+    }
+    Ok(n)
+}
+
+/// Walks one VMA: its pagemap entries (with the physical side of present
+/// pages) to `out`, in address order, and its smaps sums. Returns the
+/// sums and the pages whose page tables are not in the dump. The tables
+/// are walked 1 GiB at a time (a PUD's span, so no huge page is split),
+/// which bounds what is held.
+fn vma_pages(
+    k: &mut Kernel<'_>,
+    pgd_pa: u64,
+    v: &VmaInfo,
+    system: &SystemInfo,
+    out: &mut dyn FnMut(PageRecord) -> Result<()>,
+) -> Result<(Mss, u64)> {
+    const WINDOW: u64 = 1 << 30;
+    let mut mss = Mss::default();
+    let mut missing = 0;
+    let mut next = v.start;
+    let mut entries = Vec::new();
+    let mut from = v.start;
+    while from < v.end {
+        let to = ((from & !(WINDOW - 1)).saturating_add(WINDOW)).min(v.end);
+        entries.clear();
+        missing += k
+            .mmu
+            .walk_user(pgd_pa, from, to, &mut |a, e| entries.push((a, e)))?;
+        window(k, v, system, &entries, &mut next, &mut mss, out)?;
+        from = to;
+    }
+    if v.flags & proc::VM_SOFTDIRTY != 0 {
+        soft_dirty_hole(next, v.end, out)?;
+    }
+    Ok((mss, missing))
+}
+
+/// pagemap's entry for an empty page of a `VM_SOFTDIRTY` VMA: soft-dirty
+/// alone, over `[from, to)`.
+fn soft_dirty_hole(
+    from: u64,
+    to: u64,
+    out: &mut dyn FnMut(PageRecord) -> Result<()>,
+) -> Result<()> {
+    let mut a = from;
+    while a < to {
+        out(PageRecord {
+            vaddr: a,
+            entry: PagemapEntry(PagemapFlags::SOFT_DIRTY.bits()),
+            phys: None,
+        })?;
+        a += 4096;
+    }
+    Ok(())
+}
+
+/// One window's entries of a VMA into pagemap entries and smaps sums;
+/// `next` is the address after the last page given to `out`.
+fn window(
+    k: &mut Kernel<'_>,
+    v: &VmaInfo,
+    system: &SystemInfo,
+    entries: &[(u64, Entry)],
+    next: &mut u64,
+    mss: &mut Mss,
+    out: &mut dyn FnMut(PageRecord) -> Result<()>,
+) -> Result<()> {
+    let soft_vma = v.flags & proc::VM_SOFTDIRTY != 0;
+    let locked = v.flags & proc::VM_LOCKED != 0;
+    let hugetlb = v.flags & proc::VM_HUGETLB != 0;
+    let special_vma = v.flags & (proc::VM_PFNMAP | proc::VM_MIXEDMAP) != 0;
+    // Swap types in use are below nr_swapfiles; the types at the top
+    // (migration, hwpoison, device, PTE markers) are not swap
+    // (`non_swap_entry`). Without the symbol, 6.1's lowest such type with
+    // every option on.
+    let nr_swapfiles = match k.symbol("nr_swapfiles") {
+        Some(a) => k.u32(a)?.map_or(23, u64::from),
+        None => 23,
+    };
+    for &(a, e) in entries {
+        if soft_vma {
+            soft_dirty_hole(*next, a, out)?;
+        }
+        *next = a + 4096;
+        let mut bits = if soft_vma {
+            PagemapFlags::SOFT_DIRTY.bits()
+        } else {
+            0
+        };
+        match e {
+            Entry::Present { pfn, raw, level } => {
+                let frame = k.frames.frame(&mut k.mmu, pfn)?;
+                bits |= PagemapFlags::PRESENT.bits() | (pfn & FRAME_MASK);
+                if raw & x86_64::SOFT_DIRTY != 0 {
+                    bits |= PagemapFlags::SOFT_DIRTY.bits();
+                }
+                if raw & x86_64::UFFD_WP != 0 {
+                    bits |= PagemapFlags::UFFD_WP.bits();
+                }
+                // The page pagemap and smaps look at: vm_normal_page for a
+                // PTE (none for special entries, such as the zero page),
+                // the head for a PMD (vm_normal_page_pmd for smaps, which
+                // leaves out the huge zero page).
+                let special = level == 0 && raw & (1 << 9) != 0;
+                let head = if level == 0 {
+                    if special {
+                        None
+                    } else {
+                        frame
+                    }
+                } else {
+                    let head_pfn = pfn & !((1u64 << (9 * level as u32)) - 1);
+                    k.frames.frame(&mut k.mmu, head_pfn)?
+                };
+                if let Some(h) = &head {
+                    if !h.anon {
+                        bits |= PagemapFlags::FILE_OR_SHARED.bits();
+                    }
+                    if h.mapcount == 1 {
+                        bits |= PagemapFlags::EXCLUSIVE.bits();
+                    }
+                }
+                out(PageRecord {
+                    vaddr: a,
+                    entry: PagemapEntry(bits),
+                    phys: Some(match &frame {
+                        Some(f) => PhysInfo {
+                            flags: pagescope_core::kpageflags::KPageFlags::from_bits_retain(
+                                f.kflags,
+                            ),
+                            count: f.kcount,
+                            memcg: 0,
+                            node: system.node_of(pfn).unwrap_or(u16::MAX),
+                        },
+                        None => PhysInfo {
+                            flags: pagescope_core::kpageflags::KPageFlags::from_bits_retain(
+                                KPF_NOPAGE,
+                            ),
+                            count: 0,
+                            memcg: 0,
+                            node: u16::MAX,
+                        },
+                    }),
+                })?;
+                if hugetlb {
+                    continue;
+                }
+                let young = raw & x86_64::ACCESSED != 0;
+                let dirty = raw & x86_64::DIRTY != 0;
+                if level == 0 {
+                    if let (false, Some(f)) = (special || (special_vma && frame.is_none()), frame) {
+                        smaps_account(k, mss, pfn, &f, 1, young, dirty, locked)?;
+                    }
+                } else if a & ((1u64 << (12 + 9 * level as u32)) - 1) == 0 || a == v.start {
+                    // A PMD-mapped folio counts whole, once.
+                    let head_pfn = pfn & !((1u64 << (9 * level as u32)) - 1);
+                    let is_huge_zero = head.is_some_and(|h| h.kflags & (1 << 24) != 0);
+                    if let (false, Some(h)) = (is_huge_zero, head) {
+                        let nr = 1u64 << (9 * level as u32);
+                        if h.anon {
+                            mss.anonymous_thp += nr * 4096;
+                        }
+                        smaps_account(k, mss, head_pfn, &h, nr, young, dirty, locked)?;
+                    }
+                }
+            }
+            Entry::Swap {
+                swap_type,
+                offset,
+                raw,
+            } => {
+                bits |= PagemapFlags::SWAPPED.bits() | ((swap_type | offset << 5) & FRAME_MASK);
+                if raw & x86_64::SWP_SOFT_DIRTY != 0 {
+                    bits |= PagemapFlags::SOFT_DIRTY.bits();
+                }
+                if raw & x86_64::SWP_UFFD_WP != 0 || (swap_type == 31 && offset & 1 == 1) {
+                    bits |= PagemapFlags::UFFD_WP.bits();
+                }
+                out(PageRecord {
+                    vaddr: a,
+                    entry: PagemapEntry(bits),
+                    phys: None,
+                })?;
+                if swap_type < nr_swapfiles && !hugetlb {
+                    mss.swap += 4096;
+                    mss.swap_pss += 4096 << PSS_SHIFT;
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,206 @@
+//! The ELF core file: its PT_LOAD segments map physical addresses to file
+//! offsets, and its notes hold VMCOREINFO. qemu's `dump-guest-memory`,
+//! `virsh dump`, `makedumpfile -E` and a copy of `/proc/vmcore` all write
+//! this form.
+//!
+//! Only the headers and notes are read when the file is opened; memory is
+//! read later, a few bytes or a page at a time, with `pread`
+//! (`FileExt::read_at`), so a dump of any size costs no more memory than
+//! its page tables in flight.
+
+use crate::{DumpError, Result};
+use object::elf;
+use object::read::elf::{FileHeader, ProgramHeader};
+use object::read::ReadCache;
+use object::Endianness;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// One PT_LOAD segment: `memsz` bytes of physical memory from `paddr`,
+/// the first `filesz` of them in the file at `offset` (the rest read as
+/// zeros, as `makedumpfile -E` leaves excluded zero pages).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// First physical address.
+    pub paddr: u64,
+    /// Bytes of memory.
+    pub memsz: u64,
+    /// Bytes in the file.
+    pub filesz: u64,
+    /// Where they start in the file.
+    pub offset: u64,
+}
+
+/// An opened ELF core.
+#[derive(Debug)]
+pub struct ElfCore {
+    file: File,
+    path: PathBuf,
+    /// Segments sorted by physical address.
+    segments: Vec<Segment>,
+    /// The VMCOREINFO note's text.
+    vmcoreinfo: Option<String>,
+    /// `e_machine`.
+    pub machine: u16,
+}
+
+fn bad(path: &Path, why: impl Into<String>) -> DumpError {
+    DumpError::Bad {
+        path: path.to_path_buf(),
+        why: why.into(),
+    }
+}
+
+impl ElfCore {
+    /// Opens `path` and reads its headers and notes. A file that is not an
+    /// ELF core, or whose segments lie past its end (cut short), is
+    /// refused with [`DumpError::Bad`].
+    pub fn open(path: &Path) -> Result<ElfCore> {
+        let io = |error| DumpError::Io {
+            path: path.to_path_buf(),
+            error,
+        };
+        let file = File::open(path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        let mut magic = [0u8; 4];
+        let n = file.read_at(&mut magic, 0).map_err(io)?;
+        if n < 4 || magic != *b"\x7fELF" {
+            return Err(bad(
+                path,
+                "not an ELF core (no ELF magic); makedumpfile's compressed kdump format is not read yet: convert it with `makedumpfile -E`",
+            ));
+        }
+        let cache = ReadCache::new(file.try_clone().map_err(io)?);
+        let data = &cache;
+        let header = elf::FileHeader64::<Endianness>::parse(data)
+            .map_err(|e| bad(path, format!("not a 64-bit ELF file ({e}), or cut short")))?;
+        let endian = header
+            .endian()
+            .map_err(|e| bad(path, format!("ELF header: {e}")))?;
+        if header.e_type(endian) != elf::ET_CORE {
+            return Err(bad(
+                path,
+                format!(
+                    "an ELF file of type {}, not a core dump",
+                    header.e_type(endian)
+                ),
+            ));
+        }
+        let machine = header.e_machine(endian);
+        let phdrs = header.program_headers(endian, data).map_err(|e| {
+            bad(
+                path,
+                format!("program headers: {e} (the file is cut short?)"),
+            )
+        })?;
+        let mut segments = Vec::new();
+        let mut vmcoreinfo = None;
+        for ph in phdrs {
+            match ph.p_type(endian) {
+                elf::PT_LOAD => {
+                    let s = Segment {
+                        paddr: ph.p_paddr(endian),
+                        memsz: ph.p_memsz(endian),
+                        filesz: ph.p_filesz(endian),
+                        offset: ph.p_offset(endian),
+                    };
+                    if s.filesz > s.memsz {
+                        return Err(bad(path, format!("a segment at physical {:#x} has more bytes in the file than in memory", s.paddr)));
+                    }
+                    match s.offset.checked_add(s.filesz) {
+                        Some(end) if end <= len => {}
+                        _ => {
+                            return Err(bad(
+                                path,
+                                format!(
+                                    "cut short: the memory at physical {:#x} should end at byte {} of the file, which has {len}",
+                                    s.paddr,
+                                    s.offset.saturating_add(s.filesz)
+                                ),
+                            ))
+                        }
+                    }
+                    if s.memsz > 0 {
+                        segments.push(s);
+                    }
+                }
+                elf::PT_NOTE => {
+                    let notes = ph
+                        .notes(endian, data)
+                        .map_err(|e| bad(path, format!("notes: {e} (the file is cut short?)")))?;
+                    let Some(mut notes) = notes else { continue };
+                    while let Some(note) =
+                        notes.next().map_err(|e| bad(path, format!("notes: {e}")))?
+                    {
+                        if note.name() == b"VMCOREINFO" {
+                            let text = String::from_utf8_lossy(note.desc());
+                            vmcoreinfo = Some(text.trim_end_matches('\0').to_string());
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        segments.sort_by_key(|s| s.paddr);
+        if segments
+            .windows(2)
+            .any(|w| w[0].paddr + w[0].memsz > w[1].paddr)
+        {
+            return Err(bad(path, "its memory segments overlap"));
+        }
+        Ok(ElfCore {
+            file,
+            path: path.to_path_buf(),
+            segments,
+            vmcoreinfo,
+            machine,
+        })
+    }
+
+    /// The VMCOREINFO note's text, if the dump has one.
+    pub fn vmcoreinfo(&self) -> Option<&str> {
+        self.vmcoreinfo.as_deref()
+    }
+
+    /// The physical memory ranges the dump holds, `[start, end)`.
+    pub fn ranges(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.segments.iter().map(|s| (s.paddr, s.paddr + s.memsz))
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reads physical memory at `paddr` into `buf`. `Ok(false)` if any of
+    /// it is not in the dump (a hole, or memory the dump left out).
+    pub fn read_phys(&self, mut paddr: u64, mut buf: &mut [u8]) -> Result<bool> {
+        while !buf.is_empty() {
+            let i = self
+                .segments
+                .partition_point(|s| s.paddr + s.memsz <= paddr);
+            let Some(s) = self.segments.get(i).filter(|s| s.paddr <= paddr) else {
+                return Ok(false);
+            };
+            let within = paddr - s.paddr;
+            let n = ((s.memsz - within) as usize).min(buf.len());
+            let (now, rest) = buf.split_at_mut(n);
+            if within < s.filesz {
+                let inf = ((s.filesz - within) as usize).min(n);
+                self.file
+                    .read_exact_at(&mut now[..inf], s.offset + within)
+                    .map_err(|error| DumpError::Io {
+                        path: self.path.clone(),
+                        error,
+                    })?;
+                now[inf..].fill(0);
+            } else {
+                now.fill(0);
+            }
+            paddr += n as u64;
+            buf = rest;
+        }
+        Ok(true)
+    }
+}

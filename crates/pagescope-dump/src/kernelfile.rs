@@ -1,0 +1,126 @@
+//! The file brought along with a dump (`--btf`): raw BTF (a copy of the
+//! crashed machine's `/sys/kernel/btf/vmlinux`) or the kernel's vmlinux,
+//! whose `.BTF` section gives the types and whose symbol table gives the
+//! addresses VMCOREINFO does not print (`init_task`, ...), at link time:
+//! the dump's `KERNELOFFSET` shifts them.
+
+use crate::btf::Btf;
+use crate::{DumpError, Result};
+use object::{Object, ObjectSection, ObjectSymbol};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// The symbols pagescope looks up in a vmlinux.
+pub const SYMBOLS: &[&str] = &[
+    "init_task",
+    "init_uts_ns",
+    "init_top_pgt",
+    "empty_zero_page",
+    "huge_zero_page",
+    "special_mapping_vmops",
+    "legacy_special_mapping_vmops",
+    "iomem_resource",
+    "mem_section",
+    "vmemmap_base",
+    "node_data",
+    "nr_swapfiles",
+];
+
+/// What the brought file gave.
+#[derive(Debug)]
+pub struct KernelFile {
+    /// The file.
+    pub path: PathBuf,
+    /// Its types.
+    pub btf: Btf,
+    /// Link-time addresses of [`SYMBOLS`] it has (empty for raw BTF).
+    pub symbols: HashMap<String, u64>,
+    /// Its GNU build id, lower-case hex (a vmlinux only).
+    pub build_id: Option<String>,
+    /// The release in its `init_uts_ns` (a vmlinux only).
+    pub release: Option<String>,
+    /// Whether it is a vmlinux (an ELF file) rather than raw BTF.
+    pub is_elf: bool,
+}
+
+fn bad(path: &Path, why: impl Into<String>) -> DumpError {
+    DumpError::Bad {
+        path: path.to_path_buf(),
+        why: why.into(),
+    }
+}
+
+impl KernelFile {
+    /// Reads `path`: raw BTF, or an ELF vmlinux with a `.BTF` section.
+    pub fn open(path: &Path) -> Result<KernelFile> {
+        let io = |error| DumpError::Io {
+            path: path.to_path_buf(),
+            error,
+        };
+        let file = std::fs::File::open(path).map_err(io)?;
+        let mut head = [0u8; 4];
+        let n = std::os::unix::fs::FileExt::read_at(&file, &mut head, 0).map_err(io)?;
+        if n >= 2 && Btf::is_btf(&head) {
+            let bytes = std::fs::read(path).map_err(io)?;
+            let btf = Btf::parse(&bytes).map_err(|e| bad(path, e))?;
+            return Ok(KernelFile {
+                path: path.to_path_buf(),
+                btf,
+                symbols: HashMap::new(),
+                build_id: None,
+                release: None,
+                is_elf: false,
+            });
+        }
+        if n < 4 || head != *b"\x7fELF" {
+            return Err(bad(path, "neither BTF nor an ELF vmlinux"));
+        }
+        let cache = object::read::ReadCache::new(file);
+        let elf = object::File::parse(&cache)
+            .map_err(|e| bad(path, format!("not a readable ELF file: {e}")))?;
+        let section = elf.section_by_name(".BTF").ok_or_else(|| {
+            bad(
+                path,
+                "this vmlinux has no .BTF section (a kernel built with CONFIG_DEBUG_INFO_BTF has one)",
+            )
+        })?;
+        let data = section
+            .data()
+            .map_err(|e| bad(path, format!(".BTF: {e}")))?;
+        let btf = Btf::parse(data).map_err(|e| bad(path, format!(".BTF: {e}")))?;
+        let mut symbols = HashMap::new();
+        for s in elf.symbols() {
+            if let Ok(name) = s.name() {
+                if SYMBOLS.contains(&name) && s.address() != 0 {
+                    symbols.entry(name.to_string()).or_insert(s.address());
+                }
+            }
+        }
+        let build_id = elf
+            .build_id()
+            .ok()
+            .flatten()
+            .map(|id| id.iter().map(|b| format!("{b:02x}")).collect());
+        // The release in the image's init_uts_ns: new_utsname's third
+        // field (sysname and nodename are 65 bytes each).
+        let release = (|| {
+            let at = *symbols.get("init_uts_ns")?;
+            let name = btf.field("uts_namespace", "name")?.offset;
+            let rel = btf.field("new_utsname", "release")?.offset;
+            let addr = at + name + rel;
+            elf.sections().find_map(|s| {
+                let d = s.data_range(addr, 65).ok().flatten()?;
+                let end = d.iter().position(|&b| b == 0).unwrap_or(d.len());
+                Some(String::from_utf8_lossy(&d[..end]).into_owned())
+            })
+        })();
+        Ok(KernelFile {
+            path: path.to_path_buf(),
+            btf,
+            symbols,
+            build_id,
+            release,
+            is_elf: true,
+        })
+    }
+}

@@ -1,0 +1,68 @@
+//! pagescope's reader of kernel crash dumps: `pagescope snapshot
+//! --vmcore` walks a dump's page tables and `struct page`s and writes the
+//! same snapshot stream a live snapshot does
+//! ([`pagescope_core::model::SnapshotSink`]), so that every report and
+//! `diff` read it unchanged.
+//!
+//! Modules, in the order they may use each other: [`btf`] and
+//! [`vmcoreinfo`] parse the kernel's self-descriptions; [`elfcore`] reads
+//! the dump file; [`kernelfile`] the vmlinux or BTF brought along;
+//! [`layout`] finds the offsets the walk needs; [`x86_64`] walks page
+//! tables; [`page`] reads `struct page`s as kpageflags and kpagecount;
+//! [`kernel`] ties these into one readable kernel; [`proc`] reads tasks,
+//! VMAs and paths; [`collect`] makes the stream.
+//!
+//! The dump is never loaded into memory: its headers and notes are read
+//! when it is opened, and its memory a page table or a `struct page` at a
+//! time, with `pread`. Nothing here touches the live system.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod btf;
+pub mod collect;
+pub mod elfcore;
+pub mod kernel;
+pub mod kernelfile;
+pub mod layout;
+pub mod page;
+pub mod proc;
+pub mod vmcoreinfo;
+pub mod x86_64;
+
+pub use collect::{collect, Config};
+
+use std::path::PathBuf;
+
+/// What can go wrong reading a dump.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DumpError {
+    /// The dump or the file brought with it is not what it must be: not
+    /// an ELF core, cut short, without VMCOREINFO, of another kernel or
+    /// architecture. The input is at fault (exit 2).
+    #[error("{path}: {why}")]
+    Bad {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, in words.
+        why: String,
+    },
+    /// Reading a file failed.
+    #[error("{path}: {error}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        error: std::io::Error,
+    },
+    /// The sink (the output file) failed.
+    #[error(transparent)]
+    Sink(#[from] pagescope_core::Error),
+    /// Stopped by the caller's stop function (Ctrl-C).
+    #[error("interrupted")]
+    Interrupted,
+}
+
+/// This crate's results.
+pub type Result<T> = std::result::Result<T, DumpError>;

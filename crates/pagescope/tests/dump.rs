@@ -1,0 +1,237 @@
+//! `snapshot --vmcore` refuses what it can't read: each bad input exits 2
+//! with one line that says what is wrong, never a panic. The dumps here
+//! are small ELF files made by hand; the real dump is read in the `full`
+//! guest kernel (tests/kernels, `full vmcore`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const EM_X86_64: u16 = 62;
+const EM_AARCH64: u16 = 183;
+
+/// A note: name, type, text.
+fn note(name: &str, text: &str) -> Vec<u8> {
+    let mut n = Vec::new();
+    let name = format!("{name}\0");
+    n.extend((name.len() as u32).to_le_bytes());
+    n.extend((text.len() as u32).to_le_bytes());
+    n.extend(0u32.to_le_bytes());
+    n.extend(name.as_bytes());
+    n.resize(n.len().next_multiple_of(4), 0);
+    n.extend(text.as_bytes());
+    n.resize(n.len().next_multiple_of(4), 0);
+    n
+}
+
+/// An ELF core: a note segment (if any), then one PT_LOAD of `memory` at
+/// physical 0 that claims `claim` bytes in the file.
+fn elf_core(machine: u16, notes: Option<Vec<u8>>, memory: &[u8], claim: u64) -> Vec<u8> {
+    let phnum = 1 + notes.is_some() as u16;
+    let data_at = 64 + 56 * phnum as u64;
+    let mut f = Vec::new();
+    f.extend(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0");
+    f.extend(4u16.to_le_bytes()); // ET_CORE
+    f.extend(machine.to_le_bytes());
+    f.extend(1u32.to_le_bytes());
+    f.extend(0u64.to_le_bytes()); // entry
+    f.extend(64u64.to_le_bytes()); // phoff
+    f.extend(0u64.to_le_bytes()); // shoff
+    f.extend(0u32.to_le_bytes());
+    for h in [64u16, 56, phnum, 64, 0, 0] {
+        f.extend(h.to_le_bytes());
+    }
+    let phdr = |f: &mut Vec<u8>, ty: u32, off: u64, paddr: u64, filesz: u64, memsz: u64| {
+        f.extend(ty.to_le_bytes());
+        f.extend(0u32.to_le_bytes());
+        for v in [off, 0xffff_8880_0000_0000 + paddr, paddr, filesz, memsz, 0] {
+            f.extend(v.to_le_bytes());
+        }
+    };
+    let notes_len = notes.as_ref().map_or(0, |n| n.len() as u64);
+    if notes.is_some() {
+        phdr(&mut f, 4, data_at, 0, notes_len, notes_len);
+    }
+    phdr(
+        &mut f,
+        1,
+        data_at + notes_len,
+        0,
+        claim,
+        claim.max(memory.len() as u64),
+    );
+    if let Some(n) = notes {
+        f.extend(n);
+    }
+    f.extend(memory);
+    f
+}
+
+/// A 6.1-style VMCOREINFO with the symbols a raw BTF needs beside it.
+fn vmcoreinfo(release: &str, page: u64) -> String {
+    format!(
+        "OSRELEASE={release}\nPAGESIZE=4096\nSYMBOL(init_uts_ns)=ffffffff80001000\nOFFSET(uts_namespace.name)=0\nSYMBOL(init_task)=ffffffff80002000\nSYMBOL(init_top_pgt)=ffffffff80003000\nSIZE(page)={page}\nOFFSET(page.flags)=0\nNUMBER(phys_base)=0\nNUMBER(pgtable_l5_enabled)=0\nKERNELOFFSET=0\n"
+    )
+}
+
+struct Dir(tempfile::TempDir);
+
+impl Dir {
+    fn new() -> Dir {
+        Dir(tempfile::tempdir().expect("a temporary directory"))
+    }
+    fn file(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let p = self.0.path().join(name);
+        std::fs::write(&p, bytes).expect("write");
+        p
+    }
+}
+
+/// Runs `snapshot --vmcore DUMP [--btf BTF]`; returns the exit code and
+/// standard error.
+fn snapshot(dir: &Dir, dump: &Path, btf: Option<&Path>) -> (i32, String) {
+    let out_file = dir.0.path().join("out.snap");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_pagescope"));
+    c.args(["snapshot", "-q", "-o"])
+        .arg(&out_file)
+        .arg("--vmcore")
+        .arg(dump);
+    if let Some(b) = btf {
+        c.arg("--btf").arg(b);
+    }
+    let out = c.output().expect("pagescope runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Exit 2, one line starting `error:`, naming `what`.
+fn refused(dir: &Dir, dump: &Path, btf: Option<&Path>, what: &str) {
+    let (code, err) = snapshot(dir, dump, btf);
+    assert_eq!(code, 2, "exit code, stderr: {err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.starts_with("error: "), "{err}");
+    assert!(err.contains(what), "{what:?} not in: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn a_file_that_is_not_an_elf_core_is_refused() {
+    let d = Dir::new();
+    let text = d.file("notes.txt", b"this is not a dump at all\n");
+    refused(&d, &text, None, "not an ELF core");
+    let empty = d.file("empty", b"");
+    refused(&d, &empty, None, "not an ELF core");
+    // An ELF file cut inside its header.
+    let core = elf_core(
+        EM_X86_64,
+        Some(note("VMCOREINFO", &vmcoreinfo("6.1.0", 80))),
+        &[0; 64],
+        64,
+    );
+    let cut = d.file("cut-header", &core[..40]);
+    refused(&d, &cut, None, "cut short");
+}
+
+#[test]
+fn a_dump_cut_short_is_refused() {
+    let d = Dir::new();
+    let core = elf_core(
+        EM_X86_64,
+        Some(note("VMCOREINFO", &vmcoreinfo("6.1.0", 80))),
+        &[0; 4096],
+        1 << 20,
+    );
+    let dump = d.file("cut.core", &core);
+    refused(&d, &dump, None, "cut short");
+}
+
+#[test]
+fn a_dump_without_vmcoreinfo_is_refused() {
+    let d = Dir::new();
+    let core = elf_core(EM_X86_64, Some(note("CORE", "registers")), &[0; 4096], 4096);
+    let dump = d.file("novmcoreinfo.core", &core);
+    refused(&d, &dump, None, "no VMCOREINFO");
+    let bare = elf_core(EM_X86_64, None, &[0; 4096], 4096);
+    let dump = d.file("nonotes.core", &bare);
+    refused(&d, &dump, None, "no VMCOREINFO");
+}
+
+#[test]
+fn a_dump_of_another_architecture_is_refused() {
+    let d = Dir::new();
+    let core = elf_core(
+        EM_AARCH64,
+        Some(note("VMCOREINFO", &vmcoreinfo("6.1.0", 80))),
+        &[0; 4096],
+        4096,
+    );
+    let dump = d.file("arm64.core", &core);
+    refused(&d, &dump, None, "x86_64 dumps only");
+}
+
+#[test]
+fn without_the_kernels_types_the_error_names_the_file_to_bring() {
+    let d = Dir::new();
+    let core = elf_core(
+        EM_X86_64,
+        Some(note("VMCOREINFO", &vmcoreinfo("6.1.0-test", 80))),
+        &[0; 4096],
+        4096,
+    );
+    let dump = d.file("dump.core", &core);
+    refused(&d, &dump, None, "--btf vmlinux, release 6.1.0-test");
+    // A --btf that is neither BTF nor ELF.
+    let junk = d.file("junk.btf", b"junk");
+    refused(&d, &dump, Some(&junk), "neither BTF nor an ELF vmlinux");
+}
+
+/// This machine's BTF (another kernel than the dump's) is refused: the
+/// release at the dump's init_uts_ns matches its VMCOREINFO, but the
+/// struct page the BTF describes is not the size the dump's VMCOREINFO
+/// gives.
+#[test]
+fn btf_of_another_kernel_is_refused() {
+    let host = Path::new("/sys/kernel/btf/vmlinux");
+    let Ok(bytes) = std::fs::read(host) else {
+        eprintln!("skip: this kernel has no /sys/kernel/btf/vmlinux (CONFIG_DEBUG_INFO_BTF)");
+        return;
+    };
+    let btf = pagescope_dump::btf::Btf::parse(&bytes).expect("the kernel's BTF parses");
+    let name = btf
+        .field("uts_namespace", "name")
+        .expect("uts_namespace.name")
+        .offset;
+    let release = btf
+        .field("new_utsname", "release")
+        .expect("new_utsname.release")
+        .offset;
+    let page = btf.struct_size("page").expect("struct page");
+    assert_ne!(
+        page, 80,
+        "the fake dump's struct page must differ from this kernel's"
+    );
+    // init_uts_ns at 0xffffffff80001000: physical 0x1000 (phys_base 0).
+    let mut memory = vec![0u8; 0x4000];
+    let at = 0x1000 + (name + release) as usize;
+    memory[at..at + 10].copy_from_slice(b"6.1.0-test");
+    let core = elf_core(
+        EM_X86_64,
+        Some(note("VMCOREINFO", &vmcoreinfo("6.1.0-test", 80))),
+        &memory,
+        memory.len() as u64,
+    );
+    let d = Dir::new();
+    let dump = d.file("dump.core", &core);
+    let copy = d.file("vmlinux.btf", &bytes);
+    refused(&d, &dump, Some(&copy), "the BTF is of another kernel");
+    // A release that differs at init_uts_ns: refused before any layout.
+    let core = elf_core(
+        EM_X86_64,
+        Some(note("VMCOREINFO", &vmcoreinfo("6.1.0-other", page))),
+        &memory,
+        memory.len() as u64,
+    );
+    let dump = d.file("other.core", &core);
+    refused(&d, &dump, Some(&copy), "does not match the dump");
+}

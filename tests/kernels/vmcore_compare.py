@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Compares `snapshot --vmcore` of the full guest's dump with what the
+guest printed from its live snapshot (tests/kernels/guest.sh, vmcore).
+
+    vmcore_compare.py CONSOLE PAGESCOPE DUMP-SNAPSHOT
+
+Prints one line, `pass DETAIL` or `fail DETAIL`: the dump's user
+processes are the guest's; for each held process RSS and swap equal
+the live snapshot's, PSS and USS the live ones with pagescope's own
+mappings taken out (PSS to the 4 decimals reports print); the first
+pagetest's buffer maps the same frames (count and digest of the sorted
+list) with the same pagemap flags, kpageflags and kpagecount (a
+digest of every page's); and a held process has pages in swap (so that
+swap is compared), at the same swap types and offsets; `report total`
+gives user pages, and null for meminfo's figures.
+"""
+import hashlib
+import json
+import subprocess
+import sys
+
+
+def main():
+    console, pagescope, snap = sys.argv[1:4]
+    live, pfns, pids, swapdev, swapped_entries = {}, None, None, None, None
+    for line in open(console, errors="replace"):
+        w = line.split()
+        if not w:
+            continue
+        if w[0] == "PAGESCOPE-VMCORE-LIVE":
+            live[int(w[1])] = (int(w[2]), float(w[3]), int(w[4]), int(w[5]))
+        elif w[0] == "PAGESCOPE-VMCORE-PFNS":
+            pfns = (int(w[1]), int(w[2]), int(w[3]), int(w[4]), w[5], w[6])
+        elif w[0] == "PAGESCOPE-VMCORE-PIDS":
+            pids = sorted(int(p) for p in w[1:])
+        elif w[0] == "PAGESCOPE-VMCORE-SWAPPED":
+            swapped_entries = (int(w[1]), int(w[2]), w[3])
+        elif w[0] == "PAGESCOPE-VMCORE-SWAP":
+            swapdev = w[1]
+        elif w[0] == "PAGESCOPE-VMCORE-LIVE-FAILED":
+            print("fail the live snapshot failed: " + " ".join(w[1:]))
+            return
+    if not live or pfns is None or pids is None:
+        print("fail the guest printed no live figures")
+        return
+    rep = json.loads(subprocess.run(
+        [pagescope, "report", "processes", "--input", snap, "--format", "json"],
+        check=True, capture_output=True, text=True).stdout)
+    rows = {p["pid"]: p for p in rep["processes"]}
+    bad = []
+    users = sorted(p for p, r in rows.items() if not r["kernel_thread"])
+    if users != pids:
+        bad.append("processes: dump %s, guest %s" % (users, pids))
+    detail = []
+    for pid, (rss, pss, uss, swap) in sorted(live.items()):
+        r = rows.get(pid)
+        if r is None:
+            bad.append("pid %d missing" % pid)
+            continue
+        got = (r["rss_pages"], r["pss_pages"], r["uss_pages"], r["swap_pages"])
+        detail.append("%d:%s/%s/%s/%s" % (pid, got[0], round(got[1], 3), got[2], got[3]))
+        if (got[0], got[2], got[3]) != (rss, uss, swap) or abs(got[1] - pss) > 1e-4:
+            bad.append("pid %d rss/pss/uss/swap dump %s live %s" % (pid, got, (rss, pss, uss, swap)))
+    # Swap must be there to be compared.
+    swapped = max((l[3] for l in live.values()), default=0)
+    if swapdev in (None, "none"):
+        bad.append("the guest could not switch swap on")
+    elif swapped == 0:
+        bad.append("no held process has pages in swap")
+    apid, start, end, count, digest, rows_digest = pfns
+    out = subprocess.run(
+        [pagescope, "report", "pages", "--input", snap, "--pid", str(apid), "--format", "csv"],
+        check=True, capture_output=True, text=True).stdout.splitlines()
+    head = out[0].split(",")
+    iv, ip = head.index("vaddr"), head.index("pfn")
+    im, ik, ic = head.index("pagemap"), head.index("kpageflags"), head.index("count")
+    cells = [c for c in (l.split(",") for l in out[1:])
+             if start <= int(c[iv]) < end and c[ip] != ""]
+    frames = sorted(int(c[ip]) for c in cells)
+    mine = hashlib.md5("".join("%d\n" % f for f in frames).encode()).hexdigest()
+    if (len(frames), mine) != (count, digest):
+        bad.append("buffer frames: dump %d %s, live %d %s" % (len(frames), mine, count, digest))
+    rows = sorted("%s,%s,%s,%s" % (c[ip], c[im], c[ik], c[ic]) for c in cells)
+    mine_rows = hashlib.md5("".join(r + "\n" for r in rows).encode()).hexdigest()
+    if mine_rows != rows_digest:
+        bad.append("buffer pages' pagemap flags, kpageflags or kpagecount differ (%s: %s)" % (
+            mine_rows, " ".join(rows[:3])))
+    if swapped_entries is None:
+        bad.append("the guest printed no swap entries")
+    else:
+        dpid, n, digest = swapped_entries
+        out = subprocess.run(
+            [pagescope, "report", "pages", "--input", snap, "--pid", str(dpid), "--format", "csv"],
+            check=True, capture_output=True, text=True).stdout.splitlines()
+        head = out[0].split(",")
+        iv, it, io = head.index("vaddr"), head.index("swap_type"), head.index("swap_offset")
+        entries = sorted("%s,%s,%s" % (c[iv], c[it], c[io])
+                         for c in (l.split(",") for l in out[1:]) if c[it] != "")
+        mine = hashlib.md5("".join(e + "\n" for e in entries).encode()).hexdigest()
+        if (len(entries), mine) != (n, digest):
+            bad.append("swap entries of pid %d: dump %d %s, live %d %s" % (dpid, len(entries), mine, n, digest))
+    # The total view: user pages from the pages; meminfo's figures, which
+    # a dump has not, null.
+    total = json.loads(subprocess.run(
+        [pagescope, "report", "total", "--input", snap, "--format", "json"],
+        check=True, capture_output=True, text=True).stdout)
+    if total["user_pages"] is None or total["page_cache_pages"] is not None:
+        bad.append("total: user_pages %s, page_cache_pages %s" % (
+            total["user_pages"], total["page_cache_pages"]))
+    summary = "processes=%d held rss/pss/uss/swap %s; buffer frames=%d" % (
+        len(users), " ".join(detail), len(frames))
+    print(("fail " + "; ".join(bad) + " | " if bad else "pass ") + summary)
+
+
+if __name__ == "__main__":
+    main()
