@@ -91,10 +91,10 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).trim() == "1"
     }
 
-    /// Waits (20 s at most) until the screen satisfies `ok` and holds
+    /// Waits (60 s at most: a refresh may be stretched by the budget) until the screen satisfies `ok` and holds
     /// still (two captures alike), and returns it.
     fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(60);
         let mut last = String::new();
         loop {
             let s = self.screen();
@@ -103,7 +103,7 @@ impl Tmux {
             }
             assert!(
                 Instant::now() < deadline,
-                "waited 20 s for {what}; the screen:\n{s}"
+                "waited 60 s for {what}; the screen:\n{s}"
             );
             last = s;
             std::thread::sleep(Duration::from_millis(150));
@@ -186,7 +186,7 @@ fn row_of(screen: &str, pid: u32) -> Option<Row> {
 /// Column `i`'s sizes are largest first (those missing last).
 fn assert_sorted_by(screen: &str, i: usize, what: &str) {
     let rows = rows(screen);
-    assert!(rows.len() > 2, "{screen}");
+    assert!(rows.len() >= 2, "{screen}");
     let keys: Vec<f64> = rows.iter().map(|r| r.sizes[i].unwrap_or(-1.0)).collect();
     assert!(
         keys.windows(2).all(|w| w[0] >= w[1]),

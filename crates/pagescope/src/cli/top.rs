@@ -25,6 +25,19 @@ pub struct TopArgs {
     /// Time between refreshes.
     #[arg(long, value_name = "DUR", default_value = "2s", value_parser = parse::interval)]
     pub interval: Duration,
+    /// CPU budget in percent of one core: after a refresh whose
+    /// collection took C seconds of CPU, the next comes no sooner than
+    /// C / budget later (the header then says how long the refresh took).
+    /// Each refresh walks every process's page tables (smaps_rollup, and
+    /// clear_refs with `refs`): on a machine with many GiB resident, more
+    /// than a 2 s refresh can afford at this budget.
+    #[arg(long, value_name = "PCT", default_value_t = 2.0, value_parser = super::serve::parse_budget)]
+    pub budget: f64,
+    /// Skip the smaps_rollup walk of a process whose resident and swapped
+    /// memory (status VmRSS + VmSwap) is above this, as `serve` does: its
+    /// PSS, USS and working set show `-`. `0` walks every process.
+    #[arg(long, value_name = "SIZE", default_value = "16G", value_parser = pagescope_core::units::parse_size)]
+    pub max_process_size: u64,
     /// What finds the pages each process referenced per refresh (WSET);
     /// `none` leaves the column empty and the reference bits alone.
     #[arg(long, value_enum, default_value_t = TopBackend::Refs)]

@@ -6,6 +6,7 @@
 
 use crate::cli::{TopArgs, TopBackend};
 use crate::serve::collect::{Collector, Settings};
+use crate::serve::schedule::Schedule;
 use crate::serve::working_set::WorkingSet;
 use crate::top::detail::{self, Detail};
 use crate::top::draw::{self, Header};
@@ -31,7 +32,7 @@ pub fn run(args: TopArgs) -> Result<u8> {
     let proc = root.proc.clone();
     let settings = Settings {
         root,
-        max_process_size: 0,
+        max_process_size: args.max_process_size,
         cmdline: false,
     };
     let (ws, backend) = match args.backend {
@@ -39,6 +40,10 @@ pub fn run(args: TopArgs) -> Result<u8> {
         TopBackend::None => (WorkingSet::None, "none"),
     };
     let mut collector = Collector::new(settings, ws);
+    let schedule = Schedule {
+        interval: args.interval,
+        budget: args.budget / 100.0,
+    };
     let terminal = match ratatui::try_init() {
         Ok(t) => t,
         Err(e) => {
@@ -65,13 +70,24 @@ pub fn run(args: TopArgs) -> Result<u8> {
     loop {
         if Instant::now() >= next {
             let started = Instant::now();
+            let mut period = args.interval;
             match collector.collect() {
                 Ok(c) => {
+                    period = schedule.period(c.cpu);
                     app.state.update(c);
                     app.header.error = None;
                 }
                 Err(e) => app.header.error = Some(e.to_string()),
             }
+            app.header.interval = match period > args.interval {
+                true => format!(
+                    "{} (--interval {} stretched by --budget {}%)",
+                    duration(period),
+                    duration(args.interval),
+                    args.budget
+                ),
+                false => duration(args.interval),
+            };
             app.read_detail();
             app.header.note = note(&app.state);
             let (cpu, now) = (process_cpu(), Instant::now());
@@ -82,7 +98,7 @@ pub fn run(args: TopArgs) -> Result<u8> {
             }
             first = false;
             mark = (cpu, now);
-            next = started + args.interval;
+            next = started + period;
             dirty = true;
         }
         if dirty {
@@ -235,7 +251,7 @@ fn note(s: &State) -> Option<String> {
     }
     let why = match rustix::process::geteuid().is_root() {
         false => "cannot be read without root (smaps_rollup needs ptrace access)",
-        true => "refused their smaps_rollup",
+        true => "were not walked (refused, or above --max-process-size)",
     };
     Some(format!(
         "{n} of {} processes {why}: their PSS, USS and working set show -",
@@ -249,11 +265,11 @@ fn process_cpu() -> Duration {
     Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
-/// `2s`, `500ms`, `1.5s`.
+/// `2s`, `500ms`, `12.8s`.
 fn duration(d: Duration) -> String {
     match d.subsec_millis() {
         0 => format!("{}s", d.as_secs()),
         _ if d.as_secs() == 0 => format!("{}ms", d.as_millis()),
-        _ => format!("{}s", d.as_secs_f64()),
+        _ => format!("{:.1}s", d.as_secs_f64()),
     }
 }
