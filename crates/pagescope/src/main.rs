@@ -19,6 +19,7 @@ mod input;
 mod output;
 mod progress;
 mod serve;
+mod top;
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -205,6 +205,7 @@ fn man_pages_show_the_column_legend() {
             "pagescope-report.1",
             "pagescope-serve.1",
             "pagescope-snapshot.1",
+            "pagescope-top.1",
             "pagescope-trace.1",
             "pagescope.1"
         ]

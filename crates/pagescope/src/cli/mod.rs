@@ -10,6 +10,7 @@ mod record;
 mod report;
 mod serve;
 mod snapshot;
+mod top;
 mod trace;
 
 pub use analyze::{AnalyzeArgs, AnalyzeView};
@@ -19,6 +20,7 @@ pub use record::{BackendArg, RecordArgs};
 pub use report::{DiffArgs, ReportArgs, View};
 pub use serve::{ServeArgs, ServeBackend};
 pub use snapshot::SnapshotArgs;
+pub use top::{TopArgs, TopBackend};
 #[cfg(target_arch = "x86_64")]
 pub use trace::EvictArg;
 pub use trace::TraceArgs;
@@ -53,6 +55,8 @@ pub enum Command {
     Export(ExportArgs),
     /// Serve memory metrics to Prometheus (OpenMetrics at /metrics).
     Serve(ServeArgs),
+    /// A live view of the processes' memory: PSS, USS, RSS, swap, working set.
+    Top(TopArgs),
     /// Print a shell's completion script (bash, zsh, fish, ...).
     Completions(CompletionsArgs),
     /// Write the man pages, one per command, into a directory.

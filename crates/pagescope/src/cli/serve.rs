@@ -55,7 +55,7 @@ pub enum ServeBackend {
     None,
 }
 
-fn parse_budget(s: &str) -> Result<f64, String> {
+pub(super) fn parse_budget(s: &str) -> Result<f64, String> {
     match s.trim_end_matches('%').parse::<f64>() {
         Ok(p) if p > 0.0 && p <= 100.0 => Ok(p),
         _ => Err(format!("{s:?}: expected a percentage above 0, at most 100")),

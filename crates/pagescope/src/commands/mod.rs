@@ -15,6 +15,7 @@ mod release;
 mod report;
 mod serve;
 mod snapshot;
+mod top;
 // `trace` (and its `--release`) inject system calls with x86_64's
 // registers: the library builds it only there.
 #[cfg(target_arch = "x86_64")]
@@ -41,6 +42,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         )),
         Command::Analyze(a) => analyze::run(a).map(|()| 0),
         Command::Serve(a) => serve::run(a),
+        Command::Top(a) => top::run(a),
         Command::Completions(a) => completions::completions(a).map(|()| 0),
         Command::Man(a) => completions::man(a).map(|()| 0),
         Command::Export(a) => export::run(a),
