@@ -539,6 +539,7 @@ fn mrc_chart_shades_what_is_not_known() {
         start_monotonic_ns: 0,
         kernel: "6.18.0-fixture".into(),
         untraced: "file mappings".into(),
+        origin: None,
     })
     .unwrap();
     // A loop over 64 pages, twice.

@@ -154,15 +154,26 @@ pub fn refs(s: &RefStats) -> Report {
     }
 }
 
-/// The `mrc` view: miss ratio by memory size under LRU (exact), FIFO and
-/// CLOCK.
+fn ratio(v: Option<f64>) -> Value {
+    v.map_or(Value::Missing, |v| Value::Float(v, 4))
+}
+
+/// The `mrc` view: miss ratio by memory size under LRU (exact, or a SHARDS
+/// estimate), FIFO and CLOCK.
 pub fn mrc(m: &Mrc) -> Report {
     let ps = m.maps.header.as_ref().map_or(4096, |h| h.page_size);
     let curve = m.curve();
+    // The chart draws the sizes where every policy has a ratio (a
+    // sampled curve has none for FIFO and CLOCK in less than a page of
+    // the sample); the table has them all.
+    let drawn: Vec<(u64, [f64; 3])> = curve
+        .iter()
+        .filter_map(|p| Some((p.pages, [p.lru?, p.fifo?, p.clock?])))
+        .collect();
     // Below the tracer's pool the trace holds only the references that
     // missed the pool: what the curve says there is not known.
     let pool = m.maps.header.as_ref().map_or(0, |h| h.pool_pages);
-    let below = curve.iter().filter(|p| p.pages < pool).count();
+    let below = drawn.iter().filter(|(pages, _)| *pages < pool).count();
     let unknown = (below > 0).then(|| {
         (
             below,
@@ -178,9 +189,9 @@ pub fn mrc(m: &Mrc) -> Report {
             vec![
                 Value::Int(p.pages),
                 Value::Int(p.pages * ps),
-                Value::Float(p.lru, 4),
-                Value::Float(p.fifo, 4),
-                Value::Float(p.clock, 4),
+                ratio(p.lru),
+                ratio(p.fifo),
+                ratio(p.clock),
             ]
         })
         .collect();
@@ -188,14 +199,9 @@ pub fn mrc(m: &Mrc) -> Report {
         title: "Miss ratio by memory size".into(),
         y_label: "miss ratio".into(),
         series: vec!["LRU".into(), "FIFO".into(), "CLOCK".into()],
-        bars: curve
+        bars: drawn
             .iter()
-            .map(|p| {
-                (
-                    human_size((p.pages * ps) as f64),
-                    vec![p.lru, p.fifo, p.clock],
-                )
-            })
+            .map(|(pages, v)| (human_size((pages * ps) as f64), v.to_vec()))
             .collect(),
         style: Style::Lines,
         y_unit: Quantity::Ratio,
@@ -208,6 +214,16 @@ pub fn mrc(m: &Mrc) -> Report {
          see only those"
             .into(),
     );
+    if let Some(s) = m.sampling() {
+        notes.push(format!(
+            "sampled: estimates (SHARDS) from the references to the pages a hash keeps at rate \
+             {} ({} of {} references); FIFO and CLOCK are simulated in memories scaled down by \
+             the rate, so not in memories of less than one page of the sample",
+            s.rate(),
+            m.sampled_references(),
+            m.references(),
+        ));
+    }
     Report {
         view: "mrc",
         page_size: ps,
@@ -220,6 +236,16 @@ pub fn mrc(m: &Mrc) -> Report {
                 m.distinct_pages().into(),
             ),
             ("cold_misses", "cold (first) references", m.cold().into()),
+            (
+                "sample_rate",
+                "sample rate (1: exact)",
+                Value::Float(m.sampling().map_or(1.0, |s| s.rate()), 6),
+            ),
+            (
+                "sampled_references",
+                "references in the sample",
+                m.sampled_references().into(),
+            ),
         ],
         tables: vec![Table {
             key: "curve",
