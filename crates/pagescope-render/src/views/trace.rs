@@ -166,9 +166,19 @@ pub fn mrc(m: &Mrc) -> Report {
     // The chart draws the sizes where every policy has a ratio (a
     // sampled curve has none for FIFO and CLOCK in less than a page of
     // the sample); the table has them all.
-    let drawn: Vec<(u64, [f64; 3])> = curve
+    let lru_only = m.is_lru_only();
+    let drawn: Vec<(u64, Vec<f64>)> = curve
         .iter()
-        .filter_map(|p| Some((p.pages, [p.lru?, p.fifo?, p.clock?])))
+        .filter_map(|p| {
+            Some((
+                p.pages,
+                if lru_only {
+                    vec![p.lru?]
+                } else {
+                    vec![p.lru?, p.fifo?, p.clock?]
+                },
+            ))
+        })
         .collect();
     // Below the tracer's pool the trace holds only the references that
     // missed the pool: what the curve says there is not known.
@@ -198,10 +208,14 @@ pub fn mrc(m: &Mrc) -> Report {
     let chart = Chart {
         title: "Miss ratio by memory size".into(),
         y_label: "miss ratio".into(),
-        series: vec!["LRU".into(), "FIFO".into(), "CLOCK".into()],
+        series: if lru_only {
+            vec!["LRU".into()]
+        } else {
+            vec!["LRU".into(), "FIFO".into(), "CLOCK".into()]
+        },
         bars: drawn
             .iter()
-            .map(|(pages, v)| (human_size((pages * ps) as f64), v.to_vec()))
+            .map(|(pages, v)| (human_size((pages * ps) as f64), v.clone()))
             .collect(),
         style: Style::Lines,
         y_unit: Quantity::Ratio,
@@ -214,6 +228,9 @@ pub fn mrc(m: &Mrc) -> Report {
          see only those"
             .into(),
     );
+    if lru_only {
+        notes.push("LRU only (--lru-only): FIFO and CLOCK were not simulated".into());
+    }
     if let Some(s) = m.sampling() {
         notes.push(format!(
             "sampled: estimates (SHARDS) from the references to the pages a hash keeps at rate \

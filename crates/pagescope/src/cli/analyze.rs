@@ -56,6 +56,11 @@ pub struct AnalyzeArgs {
     /// hash of each page (SHARDS); the report says it is sampled.
     #[arg(long, value_name = "RATE", value_parser = parse::fraction)]
     pub sample: Option<f64>,
+    /// `mrc`: LRU alone (FIFO and CLOCK, simulated size by size, cost
+    /// most of the time; their columns are then empty, and a note says
+    /// so).
+    #[arg(long)]
+    pub lru_only: bool,
     #[command(flatten)]
     pub rendering: Rendering,
     /// `html`: the page to write ("-" for standard output); made with

@@ -23,8 +23,8 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
         )
         .context(BadInput));
     }
-    if args.sample.is_some() && args.view != AnalyzeView::Mrc {
-        return Err(anyhow!("--sample applies to `mrc` only").context(BadInput));
+    if (args.sample.is_some() || args.lru_only) && args.view != AnalyzeView::Mrc {
+        return Err(anyhow!("--sample and --lru-only apply to `mrc` only").context(BadInput));
     }
     let mut report = match args.view {
         AnalyzeView::Temporal
@@ -46,10 +46,13 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
             let mut m = args.pid.map_or_else(Mrc::new, Mrc::of_process);
             if let Some(rate) = args.sample {
                 let s = Sampling::new(rate).ok_or_else(|| {
-                    anyhow!("--sample {rate}: the rate is below the smallest, 2^-24")
+                    anyhow!("--sample {rate}: the rate is below the smallest, 1e-9")
                         .context(BadInput)
                 })?;
                 m = m.sampled(s);
+            }
+            if args.lru_only {
+                m = m.lru_only();
             }
             read_trace_file(&args.file, &mut m)?;
             views::mrc(&m)

@@ -30,6 +30,9 @@ use crate::format::TraceVisitor;
 use crate::trace::{Mapping, MappingKind, ProcessEvent, Ref, TraceEnd, TraceHeader};
 use crate::Result;
 use rustc_hash::FxHashMap;
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::{Mutex, OnceLock};
+use std::thread::JoinHandle;
 
 /// Pages per block of the page table of [`PageIds`] (2 MiB of 4 KiB pages).
 const BLOCK_BITS: u32 = 9;
@@ -120,14 +123,15 @@ impl PageIds {
     }
 }
 
-/// A SHARDS sample: the pages whose hash, modulo 2^24, is below
+/// A SHARDS sample: the pages whose hash, modulo 10^9, is below
 /// `threshold`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Sampling {
     threshold: u64,
 }
 
-const SAMPLE_MODULUS: u64 = 1 << 24;
+/// Decimal, so that a rate such as 0.01 is kept exactly.
+const SAMPLE_MODULUS: u64 = 1_000_000_000;
 
 impl Sampling {
     /// A sample of about `rate` of the pages (0 < rate <= 1), or `None`
@@ -137,7 +141,7 @@ impl Sampling {
         (rate > 0.0 && rate <= 1.0 && threshold >= 1).then_some(Sampling { threshold })
     }
 
-    /// The rate in effect (the rate asked, rounded to a multiple of 2^-24).
+    /// The rate in effect (the rate asked, rounded to a multiple of 10^-9).
     pub fn rate(&self) -> f64 {
         self.threshold as f64 / SAMPLE_MODULUS as f64
     }
@@ -192,9 +196,10 @@ pub struct Mrc {
     pub maps: TraceMaps,
     ids: PageIds,
     stream: Vec<u32>,
-    stack: StackDistance,
+    lru: Lru,
     pid: Option<u32>,
     sample: Option<Sampling>,
+    lru_only: bool,
     /// References of the selection, sampled or not.
     references: u64,
     /// Per mapping id below [`DENSE_MAPPINGS`], what it says, once
@@ -236,7 +241,7 @@ impl Mrc {
 
     /// References in the sample (all of them, unsampled).
     pub fn sampled_references(&self) -> u64 {
-        self.stack.references
+        self.stream.len() as u64
     }
 
     /// Distinct pages seen (exact, sampled or not).
@@ -272,8 +277,20 @@ impl Mrc {
 
     /// The curves at [`Mrc::sizes`]. FIFO and CLOCK are simulated here,
     /// one beside the other on two threads.
+    /// FIFO and CLOCK are not simulated ([`Mrc::lru_only`]).
     pub fn curve(&self) -> Vec<MrcPoint> {
-        self.curve_at(&self.sizes(), true)
+        self.curve_at(&self.sizes(), !self.lru_only)
+    }
+
+    /// Computes LRU alone: FIFO and CLOCK are left out of the curves.
+    pub fn lru_only(mut self) -> Mrc {
+        self.lru_only = true;
+        self
+    }
+
+    /// Whether FIFO and CLOCK are left out.
+    pub fn is_lru_only(&self) -> bool {
+        self.lru_only
     }
 
     /// The LRU curve alone at `sizes`.
@@ -295,7 +312,7 @@ impl Mrc {
         let (rate, expected) = match self.sample {
             Some(_) => (
                 self.ids.numbered as f64 / self.ids.seen.max(1) as f64,
-                self.stack.references as f64,
+                self.stream.len() as f64,
             ),
             None => (1.0, self.references as f64),
         };
@@ -307,6 +324,7 @@ impl Mrc {
             .iter()
             .map(|&m| (m as f64 * rate).round() as u64)
             .collect();
+        let lru = self.lru.stack(&self.stream);
         let (fifo, clock) = if simulate && self.references > 0 {
             std::thread::scope(|s| {
                 let fifo = s.spawn(|| fifo_curve(&self.stream, distinct, &scaled));
@@ -327,7 +345,7 @@ impl Mrc {
                 };
                 MrcPoint {
                     pages,
-                    lru: Some(ratio(self.stack.lru_misses(lru_threshold(pages, rate)))),
+                    lru: Some(ratio(lru.lru_misses(lru_threshold(pages, rate)))),
                     fifo: simulated(&fifo),
                     clock: simulated(&clock),
                 }
@@ -371,6 +389,77 @@ impl Mrc {
     }
 }
 
+/// The stack distances, counted on a thread of their own while the
+/// trace is read and numbered (or, if no thread can be made, from the
+/// stream when first asked).
+#[derive(Debug, Default)]
+struct Lru {
+    sender: Mutex<Option<SyncSender<Vec<u32>>>>,
+    worker: Mutex<Option<JoinHandle<StackDistance>>>,
+    done: OnceLock<StackDistance>,
+    /// No thread could be made: count at the end.
+    inline: bool,
+}
+
+impl Lru {
+    /// Hands on the page ids of a chunk of references.
+    fn send(&mut self, ids: &[u32]) {
+        if self.inline || ids.is_empty() {
+            return;
+        }
+        let sender = self.sender.get_mut().expect("not poisoned");
+        if sender.is_none() {
+            let (tx, rx) = sync_channel::<Vec<u32>>(64);
+            let spawned = std::thread::Builder::new()
+                .name("mrc-lru".into())
+                .spawn(move || {
+                    let mut s = StackDistance::default();
+                    for chunk in rx {
+                        for p in chunk {
+                            s.push(p);
+                        }
+                    }
+                    s
+                });
+            match spawned {
+                Ok(handle) => {
+                    *sender = Some(tx);
+                    *self.worker.get_mut().expect("not poisoned") = Some(handle);
+                }
+                Err(_) => {
+                    self.inline = true;
+                    return;
+                }
+            }
+        }
+        if let Some(tx) = sender {
+            if tx.send(ids.to_vec()).is_err() {
+                // The thread is gone (it panicked): count at the end.
+                *sender = None;
+                self.inline = true;
+            }
+        }
+    }
+
+    /// The distances of every reference sent, `stream` being them all.
+    fn stack(&self, stream: &[u32]) -> &StackDistance {
+        self.done.get_or_init(|| {
+            drop(self.sender.lock().expect("not poisoned").take());
+            let worker = self.worker.lock().expect("not poisoned").take();
+            match worker.map(JoinHandle::join) {
+                Some(Ok(s)) if !self.inline => s,
+                _ => {
+                    let mut s = StackDistance::default();
+                    for &p in stream {
+                        s.push(p);
+                    }
+                    s
+                }
+            }
+        })
+    }
+}
+
 /// The largest stack distance of the sample that hits in a memory of
 /// `pages` pages at `rate`. A kept page's distance in the sample is one
 /// (itself) plus a binomial count (at `rate`) of the distinct pages
@@ -411,6 +500,7 @@ impl TraceVisitor for Mrc {
 
     fn refs(&mut self, refs: &[Ref]) -> Result<()> {
         let shift = self.ids.shift;
+        let start = self.stream.len();
         for r in refs {
             if self.pid.is_some_and(|p| p != r.pid) {
                 continue;
@@ -425,8 +515,8 @@ impl TraceVisitor for Mrc {
                 continue;
             };
             self.stream.push(id);
-            self.stack.push(id);
         }
+        self.lru.send(&self.stream[start..]);
         Ok(())
     }
 }
@@ -662,7 +752,8 @@ mod tests {
     fn sample_rates() {
         assert!(Sampling::new(0.0).is_none());
         assert!(Sampling::new(1.5).is_none());
-        assert!(Sampling::new(1e-9).is_none());
+        assert!(Sampling::new(1e-10).is_none());
+        assert_eq!(Sampling::new(0.01).unwrap().rate(), 0.01);
         assert_eq!(Sampling::new(1.0).unwrap().rate(), 1.0);
         // About the rate asked of many pages, and the same page always.
         let s = Sampling::new(0.01).unwrap();
