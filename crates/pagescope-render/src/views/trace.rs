@@ -319,4 +319,52 @@ mod tests {
             ]
         );
     }
+
+    /// A sampled curve says so, with its rate, in a note and a field;
+    /// an exact one has rate 1 and no such note; --lru-only leaves FIFO
+    /// and CLOCK empty and says so.
+    #[test]
+    fn sampled_and_lru_only_curves_say_so() {
+        use pagescope_core::analysis::mrc::Sampling;
+        use pagescope_core::format::TraceVisitor;
+        use pagescope_core::trace::Ref;
+        let refs: Vec<Ref> = (0..200_000u64)
+            .map(|i| Ref {
+                time_ns: i,
+                pid: 1,
+                tid: 1,
+                addr: ((i * 7919) % 5000) << 12,
+                write: false,
+                mapping: 0,
+            })
+            .collect();
+        let field = |r: &Report, key: &str| {
+            r.fields
+                .iter()
+                .find(|f| f.0 == key)
+                .map(|f| f.2.display())
+                .unwrap()
+        };
+        let mut m = Mrc::new().sampled(Sampling::new(0.01).unwrap());
+        m.refs(&refs).unwrap();
+        let r = mrc(&m);
+        assert_eq!(field(&r, "sample_rate"), "0.010000");
+        assert!(r
+            .notes
+            .iter()
+            .any(|n| n.starts_with("sampled: ") && n.contains("at rate 0.01 (")));
+        // FIFO and CLOCK are empty where a memory holds less than a page
+        // of the sample, and only there.
+        let rows = &r.tables[0].rows;
+        assert_eq!(rows[0][3], Value::Missing);
+        assert!(matches!(rows.last().unwrap()[4], Value::Float(..)));
+        let mut m = Mrc::new().lru_only();
+        m.refs(&refs).unwrap();
+        let r = mrc(&m);
+        assert_eq!(field(&r, "sample_rate"), "1.000000");
+        assert!(!r.notes.iter().any(|n| n.starts_with("sampled")));
+        assert!(r.notes.iter().any(|n| n.starts_with("LRU only")));
+        assert!(r.tables[0].rows.iter().all(|row| row[3] == Value::Missing));
+        assert_eq!(r.chart.unwrap().series, ["LRU"]);
+    }
 }
