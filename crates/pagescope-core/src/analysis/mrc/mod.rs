@@ -37,25 +37,40 @@ use std::thread::JoinHandle;
 /// Pages per block of the page table of [`PageIds`] (2 MiB of 4 KiB pages).
 const BLOCK_BITS: u32 = 9;
 const BLOCK: usize = 1 << BLOCK_BITS;
+/// Blocks in the cache in front of the hash map of [`PageIds`].
+const RECENT: usize = 32;
 /// A page seen and not sampled.
 const SKIPPED: u32 = u32::MAX;
 
 /// Numbers pages (their [`PageKey`]) 0, 1, 2... in order of first
 /// reference. Pages are kept in blocks of 512 neighbours (by address, or
-/// by offset in a shared file), found by a hash of the block's key, the
-/// last block used first: one hash lookup per change of block, not per
+/// by offset in a shared file), found by a hash of the block's key, behind
+/// a small cache of recent blocks: one hash lookup per change of block, not per
 /// reference.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct PageIds {
     shift: u32,
     blocks: FxHashMap<PageKey, u32>,
     /// Per block, per page: its id + 1, [`SKIPPED`], or 0 if unseen.
     slots: Vec<[u32; BLOCK]>,
-    last: Option<(PageKey, u32)>,
+    recent: [Option<(PageKey, u32)>; RECENT],
     /// Pages seen.
     seen: u64,
     /// Pages numbered (the sampled ones).
     numbered: u32,
+}
+
+impl Default for PageIds {
+    fn default() -> PageIds {
+        PageIds {
+            shift: 0,
+            blocks: FxHashMap::default(),
+            slots: Vec::new(),
+            recent: [None; RECENT],
+            seen: 0,
+            numbered: 0,
+        }
+    }
 }
 
 impl PageIds {
@@ -85,7 +100,13 @@ impl PageIds {
                 )
             }
         };
-        let b = match self.last {
+        // A direct-mapped cache of recent blocks, by block number.
+        let way = match block {
+            PageKey::Private { pid, addr } => addr ^ pid as u64,
+            PageKey::Shared { inode, offset, .. } => offset ^ inode,
+        } as usize
+            % RECENT;
+        let b = match self.recent[way] {
             Some((k, b)) if k == block => b,
             _ => {
                 let next = self.slots.len() as u32;
@@ -93,7 +114,7 @@ impl PageIds {
                 if b == next {
                     self.slots.push([0; BLOCK]);
                 }
-                self.last = Some((block, b));
+                self.recent[way] = Some((block, b));
                 b
             }
         };
