@@ -154,15 +154,36 @@ pub fn refs(s: &RefStats) -> Report {
     }
 }
 
-/// The `mrc` view: miss ratio by memory size under LRU (exact), FIFO and
-/// CLOCK.
+fn ratio(v: Option<f64>) -> Value {
+    v.map_or(Value::Missing, |v| Value::Float(v, 4))
+}
+
+/// The `mrc` view: miss ratio by memory size under LRU (exact, or a SHARDS
+/// estimate), FIFO and CLOCK.
 pub fn mrc(m: &Mrc) -> Report {
     let ps = m.maps.header.as_ref().map_or(4096, |h| h.page_size);
     let curve = m.curve();
+    // The chart draws the sizes where every policy has a ratio (a
+    // sampled curve has none for FIFO and CLOCK in less than a page of
+    // the sample); the table has them all.
+    let lru_only = m.is_lru_only();
+    let drawn: Vec<(u64, Vec<f64>)> = curve
+        .iter()
+        .filter_map(|p| {
+            Some((
+                p.pages,
+                if lru_only {
+                    vec![p.lru?]
+                } else {
+                    vec![p.lru?, p.fifo?, p.clock?]
+                },
+            ))
+        })
+        .collect();
     // Below the tracer's pool the trace holds only the references that
     // missed the pool: what the curve says there is not known.
     let pool = m.maps.header.as_ref().map_or(0, |h| h.pool_pages);
-    let below = curve.iter().filter(|p| p.pages < pool).count();
+    let below = drawn.iter().filter(|(pages, _)| *pages < pool).count();
     let unknown = (below > 0).then(|| {
         (
             below,
@@ -178,24 +199,23 @@ pub fn mrc(m: &Mrc) -> Report {
             vec![
                 Value::Int(p.pages),
                 Value::Int(p.pages * ps),
-                Value::Float(p.lru, 4),
-                Value::Float(p.fifo, 4),
-                Value::Float(p.clock, 4),
+                ratio(p.lru),
+                ratio(p.fifo),
+                ratio(p.clock),
             ]
         })
         .collect();
     let chart = Chart {
         title: "Miss ratio by memory size".into(),
         y_label: "miss ratio".into(),
-        series: vec!["LRU".into(), "FIFO".into(), "CLOCK".into()],
-        bars: curve
+        series: if lru_only {
+            vec!["LRU".into()]
+        } else {
+            vec!["LRU".into(), "FIFO".into(), "CLOCK".into()]
+        },
+        bars: drawn
             .iter()
-            .map(|p| {
-                (
-                    human_size((p.pages * ps) as f64),
-                    vec![p.lru, p.fifo, p.clock],
-                )
-            })
+            .map(|(pages, v)| (human_size((pages * ps) as f64), v.clone()))
             .collect(),
         style: Style::Lines,
         y_unit: Quantity::Ratio,
@@ -208,6 +228,19 @@ pub fn mrc(m: &Mrc) -> Report {
          see only those"
             .into(),
     );
+    if lru_only {
+        notes.push("LRU only (--lru-only): FIFO and CLOCK were not simulated".into());
+    }
+    if let Some(s) = m.sampling() {
+        notes.push(format!(
+            "sampled: estimates (SHARDS) from the references to the pages a hash keeps at rate \
+             {} ({} of {} references); FIFO and CLOCK are simulated in memories scaled down by \
+             the rate, so not in memories of less than one page of the sample",
+            s.rate(),
+            m.sampled_references(),
+            m.references(),
+        ));
+    }
     Report {
         view: "mrc",
         page_size: ps,
@@ -220,6 +253,16 @@ pub fn mrc(m: &Mrc) -> Report {
                 m.distinct_pages().into(),
             ),
             ("cold_misses", "cold (first) references", m.cold().into()),
+            (
+                "sample_rate",
+                "sample rate (1: exact)",
+                Value::Float(m.sampling().map_or(1.0, |s| s.rate()), 6),
+            ),
+            (
+                "sampled_references",
+                "references in the sample",
+                m.sampled_references().into(),
+            ),
         ],
         tables: vec![Table {
             key: "curve",
@@ -275,5 +318,53 @@ mod tests {
                  another userfaultfd, mlock)"
             ]
         );
+    }
+
+    /// A sampled curve says so, with its rate, in a note and a field;
+    /// an exact one has rate 1 and no such note; --lru-only leaves FIFO
+    /// and CLOCK empty and says so.
+    #[test]
+    fn sampled_and_lru_only_curves_say_so() {
+        use pagescope_core::analysis::mrc::Sampling;
+        use pagescope_core::format::TraceVisitor;
+        use pagescope_core::trace::Ref;
+        let refs: Vec<Ref> = (0..200_000u64)
+            .map(|i| Ref {
+                time_ns: i,
+                pid: 1,
+                tid: 1,
+                addr: ((i * 7919) % 5000) << 12,
+                write: false,
+                mapping: 0,
+            })
+            .collect();
+        let field = |r: &Report, key: &str| {
+            r.fields
+                .iter()
+                .find(|f| f.0 == key)
+                .map(|f| f.2.display())
+                .unwrap()
+        };
+        let mut m = Mrc::new().sampled(Sampling::new(0.01).unwrap());
+        m.refs(&refs).unwrap();
+        let r = mrc(&m);
+        assert_eq!(field(&r, "sample_rate"), "0.010000");
+        assert!(r
+            .notes
+            .iter()
+            .any(|n| n.starts_with("sampled: ") && n.contains("at rate 0.01 (")));
+        // FIFO and CLOCK are empty where a memory holds less than a page
+        // of the sample, and only there.
+        let rows = &r.tables[0].rows;
+        assert_eq!(rows[0][3], Value::Missing);
+        assert!(matches!(rows.last().unwrap()[4], Value::Float(..)));
+        let mut m = Mrc::new().lru_only();
+        m.refs(&refs).unwrap();
+        let r = mrc(&m);
+        assert_eq!(field(&r, "sample_rate"), "1.000000");
+        assert!(!r.notes.iter().any(|n| n.starts_with("sampled")));
+        assert!(r.notes.iter().any(|n| n.starts_with("LRU only")));
+        assert!(r.tables[0].rows.iter().all(|row| row[3] == Value::Missing));
+        assert_eq!(r.chart.unwrap().series, ["LRU"]);
     }
 }

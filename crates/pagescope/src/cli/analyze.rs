@@ -26,7 +26,8 @@ pub enum AnalyzeView {
     /// Trace: references, reads, writes and distinct pages, per thread
     /// and mapping.
     Refs,
-    /// Trace: miss ratio by memory size, LRU (exact), FIFO and CLOCK.
+    /// Trace: miss ratio by memory size, LRU (exact), FIFO and CLOCK
+    /// (with --sample, SHARDS estimates).
     Mrc,
     /// Recording or trace: every view above that applies, on one
     /// self-contained HTML page (-o OUT).
@@ -50,6 +51,16 @@ pub struct AnalyzeArgs {
     /// `wss`: intervals per window.
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     pub window: u32,
+    /// `mrc`: estimate the curves from the references to a sample of
+    /// about RATE of the pages (0 < RATE <= 1, e.g. 0.01), chosen by a
+    /// hash of each page (SHARDS); the report says it is sampled.
+    #[arg(long, value_name = "RATE", value_parser = parse::fraction)]
+    pub sample: Option<f64>,
+    /// `mrc`: LRU alone (FIFO and CLOCK, simulated size by size, cost
+    /// most of the time; their columns are then empty, and a note says
+    /// so).
+    #[arg(long)]
+    pub lru_only: bool,
     #[command(flatten)]
     pub rendering: Rendering,
     /// `html`: the page to write ("-" for standard output); made with

@@ -5,7 +5,7 @@ use crate::input::open_input;
 use crate::output::emit;
 use crate::BadInput;
 use anyhow::{anyhow, Context, Result};
-use pagescope_core::analysis::mrc::Mrc;
+use pagescope_core::analysis::mrc::{Mrc, Sampling};
 use pagescope_core::analysis::refs::RefStats;
 use pagescope_core::analysis::temporal::{Recording, Select};
 use pagescope_core::format::{read_record, read_trace, TraceVisitor};
@@ -22,6 +22,9 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
             "--output applies to the html view only (the other views print to standard output)"
         )
         .context(BadInput));
+    }
+    if (args.sample.is_some() || args.lru_only) && args.view != AnalyzeView::Mrc {
+        return Err(anyhow!("--sample and --lru-only apply to `mrc` only").context(BadInput));
     }
     let mut report = match args.view {
         AnalyzeView::Temporal
@@ -41,6 +44,16 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
                 return Err(anyhow!("--range applies to `refs` only").context(BadInput));
             }
             let mut m = args.pid.map_or_else(Mrc::new, Mrc::of_process);
+            if let Some(rate) = args.sample {
+                let s = Sampling::new(rate).ok_or_else(|| {
+                    anyhow!("--sample {rate}: the rate is below the smallest, 1e-9")
+                        .context(BadInput)
+                })?;
+                m = m.sampled(s);
+            }
+            if args.lru_only {
+                m = m.lru_only();
+            }
             read_trace_file(&args.file, &mut m)?;
             views::mrc(&m)
         }
