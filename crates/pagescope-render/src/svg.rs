@@ -399,7 +399,10 @@ fn draw_xy(chart: &Chart) -> String {
     let bottom = 8.0 + label_room + 8.0 + FONT + 10.0;
     let title = shorten(&chart.title, 100);
     let y_title = shorten(&y_title, (plot_h / (FONT * 0.62)) as usize);
-    let width = (left + plot_w + 20.0 + legend_w + 10.0)
+    // Right of the plot: room for the last label's overhang, then the
+    // legend.
+    let gap = (overhang + 4.0).max(20.0);
+    let width = (left + plot_w + gap + legend_w + 10.0)
         .max(text_width(title.chars().count(), TITLE_FONT) + 20.0);
     let height = top + plot_h + bottom;
     let mut svg = Svg::new();
@@ -510,7 +513,7 @@ fn draw_xy(chart: &Chart) -> String {
     if legend {
         draw_legend(
             &mut svg,
-            left + plot_w + 20.0,
+            left + plot_w + gap,
             top,
             &chart.series,
             &colours,
@@ -553,8 +556,11 @@ fn draw_heat(chart: &Chart) -> String {
     let scale_label = format!("most: {}", value(max));
     let scale_w = 30.0 + text_width(scale_label.chars().count().max(7), FONT);
     let title = shorten(&chart.title, 100);
+    // Right of the plot: room for the last label's overhang, then the
+    // scale.
+    let gap = (overhang + 4.0).max(20.0);
     let width =
-        (left + plot_w + 20.0 + scale_w).max(text_width(title.chars().count(), TITLE_FONT) + 20.0);
+        (left + plot_w + gap + scale_w).max(text_width(title.chars().count(), TITLE_FONT) + 20.0);
     let bottom = 8.0 + label_room + 8.0 + FONT + 10.0;
     let height = top + plot_h.max(140.0) + bottom;
     let mut svg = Svg::new();
@@ -626,7 +632,7 @@ fn draw_heat(chart: &Chart) -> String {
         x_label,
     );
     // The scale: a strip from nothing to the most.
-    let sx = left + plot_w + 20.0;
+    let sx = left + plot_w + gap;
     for k in 0..10 {
         let t = (k as f64 + 1.0) / 10.0;
         svg.rect(

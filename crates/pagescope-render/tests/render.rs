@@ -596,3 +596,47 @@ fn legend_outside_the_data() {
         assert!(x > right, "{name} at {x}, data to {right}");
     }
 }
+
+/// Labels side by side that reach past their slots (addresses under a
+/// dozen bars, as the spatial view of a recording draws them) stay inside
+/// the picture on the right too, for every count of bars, with a legend,
+/// without, and under a heat map's columns.
+#[test]
+fn wide_labels_stay_inside_on_the_right() {
+    use pagescope_render::report::{Chart, Quantity, Style};
+    for (style, series) in [
+        (Style::Bars, vec!["pages"]),
+        (Style::Bars, vec!["read", "written"]),
+        (Style::Heat, vec!["interval 0", "interval 1"]),
+    ] {
+        for n in 1..=200u64 {
+            let chart = Chart {
+                title: "references by address".into(),
+                y_label: "references".into(),
+                series: series.iter().map(|s| s.to_string()).collect(),
+                bars: (0..n)
+                    .map(|i| {
+                        (
+                            format!("{:#x}", 0x7fff_c905_4000u64 + i * 4096),
+                            vec![1.0; series.len()],
+                        )
+                    })
+                    .collect(),
+                style,
+                y_unit: Quantity::Count,
+                x_label: "address".into(),
+                unknown: None,
+            };
+            let report = Report {
+                view: "spatial",
+                chart: Some(chart),
+                ..Report::default()
+            };
+            let (outside, w, h) = texts_outside(&render(&report, Format::Svg));
+            assert!(
+                outside.is_empty(),
+                "{n} bars, {series:?}: outside the {w}x{h} picture: {outside:?}"
+            );
+        }
+    }
+}
