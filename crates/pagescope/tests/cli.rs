@@ -518,20 +518,29 @@ fn snapshots_stream_through_standard_output_and_input() {
 }
 
 /// Ctrl-C stops a snapshot at once: it exits 130 and leaves a file that
-/// reports as cut short. A held 2 GiB pagetest read by one thread makes
-/// the whole snapshot take well over a second.
+/// reports as cut short. A held 4 GiB pagetest (a million pages) read by
+/// one thread keeps the snapshot going for a quarter of a second or more
+/// after its first processes: the signal goes 50 ms after the file
+/// appears (a fixed delay from the start raced a snapshot that finished
+/// first on a quiet machine).
 #[test]
 fn interrupted_snapshot_exits_130_and_leaves_a_file_cut_short() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    let pt = Pagetest::start(&[], &["--size", "2G", "--hold"], "done");
+    let pt = Pagetest::start(&[], &["--size", "4G", "--hold"], "done");
     let snap = temp_path(dir.path(), "int.snap");
     let child = Command::new(pagescope_bin())
         .args(["snapshot", "-q", "--jobs", "1", "-o", &snap])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    while !std::path::Path::new(&snap).exists()
+        && started.elapsed() < std::time::Duration::from_secs(10)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(50));
     let sent = std::time::Instant::now();
     rustix::process::kill_process(
         rustix::process::Pid::from_raw(child.id() as i32).unwrap(),
