@@ -12,7 +12,14 @@
 //! runs at once. The limit holds while the descriptor is open and the
 //! kernel drops it when the descriptor closes, also when pagescope is
 //! killed. Its cost: idle CPUs spin for as long as it is held.
+//!
+//! That limit holds every CPU of the machine polling, also those the
+//! program never runs on. Where the kernel has per-CPU resume latency
+//! limits, pagescope sets those of the CPUs in use only
+//! ([`crate::resume_latency`]), and leaves the others free to sleep.
 
+use crate::resume_latency::CpuLimits;
+use crate::Root;
 use pagescope_core::{Error, Result};
 use std::fs::File;
 use std::io::{Read, Write};
@@ -21,16 +28,29 @@ use std::path::Path;
 /// The PM QoS CPU latency device.
 pub const LATENCY_DEVICE: &str = "/dev/cpu_dma_latency";
 
-/// A CPU latency limit of 0 us, held until dropped.
+/// Idle CPUs held polling, until dropped.
 #[derive(Debug)]
-pub struct IdlePoll {
-    _device: File,
+pub enum IdlePoll {
+    /// Some CPUs, through their own resume latency limits.
+    Cpus(CpuLimits),
+    /// Every CPU, through the machine-wide limit (its open device).
+    Machine(File),
 }
 
 impl IdlePoll {
-    /// Asks the kernel to keep every idle CPU polling. Needs root (the
-    /// device is mode 0600).
-    pub fn hold() -> Result<IdlePoll> {
+    /// Asks the kernel to keep `cpus` polling when idle: through their
+    /// resume latency limits, or where the kernel has none, every CPU of
+    /// the machine through [`LATENCY_DEVICE`]. Needs root.
+    pub fn hold(root: &Root, cpus: &[usize]) -> Result<IdlePoll> {
+        if crate::resume_latency::supported(&root.sys, cpus) {
+            return CpuLimits::hold(root, cpus).map(IdlePoll::Cpus);
+        }
+        Self::hold_machine()
+    }
+
+    /// Asks the kernel to keep every idle CPU polling (the device is mode
+    /// 0600).
+    pub fn hold_machine() -> Result<IdlePoll> {
         let mut device = std::fs::OpenOptions::new()
             .write(true)
             .open(LATENCY_DEVICE)
@@ -38,7 +58,15 @@ impl IdlePoll {
         device
             .write_all(&0i32.to_ne_bytes())
             .map_err(|e| Error::io(LATENCY_DEVICE, e))?;
-        Ok(IdlePoll { _device: device })
+        Ok(IdlePoll::Machine(device))
+    }
+
+    /// The CPUs held polling, or `None` for every CPU.
+    pub fn cpus(&self) -> Option<&[usize]> {
+        match self {
+            IdlePoll::Cpus(c) => Some(c.cpus()),
+            IdlePoll::Machine(_) => None,
+        }
     }
 }
 
@@ -109,7 +137,7 @@ mod tests {
     /// idle state other than polling (the kernel's own cpuidle counts).
     #[test]
     fn held_limit_keeps_idle_cpus_polling() {
-        let held = match IdlePoll::hold() {
+        let held = match IdlePoll::hold_machine() {
             Ok(h) => h,
             Err(e) => {
                 eprintln!("skipped: cannot hold {LATENCY_DEVICE} ({e}); needs root");
@@ -134,6 +162,54 @@ mod tests {
             "{before:?} -> {after:?}"
         );
         drop(held);
+    }
+
+    /// Held on one CPU, that CPU's resume latency limit reads `n/a` and it
+    /// enters no idle state but polling (the kernel's own cpuidle counts);
+    /// dropped, the limit is as it was.
+    #[test]
+    fn held_cpu_polls_and_gets_its_limit_back() {
+        let root = Root::default();
+        let Some(&cpu) = crate::system::allowed_cpus().last() else {
+            return;
+        };
+        if !crate::resume_latency::supported(&root.sys, &[cpu]) {
+            eprintln!("skipped: no per-CPU resume latency limit (needs CONFIG_PM)");
+            return;
+        }
+        let limit = || crate::resume_latency::limit(&root.sys, cpu).unwrap();
+        let before = limit();
+        let held = match IdlePoll::hold(&root, &[cpu]) {
+            Ok(h) => h,
+            Err(e) => {
+                eprintln!("skipped: cannot limit CPU {cpu} ({e}); needs root");
+                return;
+            }
+        };
+        assert_eq!(held.cpus(), Some(&[cpu][..]));
+        assert_eq!(limit(), "n/a");
+        let on_cpu = |states: Vec<IdleState>| -> Vec<IdleState> {
+            states
+                .into_iter()
+                .filter(|s| s.cpu as usize == cpu)
+                .collect()
+        };
+        let sys = Path::new("/sys");
+        if on_cpu(idle_states(sys)).iter().any(|s| s.name != "POLL") {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let before = on_cpu(idle_states(sys));
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let after = on_cpu(idle_states(sys));
+            assert_eq!(deep_entries(&after), deep_entries(&before));
+        }
+        drop(held);
+        // Unless another pagescope holds it meanwhile.
+        let others = root.run.join(format!("cpu-latency/cpu{cpu}.orig")).exists();
+        assert!(
+            others || limit() == before,
+            "{} after, {before} before",
+            limit()
+        );
     }
 
     /// The sysfs layout is read as the kernel writes it; a kernel without

@@ -24,6 +24,7 @@ pub mod pagemap;
 pub mod physmap;
 pub mod procfs;
 pub mod record;
+pub mod resume_latency;
 pub mod signals;
 pub mod snapshot;
 pub mod system;
@@ -32,13 +33,16 @@ pub mod trace;
 
 use std::path::PathBuf;
 
-/// Where `/proc` and `/sys` are.
+/// Where `/proc` and `/sys` are, and pagescope's run-time directory.
 #[derive(Clone, Debug)]
 pub struct Root {
     /// The procfs mount, normally `/proc`.
     pub proc: PathBuf,
     /// The sysfs mount, normally `/sys`.
     pub sys: PathBuf,
+    /// What pagescope instances share while they run (locks, limits to
+    /// give back), normally `/run/pagescope`.
+    pub run: PathBuf,
 }
 
 impl Default for Root {
@@ -46,6 +50,7 @@ impl Default for Root {
         Root {
             proc: PathBuf::from("/proc"),
             sys: PathBuf::from("/sys"),
+            run: PathBuf::from(observer::LOCK_DIR),
         }
     }
 }

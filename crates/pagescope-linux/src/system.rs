@@ -25,6 +25,23 @@ pub fn allowed_cpus() -> Vec<usize> {
     )
 }
 
+/// The CPUs any thread of process `pid` may run on (empty where it can't
+/// be asked: gone, or another user's).
+pub fn process_cpus(pid: u32) -> Vec<usize> {
+    use rustix::thread::{sched_getaffinity, CpuSet, Pid};
+    let tids = crate::procfs::ProcDir::live(pid)
+        .tasks()
+        .unwrap_or_default();
+    let mut cpus: Vec<usize> = tids
+        .into_iter()
+        .filter_map(|t| sched_getaffinity(Pid::from_raw(t as i32)).ok())
+        .flat_map(|set| (0..CpuSet::MAX_CPU).filter(move |&c| set.is_set(c)))
+        .collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    cpus
+}
+
 /// `uname -r`.
 pub fn kernel_release() -> String {
     rustix::system::uname()

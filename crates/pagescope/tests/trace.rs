@@ -353,29 +353,60 @@ fn trace_on_one_cpu_counts_every_read_exactly() {
 }
 
 /// While pagescope serves faults (trace, and record with the fault
-/// backend) the kernel's CPU latency limit is 0, so idle CPUs poll: the
-/// traced program reads the limit in force from the kernel itself, and
-/// finds the device open in pagescope, unless `--no-idle-poll`.
+/// backend) idle CPUs poll: the traced program reads from the kernel
+/// itself that the CPUs it may run on take no resume latency (`n/a`), or
+/// where the kernel has no per-CPU limits, that the machine-wide limit is
+/// 0; and it finds pagescope holding them (its registry's locks, or the
+/// device open), unless `--no-idle-poll`. tests/cpu_latency.rs checks
+/// that the other CPUs are left alone and that every limit comes back.
 #[test]
 fn faults_are_served_with_idle_cpus_polling() {
     require_trace!();
     let dir = tempfile::tempdir().unwrap();
     let out_file = temp_path(dir.path(), "out");
-    let read_limit = ["--", "od", "-An", "-td4", "-N4", "/dev/cpu_dma_latency"];
+    let cpus = pagescope_linux::system::allowed_cpus();
+    let per_cpu = cpus.iter().all(|c| {
+        Path::new(&format!(
+            "/sys/devices/system/cpu/cpu{c}/power/pm_qos_resume_latency_us"
+        ))
+        .exists()
+    });
+    let check = if per_cpu {
+        let files: Vec<String> = cpus
+            .iter()
+            .map(|c| format!("/sys/devices/system/cpu/cpu{c}/power/pm_qos_resume_latency_us"))
+            .collect();
+        let mut argv = vec!["--".to_string(), "cat".to_string()];
+        argv.extend(files);
+        argv
+    } else {
+        ["--", "od", "-An", "-td4", "-N4", "/dev/cpu_dma_latency"]
+            .map(String::from)
+            .to_vec()
+    };
+    let want = if per_cpu { "n/a" } else { "0" };
     for command in [
         vec!["trace", "-q", "-o", &out_file],
         vec!["record", "-q", "--backend", "fault", "-o", &out_file],
     ] {
-        let args: Vec<&str> = command.iter().chain(&read_limit).copied().collect();
+        let args: Vec<&str> = command
+            .iter()
+            .copied()
+            .chain(check.iter().map(String::as_str))
+            .collect();
         let out = run(&[], &args);
         assert!(
             out.status.success(),
             "{args:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0", "{args:?}");
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !said.trim().is_empty() && said.lines().all(|l| l.trim() == want),
+            "{args:?}: {said}"
+        );
     }
-    // Whether this pagescope holds the limit, whatever others hold: the
+    // Whether this pagescope holds the limits, whatever others hold: the
     // traced shell lists the descriptors of its parent, pagescope.
     let parent_fds = [
         "--",
@@ -383,6 +414,13 @@ fn faults_are_served_with_idle_cpus_polling() {
         "-c",
         "for f in /proc/$PPID/fd/*; do readlink $f; done; cat /proc/$PPID/comm",
     ];
+    let holds = |l: &str| {
+        if per_cpu {
+            l.starts_with("/run/pagescope/cpu-latency/cpu") && l.ends_with(".hold")
+        } else {
+            l == "/dev/cpu_dma_latency"
+        }
+    };
     for command in [
         vec!["trace", "-q", "-o", &out_file],
         vec!["record", "-q", "--backend", "fault", "-o", &out_file],
@@ -400,11 +438,15 @@ fn faults_are_served_with_idle_cpus_polling() {
                 out.status.success() && said.contains("pagescope"),
                 "{args:?}: {said}"
             );
-            assert_eq!(
-                said.lines().any(|l| l == "/dev/cpu_dma_latency"),
-                off.is_empty(),
-                "{args:?}: {said}"
-            );
+            let held = said.lines().filter(|l| holds(l)).count();
+            let want = if !off.is_empty() {
+                0
+            } else if per_cpu {
+                cpus.len()
+            } else {
+                1
+            };
+            assert_eq!(held, want, "{args:?}: {said}");
         }
     }
 }

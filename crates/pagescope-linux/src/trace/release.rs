@@ -69,6 +69,9 @@ pub enum ReleaseStep {
     /// What pagescope had put into a process (descriptors, store, index,
     /// code, dead movers) was removed.
     RemovedLeftovers(u32),
+    /// CPUs that killed pagescopes had held polling got their resume
+    /// latency limits back ([`crate::resume_latency`]).
+    RestoredCpuLatency(Vec<crate::resume_latency::Restored>),
 }
 
 impl std::fmt::Display for ReleaseStep {
@@ -105,6 +108,17 @@ impl std::fmt::Display for ReleaseStep {
                 write!(
                     f,
                     "released {pid}: pagescope's descriptors and mappings removed"
+                )
+            }
+            ReleaseStep::RestoredCpuLatency(cpus) => {
+                let each: Vec<String> = cpus
+                    .iter()
+                    .map(|r| format!("CPU {} to {}", r.cpu, r.value))
+                    .collect();
+                write!(
+                    f,
+                    "gave back the resume latency limits a killed pagescope held: {}",
+                    each.join(", ")
                 )
             }
         }
@@ -179,10 +193,26 @@ pub fn release_all(fs: &crate::Root, root: u32) -> Result<ReleaseReport, Release
         return Err(ReleaseError::NoSuchProcess(root));
     }
     let mut report = ReleaseReport::default();
-    match release_tree(proc, root, &mut report) {
-        Ok(()) => Ok(report),
-        Err((pid, source)) => Err(ReleaseError::Failed {
+    let released = release_tree(proc, root, &mut report);
+    // Once the holders are gone (they may have kept pagescope's holds), the
+    // CPUs no pagescope holds any more get their limits back.
+    let restored = crate::resume_latency::restore_abandoned(fs);
+    if let Ok(cpus) = &restored {
+        if !cpus.is_empty() {
+            report
+                .steps
+                .push(ReleaseStep::RestoredCpuLatency(cpus.clone()));
+        }
+    }
+    match (released, restored) {
+        (Ok(()), Ok(_)) => Ok(report),
+        (Err((pid, source)), _) => Err(ReleaseError::Failed {
             pid,
+            done: report,
+            source,
+        }),
+        (Ok(()), Err(source)) => Err(ReleaseError::Failed {
+            pid: root,
             done: report,
             source,
         }),

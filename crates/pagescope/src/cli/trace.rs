@@ -47,11 +47,12 @@ pub struct TraceArgs {
     /// CPUs it may use starts fewer threads), and its threads share it.
     #[arg(long, value_name = "CPU", conflicts_with_all = ["release", "pid"])]
     pub cpu: Option<usize>,
-    /// Let idle CPUs sleep while tracing. By default pagescope holds the
-    /// CPU latency limit at 0 (/dev/cpu_dma_latency) for the length of
-    /// the trace, so idle CPUs poll and a program woken from a fault runs
-    /// at once: several times faster per fault, at the price of idle CPUs
-    /// spinning until the trace ends.
+    /// Let idle CPUs sleep while tracing. By default pagescope keeps the
+    /// CPUs the program may run on (`--cpu`'s alone, if given) polling
+    /// when idle for the length of the trace (their resume latency limits
+    /// in /sys/devices/system/cpu/cpuN/power, given back at the end), so
+    /// a program woken from a fault runs at once: several times faster per
+    /// fault, at the price of those CPUs spinning until the trace ends.
     #[arg(long, conflicts_with = "release")]
     pub no_idle_poll: bool,
     /// The command to trace, after `--`.

@@ -100,8 +100,8 @@ pub fn run(args: RecordArgs) -> Result<u8> {
             )
         })
     };
-    let _idle_poll =
-        (args.backend == BackendArg::Fault).then(|| idle_poll(args.no_idle_poll, quiet));
+    let _idle_poll = (args.backend == BackendArg::Fault)
+        .then(|| idle_poll(args.no_idle_poll, quiet, None, &args.pids));
     let outcome = pagescope_linux::record::record(&config, &live);
     progress.finish();
     let outcome = outcome.context("record failed")?;

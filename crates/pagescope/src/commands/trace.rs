@@ -51,7 +51,8 @@ pub fn run(args: TraceArgs) -> Result<u8> {
         cpu: args.cpu,
         root: pagescope_linux::Root::default(),
     };
-    let _idle_poll = idle_poll(args.no_idle_poll, quiet);
+    let attached: Vec<u32> = args.pid.into_iter().collect();
+    let _idle_poll = idle_poll(args.no_idle_poll, quiet, args.cpu, &attached);
     let counts = Arc::new(Counts::default());
     let progress = {
         let counts = counts.clone();
