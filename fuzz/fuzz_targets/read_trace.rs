@@ -7,7 +7,7 @@
 use libfuzzer_sys::fuzz_target;
 use pagescope_core::analysis::mrc::Mrc;
 use pagescope_core::analysis::refs::RefStats;
-use pagescope_core::format::{decode_refs, read_trace};
+use pagescope_core::format::{decode_refs, decode_refs_predicted, read_trace, MappingTable};
 use pagescope_render::{renderer, views, Format, Report};
 use std::path::Path;
 
@@ -29,4 +29,5 @@ fuzz_target!(|data: &[u8]| {
     }
     let _ = decode_refs(data, false);
     let _ = decode_refs(data, true);
+    let _ = decode_refs_predicted(data, &MappingTable::default());
 });

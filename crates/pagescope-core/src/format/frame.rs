@@ -30,13 +30,17 @@ impl Kind {
     }
 
     /// The format version this build writes files of this kind in, and
-    /// the newest it reads: snapshots are at version 1, recordings and
-    /// traces at 2 (their end records hold a typed reason and notes, where
-    /// version 1 held one string; see `docs/format.md`).
+    /// the newest it reads: snapshots are at version 1, recordings at 2
+    /// (their end records hold a typed reason and notes, where version 1
+    /// held one string), traces at 3 (as 2, with mapping ids predicted from
+    /// addresses and mapping records written together; a reader of version
+    /// 2 would skip those frames and see no reference, so it refuses the
+    /// file). See `docs/format.md`.
     pub fn version(self) -> u16 {
         match self {
             Kind::Snapshot => 1,
-            Kind::Record | Kind::Trace => 2,
+            Kind::Record => 2,
+            Kind::Trace => 3,
         }
     }
 
@@ -599,7 +603,7 @@ mod tests {
     /// a kind up to its own, and refuses a newer one naming both.
     #[test]
     fn versions_by_kind() {
-        for (kind, version) in [(Kind::Snapshot, 1u16), (Kind::Record, 2), (Kind::Trace, 2)] {
+        for (kind, version) in [(Kind::Snapshot, 1u16), (Kind::Record, 2), (Kind::Trace, 3)] {
             let mut file = FrameWriter::new(Vec::new(), kind).unwrap().into_inner();
             assert_eq!(file[8..10], version.to_le_bytes());
             for older in 1..=version {

@@ -19,6 +19,7 @@
 mod codec;
 mod frame;
 pub mod limits;
+mod maptable;
 mod record;
 mod snapshot;
 mod trace;
@@ -26,9 +27,13 @@ mod v1;
 
 pub use codec::{decode_pages, encode_pages, PageEncoder};
 pub use frame::{Completeness, Frame, FrameReader, FrameWriter, Kind, ReadOutcome};
+pub use maptable::MappingTable;
 pub use record::{read_record, RecordVisitor, RecordWriter};
 pub use snapshot::{read_snapshot, SnapshotWriter};
-pub use trace::{decode_refs, encode_refs, read_trace, TraceVisitor, TraceWriter};
+pub use trace::{
+    decode_refs, decode_refs_predicted, encode_refs, encode_refs_predicted, read_trace,
+    TraceVisitor, TraceWriter,
+};
 
 /// The 8 magic bytes that open every pagescope file. The high first byte
 /// and the CR LF / ^Z / LF sequence catch files mangled by text transfer,
@@ -70,6 +75,16 @@ pub mod frame_type {
     /// A chunk of [`crate::trace::Ref`]s in the columnar encoding of
     /// [`super::encode_refs`], times in a unit the chunk names.
     pub const REFS_IN_UNITS: u16 = 24;
+    /// A chunk of references as [`REFS_IN_UNITS`], each mapping id stored
+    /// as its difference from the one the mappings written before it
+    /// predict ([`super::encode_refs_predicted`]); traces of version 3.
+    pub const REFS_PREDICTED: u16 = 28;
+    /// Mapping records written together (a list of what
+    /// [`MAPPING_WITH_DEVICE`] holds one of); traces of version 3.
+    pub const MAPPINGS: u16 = 29;
+    /// Residency records written together (a list of what [`RESIDENCY`]
+    /// holds one of); traces of version 3.
+    pub const RESIDENCIES: u16 = 30;
     /// [`crate::trace::Residency`].
     pub const RESIDENCY: u16 = 20;
     /// [`crate::record::RecordHeader`]: the first frame of a recording.
@@ -102,8 +117,10 @@ pub mod frame_type {
             PHYSMAP => "physical map chunk",
             TRACE_HEADER => "trace header",
             MAPPING | MAPPING_WITH_DEVICE => "mapping",
+            MAPPINGS => "mappings",
+            RESIDENCIES => "residencies",
             PROCESS_EVENT => "process event",
-            REFS | REFS_IN_UNITS => "reference chunk",
+            REFS | REFS_IN_UNITS | REFS_PREDICTED => "reference chunk",
             RESIDENCY => "residency",
             RECORD_HEADER => "record header",
             INTERVAL => "interval",

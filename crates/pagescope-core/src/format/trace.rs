@@ -2,8 +2,10 @@
 //! and the reader behind `pagescope analyze`.
 //!
 //! References are stored in chunks, column by column: time deltas,
-//! page-number deltas (zigzag), thread, process and mapping changes, and a
-//! bit per reference for writes. A program that walks memory page by page
+//! page-number deltas (zigzag), thread and process changes, each mapping
+//! id against the one its address predicts ([`MappingTable`]), and a bit
+//! per reference for writes. Mapping and residency records are written
+//! together, before the next frame of another kind. A program that walks memory page by page
 //! gives a page delta of 1 every time, which zstd stores in almost nothing,
 //! so the time column dominates. Times are stored in a unit (the trace's
 //! time resolution, 1 us by default): below it they are the jitter of
@@ -14,6 +16,7 @@ use super::codec::{put, unzigzag, zigzag, Column};
 use super::frame::{decode, open_kind, Completeness, Kind, RecordFile};
 use super::frame_type;
 use super::limits::CHUNK_REFS;
+use super::maptable::MappingTable;
 use super::v1::TraceEndV1;
 use crate::trace::{Mapping, ProcessEvent, Ref, Residency, TraceEnd, TraceHeader};
 use crate::{Error, Result};
@@ -55,8 +58,37 @@ struct RefChunk {
 }
 
 /// Encodes references into the columnar form, with times rounded down to
-/// a multiple of `time_unit` ns (at least 1).
+/// a multiple of `time_unit` ns (at least 1): a chunk of frame type 24.
 pub fn encode_refs(refs: &[Ref], page_size: u64, time_unit: u32, out: &mut Vec<u8>) {
+    encode(refs, page_size, time_unit, None, out)
+}
+
+/// As [`encode_refs`], each mapping id stored as its difference from the
+/// one `table` predicts (the mappings written before the chunk): a chunk
+/// of frame type 28, read with [`decode_refs_predicted`].
+pub fn encode_refs_predicted(
+    refs: &[Ref],
+    page_size: u64,
+    time_unit: u32,
+    table: &MappingTable,
+    out: &mut Vec<u8>,
+) {
+    encode(refs, page_size, time_unit, Some(table), out)
+}
+
+/// The mapping id a reference's is stored against: the table's
+/// prediction, else the previous reference's.
+fn predicted(table: Option<&MappingTable>, pid: u32, addr: u64, previous: u32) -> u32 {
+    table.and_then(|t| t.predict(pid, addr)).unwrap_or(previous)
+}
+
+fn encode(
+    refs: &[Ref],
+    page_size: u64,
+    time_unit: u32,
+    table: Option<&MappingTable>,
+    out: &mut Vec<u8>,
+) {
     let unit = time_unit.max(1);
     let shift = page_size.max(1).trailing_zeros() as u8;
     let mut c = RefColumns {
@@ -78,7 +110,8 @@ pub fn encode_refs(refs: &[Ref], page_size: u64, time_unit: u32, out: &mut Vec<u
         tid = r.tid;
         put(&mut c.pid_delta, zigzag(r.pid as i64 - pid as i64));
         pid = r.pid;
-        put(&mut c.mapping_delta, zigzag(r.mapping as i64 - map as i64));
+        let base = predicted(table, r.pid, p << shift, map);
+        put(&mut c.mapping_delta, zigzag(r.mapping as i64 - base as i64));
         map = r.mapping;
         if r.write {
             c.write[i / 8] |= 1 << (i % 8);
@@ -99,6 +132,23 @@ fn to_u32(v: i64, what: &str) -> std::result::Result<u32, String> {
 /// Decodes a chunk written by [`encode_refs`] (frame type 24), or with
 /// `in_ns` one of frame type 19 (times in ns), checking every bound.
 pub fn decode_refs(bytes: &[u8], in_ns: bool) -> std::result::Result<Vec<Ref>, String> {
+    decode_chunk(bytes, in_ns, None)
+}
+
+/// Decodes a chunk written by [`encode_refs_predicted`] (frame type 28)
+/// against the same mappings.
+pub fn decode_refs_predicted(
+    bytes: &[u8],
+    table: &MappingTable,
+) -> std::result::Result<Vec<Ref>, String> {
+    decode_chunk(bytes, false, Some(table))
+}
+
+fn decode_chunk(
+    bytes: &[u8],
+    in_ns: bool,
+    table: Option<&MappingTable>,
+) -> std::result::Result<Vec<Ref>, String> {
     let bad = |e: postcard::Error| format!("bad reference chunk: {e}");
     let (unit, c) = if in_ns {
         (1, postcard::from_bytes::<RefColumns>(bytes).map_err(bad)?)
@@ -141,12 +191,15 @@ pub fn decode_refs(bytes: &[u8], in_ns: bool) -> std::result::Result<Vec<Ref>, S
         page = page.wrapping_add(unzigzag(pages.next()?) as u64);
         tid += unzigzag(tids.next()?);
         pid += unzigzag(pids.next()?);
-        map += unzigzag(maps.next()?);
+        let pid = to_u32(pid, "pid")?;
+        let addr = page.checked_shl(c.page_shift as u32).unwrap_or(0);
+        let base = predicted(table, pid, addr, to_u32(map, "mapping")?);
+        map = base as i64 + unzigzag(maps.next()?);
         out.push(Ref {
             time_ns: t.wrapping_mul(unit),
-            pid: to_u32(pid, "pid")?,
+            pid,
             tid: to_u32(tid, "tid")?,
-            addr: page.checked_shl(c.page_shift as u32).unwrap_or(0),
+            addr,
             write: c.write[i / 8] & (1 << (i % 8)) != 0,
             mapping: to_u32(map, "mapping")?,
         });
@@ -165,7 +218,18 @@ pub struct TraceWriter<W: Write> {
     page_size: u64,
     time_unit: u32,
     encoded: Vec<u8>,
+    /// The mappings written so far, as readers rebuild them.
+    table: MappingTable,
+    /// Mapping and residency records not written yet: they go out
+    /// together (mappings first), before the next frame of another kind.
+    mappings: Vec<Mapping>,
+    residencies: Vec<Residency>,
 }
+
+/// Mapping records per [`frame_type::MAPPINGS`] frame.
+const MAPPINGS_PER_FRAME: usize = 256;
+/// Residency records per [`frame_type::RESIDENCIES`] frame.
+const RESIDENCIES_PER_FRAME: usize = 4096;
 
 impl<W: Write> TraceWriter<W> {
     /// Starts a trace file with its header; reference times are stored
@@ -181,6 +245,9 @@ impl<W: Write> TraceWriter<W> {
             page_size: header.page_size,
             time_unit: time_unit.max(1),
             encoded: Vec::new(),
+            table: MappingTable::default(),
+            mappings: Vec::new(),
+            residencies: Vec::new(),
         };
         w.put(frame_type::TRACE_HEADER, header)?;
         if let Some(origin) = &header.origin {
@@ -201,32 +268,60 @@ impl<W: Write> TraceWriter<W> {
         self.file.put(frame_type, value)
     }
 
-    /// A mapping (new, or moved).
+    /// A mapping (new, or moved). It is written with the next frame of
+    /// another kind (or [`TraceWriter::flush_records`]): records written
+    /// together compress to a fraction of their size one by one.
     pub fn mapping(&mut self, m: &Mapping) -> Result<()> {
-        self.put(frame_type::MAPPING_WITH_DEVICE, m)
+        self.table.insert(m);
+        self.mappings.push(m.clone());
+        Ok(())
+    }
+
+    /// Residency of an untraced mapping, written as mappings are.
+    pub fn residency(&mut self, r: &Residency) -> Result<()> {
+        self.residencies.push(r.clone());
+        Ok(())
+    }
+
+    /// Writes the mapping and residency records not written yet.
+    pub fn flush_records(&mut self) -> Result<()> {
+        let mappings = std::mem::take(&mut self.mappings);
+        for batch in mappings.chunks(MAPPINGS_PER_FRAME) {
+            self.file.put(frame_type::MAPPINGS, &batch.to_vec())?;
+        }
+        let residencies = std::mem::take(&mut self.residencies);
+        for batch in residencies.chunks(RESIDENCIES_PER_FRAME) {
+            self.file.put(frame_type::RESIDENCIES, &batch.to_vec())?;
+        }
+        Ok(())
     }
 
     /// A process event.
     pub fn event(&mut self, e: &ProcessEvent) -> Result<()> {
+        self.flush_records()?;
         self.put(frame_type::PROCESS_EVENT, e)
     }
 
-    /// Residency of an untraced mapping.
-    pub fn residency(&mut self, r: &Residency) -> Result<()> {
-        self.put(frame_type::RESIDENCY, r)
-    }
-
-    /// References, in chunks of at most [`CHUNK_REFS`].
+    /// References, in chunks of at most [`CHUNK_REFS`], each mapping id
+    /// stored against the one the mappings before it predict.
     pub fn refs(&mut self, refs: &[Ref]) -> Result<()> {
+        self.flush_records()?;
         for chunk in refs.chunks(CHUNK_REFS) {
-            encode_refs(chunk, self.page_size, self.time_unit, &mut self.encoded);
-            self.file.raw(frame_type::REFS_IN_UNITS, &self.encoded)?;
+            encode_refs_predicted(
+                chunk,
+                self.page_size,
+                self.time_unit,
+                &self.table,
+                &mut self.encoded,
+            );
+            self.file.raw(frame_type::REFS_PREDICTED, &self.encoded)?;
         }
         Ok(())
     }
 
     /// The end record.
     pub fn finish(&mut self, end: &TraceEnd) -> Result<()> {
+        self.flush_records()?;
         self.put(frame_type::END, end)
     }
 }
@@ -301,6 +396,7 @@ pub fn read_trace<R: Read>(
     let mut reader = open_kind(input, path, Kind::Trace, "a trace")?;
     let version = reader.version();
     let mut seen_header = false;
+    let mut table = MappingTable::default();
     // The header goes to the visitor once its origin frame, if any, is
     // read: at the next frame of another type, or at the end.
     let mut pending: Option<TraceHeader> = None;
@@ -350,10 +446,21 @@ pub fn read_trace<R: Read>(
             },
             frame_type::MAPPING => {
                 let m: MappingWithoutDevice = decode(path, at, "mapping", &frame.payload)?;
-                visitor.mapping(&m.upgrade())?
+                let m = m.upgrade();
+                table.insert(&m);
+                visitor.mapping(&m)?
             }
             frame_type::MAPPING_WITH_DEVICE => {
-                visitor.mapping(&decode(path, at, "mapping", &frame.payload)?)?
+                let m: Mapping = decode(path, at, "mapping", &frame.payload)?;
+                table.insert(&m);
+                visitor.mapping(&m)?
+            }
+            frame_type::MAPPINGS => {
+                let ms: Vec<Mapping> = decode(path, at, "mappings", &frame.payload)?;
+                for m in &ms {
+                    table.insert(m);
+                    visitor.mapping(m)?;
+                }
             }
             frame_type::PROCESS_EVENT => {
                 visitor.event(&decode(path, at, "process event", &frame.payload)?)?
@@ -361,10 +468,18 @@ pub fn read_trace<R: Read>(
             frame_type::RESIDENCY => {
                 visitor.residency(&decode(path, at, "residency", &frame.payload)?)?
             }
-            frame_type::REFS | frame_type::REFS_IN_UNITS => {
-                let in_ns = frame.frame_type == frame_type::REFS;
-                let refs = decode_refs(&frame.payload, in_ns)
-                    .map_err(|why| Error::corrupt(path, format!("frame at byte {at}: {why}")))?;
+            frame_type::RESIDENCIES => {
+                let rs: Vec<Residency> = decode(path, at, "residencies", &frame.payload)?;
+                for r in &rs {
+                    visitor.residency(r)?;
+                }
+            }
+            frame_type::REFS | frame_type::REFS_IN_UNITS | frame_type::REFS_PREDICTED => {
+                let refs = match frame.frame_type {
+                    frame_type::REFS_PREDICTED => decode_refs_predicted(&frame.payload, &table),
+                    t => decode_refs(&frame.payload, t == frame_type::REFS),
+                }
+                .map_err(|why| Error::corrupt(path, format!("frame at byte {at}: {why}")))?;
                 visitor.refs(&refs)?;
             }
             frame_type::END => {
@@ -458,6 +573,125 @@ mod tests {
         }
     }
 
+    fn mapping(id: u32, pid: u32, start: u64, end: u64) -> Mapping {
+        Mapping {
+            id,
+            pid,
+            start,
+            end,
+            perms: "rw-p".into(),
+            offset: 0,
+            path: format!("/lib/{id}.so"),
+            inode: id as u64,
+            dev: 0,
+            kind: crate::trace::MappingKind::File,
+            traced: true,
+        }
+    }
+
+    /// Mapping ids stored against the mappings written before their chunk
+    /// read back exactly, also where the prediction is wrong (a reference
+    /// outside any mapping, one whose mapping moved after it was taken,
+    /// another process's), and the mapping records come back in order.
+    #[test]
+    fn predicted_mapping_ids_read_back_exactly() {
+        let mut w = TraceWriter::new(Vec::new(), Path::new("t"), &header(), 1000).unwrap();
+        let maps = [
+            mapping(0, 100, 0x10_000, 0x20_000),
+            mapping(1, 100, 0x40_000, 0x80_000),
+            mapping(2, 101, 0x10_000, 0x20_000),
+        ];
+        for m in &maps {
+            w.mapping(m).unwrap();
+        }
+        let r = |i: u64, pid: u32, addr: u64, mapping: u32| Ref {
+            time_ns: 1000 * i,
+            pid,
+            tid: pid,
+            addr,
+            write: i % 2 == 0,
+            mapping,
+        };
+        let mut refs = vec![
+            r(1, 100, 0x10_000, 0),
+            r(2, 100, 0x41_000, 1),
+            r(3, 101, 0x11_000, 2),
+            // Outside every mapping: stored against the previous id.
+            r(4, 100, 0x90_000, 7),
+            // Not what the address predicts.
+            r(5, 100, 0x12_000, 1),
+        ];
+        w.refs(&refs).unwrap();
+        // Mapping 1 moves; a reference taken before, at its old place.
+        let moved = mapping(1, 100, 0x100_000, 0x140_000);
+        w.mapping(&moved).unwrap();
+        let late = vec![r(6, 100, 0x42_000, 1), r(7, 100, 0x100_000, 1)];
+        w.refs(&late).unwrap();
+        w.finish(&TraceEnd {
+            references: 7,
+            evictions: 0,
+            unevictable: 0,
+            reason: crate::trace::EndReason::Exited,
+            notes: vec![],
+        })
+        .unwrap();
+        let bytes = w.file.frames.into_inner();
+        let mut c = Collect::default();
+        read_trace(&bytes[..], Path::new("t"), &mut c).unwrap();
+        refs.extend(late);
+        assert_eq!(c.refs, refs);
+        let mut want = maps.to_vec();
+        want.push(moved);
+        assert_eq!(c.mappings, want);
+        // Against an empty table every id is stored as its change.
+        let mut buf = Vec::new();
+        let table = MappingTable::default();
+        let sample = sample(5000);
+        encode_refs_predicted(&sample, 4096, 1, &table, &mut buf);
+        assert_eq!(decode_refs_predicted(&buf, &table).unwrap(), sample);
+    }
+
+    /// On a trace whose references follow their mappings, the mapping
+    /// column costs next to nothing once predicted.
+    #[test]
+    fn predicted_mapping_ids_cost_little() {
+        let mut table = MappingTable::default();
+        for id in 0..64u32 {
+            let start = 0x7f00_0000_0000 + id as u64 * (1 << 20);
+            table.insert(&mapping(id, 100, start, start + (1 << 20)));
+        }
+        // References hop among the 64 mappings.
+        let refs: Vec<Ref> = (0..60_000u64)
+            .map(|i| {
+                let id = (i * 2654435761 % 64) as u32;
+                let page = (i * 40503) % 256;
+                Ref {
+                    time_ns: i * 20_000,
+                    pid: 100,
+                    tid: 100,
+                    addr: 0x7f00_0000_0000 + id as u64 * (1 << 20) + page * 4096,
+                    write: false,
+                    mapping: id,
+                }
+            })
+            .collect();
+        let column = |bytes: &[u8]| {
+            let c: RefChunk = postcard::from_bytes(bytes).unwrap();
+            zstd::bulk::compress(&c.columns.mapping_delta, 3)
+                .unwrap()
+                .len()
+        };
+        let (mut plain, mut predicted) = (Vec::new(), Vec::new());
+        encode_refs(&refs, 4096, 1000, &mut plain);
+        encode_refs_predicted(&refs, 4096, 1000, &table, &mut predicted);
+        assert_eq!(
+            decode_refs_predicted(&predicted, &table).unwrap(),
+            decode_refs(&plain, false).unwrap()
+        );
+        let (a, b) = (column(&plain), column(&predicted));
+        assert!(b * 50 < a, "mapping column: {a} bytes plain, {b} predicted");
+    }
+
     /// The origin travels in a frame of its own right after the header,
     /// and comes with it, even from a file cut right after it; a trace
     /// without one (written before it) reads as `None`.
@@ -509,7 +743,7 @@ mod tests {
         let mut w = TraceWriter::new(Vec::new(), Path::new("t"), &header(), 1).unwrap();
         w.finish(&end).unwrap();
         let bytes = w.file.frames.into_inner();
-        assert_eq!(bytes[8..10], [2, 0]);
+        assert_eq!(bytes[8..10], [3, 0]);
         let mut c = Collect::default();
         read_trace(&bytes[..], Path::new("t"), &mut c).unwrap();
         let read = c.end.unwrap();

@@ -1,0 +1,127 @@
+//! The mappings a trace file has named so far, by process and address:
+//! what the writer and every reader of a trace rebuild alike, frame by
+//! frame, so that a reference's mapping id need not be stored when it is
+//! the one its address predicts.
+//!
+//! The prediction is the mapping of the reference's process whose record,
+//! among those written before the reference's chunk, covers its address
+//! and came last (a mapping that moved or grew is written again, and the
+//! newer record wins over what it overlaps). The chunk stores the
+//! difference from the prediction, 0 for nearly every reference, so a
+//! wrong prediction costs bytes, never correctness.
+
+use crate::trace::Mapping;
+use std::collections::{BTreeMap, HashMap};
+
+/// Per process, address ranges to mapping ids; later records replace the
+/// parts of earlier ones they overlap.
+#[derive(Debug, Default, Clone)]
+pub struct MappingTable {
+    by_pid: HashMap<u32, BTreeMap<u64, (u64, u32)>>,
+}
+
+impl MappingTable {
+    /// Adds a mapping record, as the file holds it from here on.
+    pub fn insert(&mut self, m: &Mapping) {
+        if m.end <= m.start {
+            return;
+        }
+        let ranges = self.by_pid.entry(m.pid).or_default();
+        // Every range that overlaps [start, end): the last one starting
+        // before `start`, and those starting inside.
+        let mut overlapping: Vec<u64> = ranges.range(m.start..m.end).map(|(&s, _)| s).collect();
+        if let Some((&s, &(e, _))) = ranges.range(..m.start).next_back() {
+            if e > m.start {
+                overlapping.push(s);
+            }
+        }
+        for s in overlapping {
+            let (e, id) = ranges.remove(&s).expect("listed above");
+            if s < m.start {
+                ranges.insert(s, (m.start, id));
+            }
+            if e > m.end {
+                ranges.insert(m.end, (e, id));
+            }
+        }
+        ranges.insert(m.start, (m.end, m.id));
+    }
+
+    /// The mapping id that the records so far give `addr` in `pid`.
+    pub fn predict(&self, pid: u32, addr: u64) -> Option<u32> {
+        let (_, &(end, id)) = self.by_pid.get(&pid)?.range(..=addr).next_back()?;
+        (addr < end).then_some(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::MappingKind;
+    use proptest::prelude::*;
+
+    fn mapping(id: u32, pid: u32, start: u64, end: u64) -> Mapping {
+        Mapping {
+            id,
+            pid,
+            start,
+            end,
+            perms: "rw-p".into(),
+            offset: 0,
+            path: String::new(),
+            inode: 0,
+            dev: 0,
+            kind: MappingKind::Anonymous,
+            traced: true,
+        }
+    }
+
+    #[test]
+    fn the_newest_record_covering_an_address_wins() {
+        let mut t = MappingTable::default();
+        t.insert(&mapping(1, 7, 0x1000, 0x9000));
+        t.insert(&mapping(2, 7, 0x3000, 0x5000));
+        t.insert(&mapping(3, 8, 0x1000, 0x9000));
+        assert_eq!(t.predict(7, 0x0fff), None);
+        assert_eq!(t.predict(7, 0x1000), Some(1));
+        assert_eq!(t.predict(7, 0x2fff), Some(1));
+        assert_eq!(t.predict(7, 0x3000), Some(2));
+        assert_eq!(t.predict(7, 0x4fff), Some(2));
+        assert_eq!(t.predict(7, 0x5000), Some(1));
+        assert_eq!(t.predict(7, 0x8fff), Some(1));
+        assert_eq!(t.predict(7, 0x9000), None);
+        assert_eq!(t.predict(8, 0x4000), Some(3));
+        assert_eq!(t.predict(9, 0x4000), None);
+        // Mapping 1 moves: written again with its new range.
+        t.insert(&mapping(1, 7, 0x4000, 0x6000));
+        assert_eq!(t.predict(7, 0x3000), Some(2));
+        assert_eq!(t.predict(7, 0x4000), Some(1));
+        assert_eq!(t.predict(7, 0x6000), Some(1));
+    }
+
+    proptest! {
+        /// The table answers as a list of every record, searched from the
+        /// newest back, would.
+        #[test]
+        fn as_the_list_of_records_would(
+            records in prop::collection::vec((0u32..3, 0u64..64, 1u64..16), 0..40),
+            probes in prop::collection::vec((0u32..3, 0u64..90), 0..60),
+        ) {
+            let mut t = MappingTable::default();
+            let mut all = Vec::new();
+            for (i, &(pid, start, len)) in records.iter().enumerate() {
+                let m = mapping(i as u32, pid, start, start + len);
+                t.insert(&m);
+                all.push(m);
+            }
+            for (pid, addr) in probes {
+                let want = all
+                    .iter()
+                    .rev()
+                    .find(|m| m.pid == pid && m.start <= addr && addr < m.end)
+                    .map(|m| m.id);
+                prop_assert_eq!(t.predict(pid, addr), want);
+            }
+        }
+    }
+}
