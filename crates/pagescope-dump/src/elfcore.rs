@@ -66,10 +66,7 @@ impl ElfCore {
         let mut magic = [0u8; 4];
         let n = file.read_at(&mut magic, 0).map_err(io)?;
         if n < 4 || magic != *b"\x7fELF" {
-            return Err(bad(
-                path,
-                "not an ELF core (no ELF magic); makedumpfile's compressed kdump format is not read yet: convert it with `makedumpfile -E`",
-            ));
+            return Err(bad(path, "not an ELF core (no ELF magic)"));
         }
         let cache = ReadCache::new(file.try_clone().map_err(io)?);
         let data = &cache;
