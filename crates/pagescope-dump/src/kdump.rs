@@ -11,8 +11,8 @@
 //! per frame of the machine: 32 MiB for a TiB), with a count of its bits
 //! every 512 frames, so that a frame's descriptor is found with a few
 //! popcounts and one `pread`. Pages are read when asked for, decompressed
-//! into a cache of its own ([`CACHE_BYTES`]); memory stays bounded
-//! whatever the dump's size.
+//! into a cache ([`PageCache`]); memory stays bounded whatever the dump's
+//! size.
 //!
 //! A frame the second bitmap does not have (makedumpfile's `-d` filter
 //! left it out) is missing, as a hole in an ELF core is; so is a page
@@ -20,6 +20,7 @@
 //! the end of the file). Both are counted for the snapshot's notes.
 
 use crate::codec::{Codec, Decoders};
+use crate::pagecache::PageCache;
 use crate::{DumpError, Result};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -29,8 +30,6 @@ use std::path::{Path, PathBuf};
 
 /// `KDUMP_SIGNATURE`.
 pub const SIGNATURE: &[u8; 8] = b"KDUMP   ";
-/// Bytes of the cache of decompressed pages (1024 pages of 4 KiB).
-pub const CACHE_BYTES: usize = 4 << 20;
 /// `sizeof(struct disk_dump_header)` on a 64-bit machine.
 const HEADER_LEN: usize = 464;
 /// `sizeof(struct kdump_sub_header)` (version 6).
@@ -80,10 +79,8 @@ struct Damage {
 /// The cache and the decoders: what reading changes.
 #[derive(Debug)]
 struct State {
-    /// The frame each cache slot holds (`u64::MAX`: none).
-    tags: Vec<u64>,
-    /// The slots' pages.
-    pages: Vec<u8>,
+    /// Decompressed pages.
+    cache: PageCache,
     decoders: Decoders,
     compressed: Vec<u8>,
     damage: Damage,
@@ -342,7 +339,6 @@ impl Kdump {
             None
         };
         let ps = bs as usize;
-        let slots = CACHE_BYTES / ps;
         Ok(Kdump {
             file,
             path: path.to_path_buf(),
@@ -356,8 +352,7 @@ impl Kdump {
             pd_offset,
             vmcoreinfo,
             state: RefCell::new(State {
-                tags: vec![u64::MAX; slots],
-                pages: vec![0u8; slots * ps],
+                cache: PageCache::new(ps),
                 decoders: Decoders::new(),
                 compressed: Vec::with_capacity(ps),
                 damage: Damage::default(),
@@ -471,31 +466,26 @@ impl Kdump {
             let within = (paddr % ps) as usize;
             let n = (ps as usize - within).min(buf.len());
             let (now, rest) = buf.split_at_mut(n);
-            let Some(slot) = self.page(&mut st, pfn)? else {
+            if st.cache.get(pfn).is_none() && !self.load(&mut st, pfn)? {
                 return Ok(false);
-            };
-            let at = slot * ps as usize + within;
-            now.copy_from_slice(&st.pages[at..at + n]);
+            }
+            let page = st.cache.get(pfn).expect("loaded");
+            now.copy_from_slice(&page[within..within + n]);
             paddr += n as u64;
             buf = rest;
         }
         Ok(true)
     }
 
-    /// The cache slot holding frame `pfn`, read and decompressed if
-    /// needed; `None` if it is not in the dump or damaged.
-    fn page(&self, st: &mut State, pfn: u64) -> Result<Option<usize>> {
-        let slot = (pfn.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize % st.tags.len();
-        if st.tags[slot] == pfn {
-            return Ok(Some(slot));
-        }
+    /// Reads and decompresses frame `pfn` into the cache; `false` if it
+    /// is not in the dump or damaged.
+    fn load(&self, st: &mut State, pfn: u64) -> Result<bool> {
         let Some(rank) = self.rank(pfn) else {
             if self.is_ram(pfn) && st.damage.filtered.len() < REMEMBER {
                 st.damage.filtered.insert(pfn);
             }
-            return Ok(None);
+            return Ok(false);
         };
-        st.tags[slot] = u64::MAX;
         let io = |error| DumpError::Io {
             path: self.path.clone(),
             error,
@@ -524,15 +514,14 @@ impl Kdump {
         if offset.checked_add(size).is_none_or(|e| e > self.len) {
             return Ok(self.damaged(st, pfn, "its data lies past the end of the file".into()));
         }
-        let p = ps as usize;
         let decoded = {
             let State {
-                pages,
+                cache,
                 decoders,
                 compressed,
                 ..
             } = &mut *st;
-            let out = &mut pages[slot * p..(slot + 1) * p];
+            let out = cache.slot_for(pfn);
             match codec {
                 None => {
                     self.file.read_exact_at(out, offset).map_err(io)?;
@@ -548,15 +537,15 @@ impl Kdump {
         if let Err(e) = decoded {
             return Ok(self.damaged(st, pfn, e));
         }
-        st.tags[slot] = pfn;
-        Ok(Some(slot))
+        st.cache.keep(pfn);
+        Ok(true)
     }
 
-    fn damaged(&self, st: &mut State, pfn: u64, why: String) -> Option<usize> {
+    fn damaged(&self, st: &mut State, pfn: u64, why: String) -> bool {
         if st.damage.corrupt.len() < REMEMBER {
             st.damage.corrupt.entry(pfn).or_insert(why);
         }
-        None
+        false
     }
 
     fn is_ram(&self, pfn: u64) -> bool {

@@ -33,6 +33,7 @@ pub mod kernelfile;
 pub mod layout;
 pub mod lzo;
 pub mod page;
+pub mod pagecache;
 pub mod proc;
 pub mod vmcoreinfo;
 pub mod x86_64;
