@@ -793,5 +793,25 @@ mod tests {
             .copy_from_slice(&u32::MAX.to_le_bytes()))
         .contains("cut short"));
         assert!(refused("last", &|b| b.truncate(b.len() - 1)).contains("cut short"));
+        // Marked incomplete (makedumpfile's disk filled up): read as far
+        // as it goes, the rest missing, with a note.
+        let mut b = whole.clone();
+        b[424..428].copy_from_slice(&INCOMPLETE.to_le_bytes());
+        b.truncate(b.len() - 4096 * 10);
+        let p =
+            std::env::temp_dir().join(format!("pagescope-kdump-{}-incomplete", std::process::id()));
+        std::fs::write(&p, b).unwrap();
+        let k = Kdump::open(&p).unwrap();
+        std::fs::remove_file(&p).unwrap();
+        let mut page = vec![0u8; 4096];
+        assert!(k.read_phys(0, &mut page).unwrap());
+        assert_eq!(page, page_of(0));
+        assert!(!k.read_phys(99 * 4096, &mut page).unwrap());
+        assert!(k.open_notes().iter().any(|n| n.contains("did not finish")));
+        assert!(
+            k.read_notes()[0].contains("past the end of the file"),
+            "{:?}",
+            k.read_notes()
+        );
     }
 }
