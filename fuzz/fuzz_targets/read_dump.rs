@@ -16,12 +16,24 @@ use std::sync::OnceLock;
 /// each input.
 fn file() -> &'static PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| std::env::temp_dir().join(format!("pagescope-fuzz-dump-{}", std::process::id())))
+    PATH.get_or_init(|| {
+        std::env::temp_dir().join(format!("pagescope-fuzz-dump-{}", std::process::id()))
+    })
+}
+
+/// Removes the input's file when the input is done.
+struct Removed(&'static PathBuf);
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(self.0);
+    }
 }
 
 fuzz_target!(|data: &[u8]| {
     let _ = Btf::parse(data);
     let path = file();
+    let _removed = Removed(path);
     if std::fs::write(path, data).is_err() {
         return;
     }
