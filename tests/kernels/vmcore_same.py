@@ -9,8 +9,8 @@ Prints one line, `pass DETAIL` or `fail DETAIL`. The views compared:
 (every page of every process: frame, flags, counts, swap entries) as
 CSV. The snapshots' notes name the dump file read: each file's name is
 replaced by the same word before comparing. A view that
-fails on both snapshots with the same message compares equal (`physmap`
-of a dump: no physical map yet). `vmas` is of every user process.
+fails on both snapshots with the same message compares equal. Both
+snapshots are taken with --physmap. `vmas` is of every user process.
 
 With --figures, only each process's RSS, PSS, USS and swap and the
 total view's user pages are compared (a copy whose damage is local: its

@@ -40,6 +40,8 @@ pub struct Config {
     pub buffer_pages: usize,
     /// Asked between processes: true stops with [`DumpError::Interrupted`].
     pub stop: fn() -> bool,
+    /// Also class every frame of the machine (`--physmap`).
+    pub physmap: bool,
 }
 
 impl Config {
@@ -52,6 +54,7 @@ impl Config {
             chunk_pages: 64 * 1024,
             buffer_pages: 256 * 1024,
             stop: || false,
+            physmap: false,
         }
     }
 }
@@ -261,6 +264,15 @@ pub fn collect(
         pages_total += process(&mut k, config, &system, t, sink, &mut notes)?;
         recorded += 1;
         progress(i + 1, total, pages_total);
+    }
+    if config.physmap {
+        let scanned = crate::physmap::scan(&mut k, &system, sink, config.stop)?;
+        if scanned.missing > 0 {
+            notes.push(format!(
+                "physmap: the struct pages of {} of the {} frames of RAM are not in the dump; they are classed reserved",
+                scanned.missing, scanned.frames
+            ));
+        }
     }
     notes.extend(k.mmu.core().read_notes());
     let trailer = Trailer {

@@ -12,7 +12,8 @@
 //! [`layout`] finds the offsets the walk needs; [`x86_64`] walks page
 //! tables; [`page`] reads `struct page`s as kpageflags and kpagecount;
 //! [`kernel`] ties these into one readable kernel; [`proc`] reads tasks,
-//! VMAs and paths; [`collect`] makes the stream.
+//! VMAs and paths; [`physmap`] classes every frame; [`collect`] makes the
+//! stream.
 //!
 //! The dump is never loaded into memory: its headers and notes are read
 //! when it is opened, and its memory a page table or a `struct page` at a
@@ -34,6 +35,7 @@ pub mod layout;
 pub mod lzo;
 pub mod page;
 pub mod pagecache;
+pub mod physmap;
 pub mod proc;
 pub mod vmcoreinfo;
 pub mod x86_64;
