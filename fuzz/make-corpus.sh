@@ -6,7 +6,8 @@
 # backends) and a built workspace (`cargo build --workspace`).
 #
 # The fuzz run itself (.ci/run) starts from these committed seeds, so it
-# needs neither root nor this script.
+# needs neither root nor this script. The crash-dump target's seeds
+# (read_dump) come from a guest's dump: fuzz/make-dump-seeds.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

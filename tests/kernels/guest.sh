@@ -28,7 +28,8 @@ field() { sed -n "s/.*\"$1\": *\([0-9]*\).*/\1/p" | head -1; }
 # USS, swap and PSS, the frames of the first pagetest's buffer (count and
 # digest, and a digest of each page's frame, pagemap flags, kpageflags
 # and kpagecount), the swap entries of the one in swap (count and
-# digest), and the user processes. The live snapshot holds pagescope
+# digest), the physical map's frames per class (the live snapshot is
+# taken with --physmap), and the user processes. The live snapshot holds pagescope
 # itself, which the dump does not: every page it shares with a held
 # process (the C library, the vDSO) has one mapping less at the dump, so
 # the PSS and USS to compare are the live ones with pagescope's mappings
@@ -59,7 +60,7 @@ vmcore_check() {
     apid=$(field pid < $v/a.out)
     astart=$(field start < $v/a.out)
     aend=$(field end < $v/a.out)
-    if /pagescope snapshot -q -o $v/live.snap 2> $v/err; then
+    if /pagescope snapshot -q --physmap -o $v/live.snap 2> $v/err; then
         /pagescope report processes --input $v/live.snap --format csv > $v/procs.csv 2>/dev/null
         /pagescope report pages --input $v/live.snap --format csv > $v/pages.csv 2>/dev/null
         awk -F, -v held=" $held " '
@@ -100,6 +101,18 @@ vmcore_check() {
         [ -e "$d/exe" ] && users="$users ${d#/proc/}"
     done
     echo "PAGESCOPE-VMCORE-PIDS$users"
+    # The physical map's frames per class (the top of the JSON, before the
+    # blocks), from a snapshot --physmap taken last, just before the dump:
+    # the reports above allocate and free memory as they run (the main
+    # snapshot with --physmap, taken earlier, classes about 1% of the
+    # frames otherwise than the dump: pagescope's own memory, freed since,
+    # and the reports' files).
+    if /pagescope snapshot -q --physmap --pid $apid -o $v/phys.snap 2> $v/err; then
+        echo "PAGESCOPE-VMCORE-PHYSMAP $(/pagescope report physmap --input $v/phys.snap --format json 2>/dev/null \
+            | sed -n '/"blocks"/q; s/^  "\(frames\|[a-z_]*_pages\)": \([0-9]*\),$/\1=\2/p' | tr '\n' ' ')"
+    else
+        echo "PAGESCOPE-VMCORE-PHYSMAP-FAILED $(head -1 $v/err)"
+    fi
     echo "PAGESCOPE-VMCORE-SWAP $swapdev"
     echo "PAGESCOPE-VMCORE-READY"
     if read -t 600 go < /dev/ttyS1; then :; fi

@@ -12,7 +12,10 @@ pagetest's buffer maps the same frames (count and digest of the sorted
 list) with the same pagemap flags, kpageflags and kpagecount (a
 digest of every page's); and a held process has pages in swap (so that
 swap is compared), at the same swap types and offsets; `report total`
-gives user pages, and null for meminfo's figures.
+gives user pages, and null for meminfo's figures; `report physmap` (both
+snapshots taken with --physmap) classes as many frames, and each class
+within 1% of them of the live snapshot's count (the dump is taken a few
+seconds after the live snapshot, whose own pagescope has exited since).
 """
 import hashlib
 import json
@@ -23,6 +26,7 @@ import sys
 def main():
     console, pagescope, snap = sys.argv[1:4]
     live, pfns, pids, swapdev, swapped_entries = {}, None, None, None, None
+    physmap = None
     for line in open(console, errors="replace"):
         w = line.split()
         if not w:
@@ -35,6 +39,8 @@ def main():
             pids = sorted(int(p) for p in w[1:])
         elif w[0] == "PAGESCOPE-VMCORE-SWAPPED":
             swapped_entries = (int(w[1]), int(w[2]), w[3])
+        elif w[0] == "PAGESCOPE-VMCORE-PHYSMAP":
+            physmap = {k: int(v) for k, v in (x.split("=") for x in w[1:])}
         elif w[0] == "PAGESCOPE-VMCORE-SWAP":
             swapdev = w[1]
         elif w[0] == "PAGESCOPE-VMCORE-LIVE-FAILED":
@@ -107,9 +113,44 @@ def main():
     if total["user_pages"] is None or total["page_cache_pages"] is not None:
         bad.append("total: user_pages %s, page_cache_pages %s" % (
             total["user_pages"], total["page_cache_pages"]))
-    summary = "processes=%d held rss/pss/uss/swap %s; buffer frames=%d" % (
-        len(users), " ".join(detail), len(frames))
+    phys = compare_physmap(pagescope, snap, physmap, bad)
+    summary = "processes=%d held rss/pss/uss/swap %s; buffer frames=%d; %s" % (
+        len(users), " ".join(detail), len(frames), phys)
     print(("fail " + "; ".join(bad) + " | " if bad else "pass ") + summary)
+
+
+def compare_physmap(pagescope, snap, live, bad):
+    """The dump's physmap classes against the live ones: the same frames,
+    each class within 1% of them; returns a summary."""
+    if not live or "frames" not in live:
+        bad.append("the guest printed no physmap")
+        return "physmap not compared"
+    p = subprocess.run([pagescope, "report", "physmap", "--input", snap, "--format", "json"],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        bad.append("physmap of the dump: " + p.stderr.strip()[:200])
+        return "physmap not compared"
+    dump = json.loads(p.stdout)
+    frames = live["frames"]
+    if dump["frames"] != frames:
+        bad.append("physmap frames: dump %d, live %d" % (dump["frames"], frames))
+    worst, moved, parts = (None, 0), 0, []
+    for key in sorted(k for k in live if k.endswith("_pages")):
+        d, l = dump.get(key), live[key]
+        if d is None:
+            bad.append("physmap of the dump has no %s" % key)
+            continue
+        diff = abs(d - l)
+        moved += diff
+        if diff > worst[1]:
+            worst = (key[:-6], diff)
+        if diff > frames / 100:
+            bad.append("physmap %s: dump %d, live %d (more than 1%% of %d frames apart)" % (
+                key[:-6], d, l, frames))
+        if l or d:
+            parts.append("%s %d/%d" % (key[:-6], d, l))
+    return "physmap dump/live %s; frames classed apart at least %d (%.3f%%), most in %s (%d)" % (
+        " ".join(parts), moved // 2, 100.0 * moved / 2 / max(frames, 1), worst[0], worst[1])
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@
 //! fs/proc/page.c does, and each VMA's smaps counters as `smaps_account`
 //! sums them. What a dump can't give is listed in `SystemInfo::missing`.
 
-use crate::elfcore::ElfCore;
+use crate::dumpfile::Dump;
 use crate::kernel::Kernel;
 use crate::kernelfile::KernelFile;
 use crate::page::{Frame, Frames};
@@ -27,7 +27,7 @@ use std::time::Instant;
 /// What to read.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// The dump (an ELF core).
+    /// The dump (an ELF core or a compressed kdump file).
     pub vmcore: PathBuf,
     /// The crashed kernel's vmlinux or BTF.
     pub btf: Option<PathBuf>,
@@ -40,6 +40,8 @@ pub struct Config {
     pub buffer_pages: usize,
     /// Asked between processes: true stops with [`DumpError::Interrupted`].
     pub stop: fn() -> bool,
+    /// Also class every frame of the machine (`--physmap`).
+    pub physmap: bool,
 }
 
 impl Config {
@@ -52,12 +54,11 @@ impl Config {
             chunk_pages: 64 * 1024,
             buffer_pages: 256 * 1024,
             stop: || false,
+            physmap: false,
         }
     }
 }
 
-/// `EM_X86_64`.
-const EM_X86_64: u16 = 62;
 /// `KPF_NOPAGE`.
 const KPF_NOPAGE: u64 = 1 << 20;
 /// `PSS_SHIFT` (fs/proc/task_mmu.c).
@@ -86,28 +87,22 @@ fn missing_notes(vmcore: &Path) -> Vec<String> {
 /// together; returns the kernel's description and symbols.
 fn open(
     config: &Config,
-    core: &ElfCore,
+    core: &Dump,
 ) -> Result<(
     VmcoreInfo,
     KernelFile,
     std::collections::HashMap<String, u64>,
 )> {
     let path = &config.vmcore;
-    if core.machine != EM_X86_64 {
+    if let Some(m) = core.other_machine() {
         return Err(bad(
             path,
-            format!(
-                "a dump of machine type {} (ELF e_machine); pagescope reads x86_64 dumps only",
-                core.machine
-            ),
+            format!("a dump of {m}; pagescope reads x86_64 dumps only"),
         ));
     }
-    let text = core.vmcoreinfo().ok_or_else(|| {
-        bad(
-            path,
-            "the dump has no VMCOREINFO note (qemu writes it with `-device vmcoreinfo` and a guest kernel with FW_CFG_SYSFS; kdump's /proc/vmcore always has it)",
-        )
-    })?;
+    let text = core
+        .vmcoreinfo()
+        .ok_or_else(|| bad(path, core.vmcoreinfo_hint()))?;
     let info = VmcoreInfo::parse(text).map_err(|e| bad(path, e))?;
     if info.page_size != 4096 {
         return Err(bad(
@@ -178,13 +173,14 @@ pub fn collect(
     progress: &mut dyn FnMut(usize, usize, u64),
 ) -> Result<Trailer> {
     let started = Instant::now();
-    let core = ElfCore::open(&config.vmcore)?;
+    let core = Dump::open(&config.vmcore)?;
     let (info, kf, symbols) = open(config, &core)?;
     let btf_path = kf.path.clone();
     let phys_base = info
         .number("phys_base")
-        .ok_or_else(|| bad(&config.vmcore, "VMCOREINFO has no NUMBER(phys_base)"))?
-        as u64;
+        .map(|b| b as u64)
+        .or_else(|| core.phys_base())
+        .ok_or_else(|| bad(&config.vmcore, "VMCOREINFO has no NUMBER(phys_base)"))?;
     let five = info.number("pgtable_l5_enabled") == Some(1);
     let sme = info.number("sme_mask").unwrap_or(0) as u64;
     let mut mmu = Mmu::new(&core, symbols["init_top_pgt"], phys_base, five, sme);
@@ -203,12 +199,18 @@ pub fn collect(
     };
     let at = symbols["init_uts_ns"] + name + rel_off;
     let mut rel = vec![0u8; 65];
-    let release = if mmu.read(at, &mut rel)? {
-        let end = rel.iter().position(|&b| b == 0).unwrap_or(65);
-        String::from_utf8_lossy(&rel[..end]).into_owned()
-    } else {
-        String::new()
-    };
+    if !mmu.read(at, &mut rel)? {
+        let mut why = format!(
+            "the kernel's release (init_uts_ns, at {at:#x}) is not in the dump, so it can't be matched with the BTF"
+        );
+        for n in core.read_notes() {
+            why.push_str("; ");
+            why.push_str(&n);
+        }
+        return Err(bad(&config.vmcore, why));
+    }
+    let end = rel.iter().position(|&b| b == 0).unwrap_or(65);
+    let release = String::from_utf8_lossy(&rel[..end]).into_owned();
     if release != info.release {
         return Err(bad(
             &btf_path,
@@ -263,6 +265,16 @@ pub fn collect(
         recorded += 1;
         progress(i + 1, total, pages_total);
     }
+    if config.physmap {
+        let scanned = crate::physmap::scan(&mut k, &system, sink, config.stop)?;
+        if scanned.missing > 0 {
+            notes.push(format!(
+                "physmap: the struct pages of {} of the {} frames of RAM are not in the dump; they are classed reserved",
+                scanned.missing, scanned.frames
+            ));
+        }
+    }
+    notes.extend(k.mmu.core().read_notes());
     let trailer = Trailer {
         processes: recorded,
         pages: pages_total,
@@ -306,7 +318,13 @@ fn system_info(k: &mut Kernel<'_>, config: &Config) -> Result<SystemInfo> {
         }
     }
     if ram_ranges.is_empty() {
-        ram_ranges = k.mmu.core().ranges().map(|(s, e)| (s, e - 1)).collect();
+        ram_ranges = k
+            .mmu
+            .core()
+            .ranges()
+            .into_iter()
+            .map(|(s, e)| (s, e - 1))
+            .collect();
     }
     let mut nodes = Vec::new();
     let info = k.info.clone();
@@ -351,7 +369,11 @@ fn system_info(k: &mut Kernel<'_>, config: &Config) -> Result<SystemInfo> {
         clock_ticks: USER_HZ,
         pfns_visible: true,
         memcg_visible: false,
-        missing: missing_notes(&config.vmcore),
+        missing: {
+            let mut m = missing_notes(&config.vmcore);
+            m.extend(k.mmu.core().open_notes());
+            m
+        },
         meminfo: Vec::new(),
         slabs: Vec::new(),
         ram_ranges,

@@ -4,15 +4,18 @@
 //! this form.
 //!
 //! Only the headers and notes are read when the file is opened; memory is
-//! read later, a few bytes or a page at a time, with `pread`
-//! (`FileExt::read_at`), so a dump of any size costs no more memory than
-//! its page tables in flight.
+//! read later, a page at a time, with `pread` (`FileExt::read_at`), into
+//! a small cache of pages ([`PageCache`]: the walk reads the same page
+//! table and `struct page` pages many times over), so a dump of any size
+//! costs no more memory than that cache.
 
+use crate::pagecache::PageCache;
 use crate::{DumpError, Result};
 use object::elf;
 use object::read::elf::{FileHeader, ProgramHeader};
 use object::read::ReadCache;
 use object::Endianness;
+use std::cell::RefCell;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -43,7 +46,12 @@ pub struct ElfCore {
     vmcoreinfo: Option<String>,
     /// `e_machine`.
     pub machine: u16,
+    /// Pages read.
+    cache: RefCell<PageCache>,
 }
+
+/// The pages cached: x86_64's.
+const PAGE: u64 = 4096;
 
 fn bad(path: &Path, why: impl Into<String>) -> DumpError {
     DumpError::Bad {
@@ -66,10 +74,7 @@ impl ElfCore {
         let mut magic = [0u8; 4];
         let n = file.read_at(&mut magic, 0).map_err(io)?;
         if n < 4 || magic != *b"\x7fELF" {
-            return Err(bad(
-                path,
-                "not an ELF core (no ELF magic); makedumpfile's compressed kdump format is not read yet: convert it with `makedumpfile -E`",
-            ));
+            return Err(bad(path, "not an ELF core (no ELF magic)"));
         }
         let cache = ReadCache::new(file.try_clone().map_err(io)?);
         let data = &cache;
@@ -155,6 +160,7 @@ impl ElfCore {
             segments,
             vmcoreinfo,
             machine,
+            cache: RefCell::new(PageCache::new(PAGE as usize)),
         })
     }
 
@@ -176,6 +182,35 @@ impl ElfCore {
     /// Reads physical memory at `paddr` into `buf`. `Ok(false)` if any of
     /// it is not in the dump (a hole, or memory the dump left out).
     pub fn read_phys(&self, mut paddr: u64, mut buf: &mut [u8]) -> Result<bool> {
+        let mut cache = self.cache.borrow_mut();
+        while !buf.is_empty() {
+            let pfn = paddr / PAGE;
+            let within = (paddr % PAGE) as usize;
+            let n = (PAGE as usize - within).min(buf.len());
+            let (now, rest) = buf.split_at_mut(n);
+            if cache.get(pfn).is_none() {
+                if self.read_uncached(pfn * PAGE, cache.slot_for(pfn))? {
+                    cache.keep(pfn);
+                } else if !self.read_uncached(paddr, now)? {
+                    // Not the whole page (a segment begins or ends in
+                    // it), nor the part asked for.
+                    return Ok(false);
+                } else {
+                    paddr += n as u64;
+                    buf = rest;
+                    continue;
+                }
+            }
+            let page = cache.get(pfn).expect("kept");
+            now.copy_from_slice(&page[within..within + n]);
+            paddr += n as u64;
+            buf = rest;
+        }
+        Ok(true)
+    }
+
+    /// [`ElfCore::read_phys`] from the file.
+    fn read_uncached(&self, mut paddr: u64, mut buf: &mut [u8]) -> Result<bool> {
         while !buf.is_empty() {
             let i = self
                 .segments

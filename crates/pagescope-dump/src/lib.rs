@@ -6,26 +6,36 @@
 //!
 //! Modules, in the order they may use each other: [`btf`] and
 //! [`vmcoreinfo`] parse the kernel's self-descriptions; [`elfcore`] reads
-//! the dump file; [`kernelfile`] the vmlinux or BTF brought along;
+//! an ELF core, [`kdump`] makedumpfile's compressed format (its pages
+//! decoded by [`codec`] and [`lzo`]), and [`dumpfile`] either, told apart
+//! by its first bytes; [`kernelfile`] the vmlinux or BTF brought along;
 //! [`layout`] finds the offsets the walk needs; [`x86_64`] walks page
 //! tables; [`page`] reads `struct page`s as kpageflags and kpagecount;
 //! [`kernel`] ties these into one readable kernel; [`proc`] reads tasks,
-//! VMAs and paths; [`collect`] makes the stream.
+//! VMAs and paths; [`physmap`] classes every frame; [`collect`] makes the
+//! stream.
 //!
 //! The dump is never loaded into memory: its headers and notes are read
 //! when it is opened, and its memory a page table or a `struct page` at a
-//! time, with `pread`. Nothing here touches the live system.
+//! time, with `pread` (a compressed dump's pages through a small cache of
+//! decompressed pages). Nothing here touches the live system.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod btf;
+pub mod codec;
 pub mod collect;
+pub mod dumpfile;
 pub mod elfcore;
+pub mod kdump;
 pub mod kernel;
 pub mod kernelfile;
 pub mod layout;
+pub mod lzo;
 pub mod page;
+pub mod pagecache;
+pub mod physmap;
 pub mod proc;
 pub mod vmcoreinfo;
 pub mod x86_64;
@@ -39,7 +49,7 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum DumpError {
     /// The dump or the file brought with it is not what it must be: not
-    /// an ELF core, cut short, without VMCOREINFO, of another kernel or
+    /// a dump, cut short, without VMCOREINFO, of another kernel or
     /// architecture. The input is at fault (exit 2).
     #[error("{path}: {why}")]
     Bad {

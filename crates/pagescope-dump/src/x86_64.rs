@@ -4,7 +4,7 @@
 //! and PUD (1 GiB) level, PROT_NONE entries (whose frame is stored
 //! inverted, the L1TF mitigation) and swap entries.
 
-use crate::elfcore::ElfCore;
+use crate::dumpfile::Dump;
 use crate::Result;
 use std::collections::HashMap;
 
@@ -87,7 +87,7 @@ pub fn swap_entry(raw: u64) -> (u64, u64) {
 /// Reads memory through page tables.
 #[derive(Debug)]
 pub struct Mmu<'a> {
-    core: &'a ElfCore,
+    core: &'a Dump,
     /// Physical address of `init_top_pgt`.
     top: u64,
     phys_base: u64,
@@ -101,7 +101,7 @@ pub struct Mmu<'a> {
 impl<'a> Mmu<'a> {
     /// The kernel's address space: `init_top_pgt` (a run-time address),
     /// `phys_base`, 5 levels or 4, and the memory-encryption mask.
-    pub fn new(core: &'a ElfCore, init_top_pgt: u64, phys_base: u64, five: bool, sme: u64) -> Self {
+    pub fn new(core: &'a Dump, init_top_pgt: u64, phys_base: u64, five: bool, sme: u64) -> Self {
         Mmu {
             core,
             top: init_top_pgt
@@ -116,7 +116,7 @@ impl<'a> Mmu<'a> {
     }
 
     /// The dump.
-    pub fn core(&self) -> &'a ElfCore {
+    pub fn core(&self) -> &'a Dump {
         self.core
     }
 

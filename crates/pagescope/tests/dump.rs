@@ -235,3 +235,222 @@ fn btf_of_another_kernel_is_refused() {
     let dump = d.file("other.core", &core);
     refused(&d, &dump, Some(&copy), "does not match the dump");
 }
+
+/// A page of a kdump file made by hand: stored as it is, compressed with
+/// zstd, damaged (zstd's flag over bytes that are not a frame), or left
+/// out (in RAM, not in the dump: makedumpfile's filter).
+#[derive(Clone, Copy, PartialEq)]
+enum Kpage {
+    Raw,
+    Zstd,
+    Damaged,
+    Filtered,
+}
+
+/// makedumpfile's compressed kdump format over `memory` (4 KiB pages from
+/// physical 0): the header (`machine` in its utsname), a sub-header with
+/// VMCOREINFO (if any) in the block after it, the two bitmaps, the page
+/// descriptors and the pages, each stored as `kind(pfn)` says.
+fn kdump_file(
+    machine: &str,
+    vmcoreinfo: Option<&str>,
+    memory: &[u8],
+    kind: impl Fn(u64) -> Kpage,
+) -> Vec<u8> {
+    const BS: usize = 4096;
+    let frames = memory.len().div_ceil(BS) as u64;
+    let bitmap_half = (frames as usize).div_ceil(8).next_multiple_of(BS);
+    let sub_hdr_blocks = 2;
+    let bitmap_at = (1 + sub_hdr_blocks) * BS;
+    let pd_at = bitmap_at + 2 * bitmap_half;
+    let dumped: Vec<u64> = (0..frames)
+        .filter(|&p| kind(p) != Kpage::Filtered)
+        .collect();
+    let mut data_at = pd_at + dumped.len() * 24;
+    let mut f = vec![0u8; pd_at];
+    f[..8].copy_from_slice(b"KDUMP   ");
+    f[8..12].copy_from_slice(&6i32.to_le_bytes());
+    let uts = |f: &mut Vec<u8>, field: usize, s: &str| {
+        let at = 12 + field * 65;
+        f[at..at + s.len()].copy_from_slice(s.as_bytes());
+    };
+    uts(&mut f, 0, "Linux");
+    uts(&mut f, 2, "6.1.0-test");
+    uts(&mut f, 4, machine);
+    f[428..432].copy_from_slice(&(BS as i32).to_le_bytes());
+    f[432..436].copy_from_slice(&(sub_hdr_blocks as i32).to_le_bytes());
+    f[436..440].copy_from_slice(&((2 * bitmap_half / BS) as u32).to_le_bytes());
+    f[440..444].copy_from_slice(&(frames as u32).to_le_bytes());
+    // The sub-header: phys_base 0, dump level 31 if anything is left
+    // out, VMCOREINFO in the next block, max_mapnr_64.
+    let sub = BS;
+    let level: i32 = if dumped.len() as u64 == frames { 0 } else { 31 };
+    f[sub + 8..sub + 12].copy_from_slice(&level.to_le_bytes());
+    if let Some(v) = vmcoreinfo {
+        f[sub + 32..sub + 40].copy_from_slice(&((2 * BS) as u64).to_le_bytes());
+        f[sub + 40..sub + 48].copy_from_slice(&(v.len() as u64).to_le_bytes());
+        f[2 * BS..2 * BS + v.len()].copy_from_slice(v.as_bytes());
+    }
+    f[sub + 96..sub + 104].copy_from_slice(&frames.to_le_bytes());
+    for p in 0..frames {
+        f[bitmap_at + (p / 8) as usize] |= 1 << (p % 8);
+    }
+    for &p in &dumped {
+        f[bitmap_at + bitmap_half + (p / 8) as usize] |= 1 << (p % 8);
+    }
+    let mut data = Vec::new();
+    for &p in &dumped {
+        let page = &memory[p as usize * BS..(p as usize + 1) * BS];
+        let (bytes, flags) = match kind(p) {
+            Kpage::Raw => (page.to_vec(), 0u32),
+            Kpage::Zstd => (zstd::bulk::compress(page, 3).expect("zstd"), 0x20),
+            _ => (b"not a zstd frame at all".to_vec(), 0x20),
+        };
+        f.extend((data_at as u64).to_le_bytes());
+        f.extend((bytes.len() as u32).to_le_bytes());
+        f.extend(flags.to_le_bytes());
+        f.extend(0u64.to_le_bytes());
+        data_at += bytes.len();
+        data.extend(bytes);
+    }
+    f.extend(data);
+    f
+}
+
+/// The memory of `btf_of_another_kernel_is_refused`: `release` at the
+/// init_uts_ns of [`vmcoreinfo`] for the BTF in `bytes`.
+fn uts_memory(btf: &pagescope_dump::btf::Btf, release: &str) -> Vec<u8> {
+    let name = btf
+        .field("uts_namespace", "name")
+        .expect("uts_namespace.name")
+        .offset;
+    let rel = btf
+        .field("new_utsname", "release")
+        .expect("new_utsname.release")
+        .offset;
+    let mut memory = vec![0u8; 0x4000];
+    let at = 0x1000 + (name + rel) as usize;
+    memory[at..at + release.len()].copy_from_slice(release.as_bytes());
+    memory
+}
+
+#[test]
+fn a_compressed_dump_cut_short_is_refused() {
+    let d = Dir::new();
+    let memory: Vec<u8> = (0..0x8000u32).map(|i| (i % 241) as u8).collect();
+    let full = kdump_file("x86_64", Some(&vmcoreinfo("6.1.0", 80)), &memory, |p| {
+        if p % 2 == 0 {
+            Kpage::Zstd
+        } else {
+            Kpage::Raw
+        }
+    });
+    // Cut in the header, the sub-header, the VMCOREINFO, the bitmaps, the
+    // page descriptors, the last page.
+    for (i, cut) in [
+        100,
+        4096 + 50,
+        8192 + 10,
+        12288 + 100,
+        20480 + 30,
+        full.len() - 1,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let dump = d.file(&format!("cut{i}.kdump"), &full[..cut]);
+        refused(&d, &dump, None, "cut short");
+    }
+    // Whole, it reads as far as the missing BTF.
+    let dump = d.file("whole.kdump", &full);
+    refused(&d, &dump, None, "--btf vmlinux, release 6.1.0");
+}
+
+#[test]
+fn a_compressed_dump_without_vmcoreinfo_is_refused() {
+    let d = Dir::new();
+    let dump = d.file(
+        "novmcoreinfo.kdump",
+        &kdump_file("x86_64", None, &[0; 8192], |_| Kpage::Raw),
+    );
+    refused(&d, &dump, None, "no VMCOREINFO");
+}
+
+#[test]
+fn a_compressed_dump_of_another_architecture_is_refused() {
+    let d = Dir::new();
+    let core = kdump_file(
+        "aarch64",
+        Some(&vmcoreinfo("6.1.0", 80)),
+        &[0; 8192],
+        |_| Kpage::Raw,
+    );
+    let dump = d.file("arm64.kdump", &core);
+    refused(&d, &dump, None, "x86_64 dumps only");
+}
+
+#[test]
+fn other_forms_of_makedumpfile_are_named() {
+    let d = Dir::new();
+    let mut flat = b"makedumpfile\0\0\0\0".to_vec();
+    flat.resize(4096, 0);
+    let dump = d.file("flat", &flat);
+    refused(&d, &dump, None, "makedumpfile -R");
+    // One part of a split dump.
+    let mut split = kdump_file("x86_64", Some(&vmcoreinfo("6.1.0", 80)), &[0; 8192], |_| {
+        Kpage::Raw
+    });
+    split[4096 + 12..4096 + 16].copy_from_slice(&1i32.to_le_bytes());
+    let dump = d.file("split.kdump", &split);
+    refused(&d, &dump, None, "--reassemble");
+}
+
+/// The compressed dump is read as the ELF core is (the check that a BTF
+/// of another kernel is refused gets as far); a damaged or filtered page
+/// where the kernel's release must be read is named in the one line.
+#[test]
+fn a_compressed_dump_is_read_and_its_damage_named() {
+    let host = Path::new("/sys/kernel/btf/vmlinux");
+    let Ok(bytes) = std::fs::read(host) else {
+        eprintln!("skip: this kernel has no /sys/kernel/btf/vmlinux (CONFIG_DEBUG_INFO_BTF)");
+        return;
+    };
+    let btf = pagescope_dump::btf::Btf::parse(&bytes).expect("the kernel's BTF parses");
+    let memory = uts_memory(&btf, "6.1.0-test");
+    let d = Dir::new();
+    let copy = d.file("vmlinux.btf", &bytes);
+    let info = vmcoreinfo("6.1.0-test", 80);
+    let core = kdump_file("x86_64", Some(&info), &memory, |_| Kpage::Zstd);
+    let dump = d.file("dump.kdump", &core);
+    refused(&d, &dump, Some(&copy), "the BTF is of another kernel");
+    // init_uts_ns's page (frame 1) damaged.
+    let core = kdump_file("x86_64", Some(&info), &memory, |p| {
+        if p == 1 {
+            Kpage::Damaged
+        } else {
+            Kpage::Zstd
+        }
+    });
+    let dump = d.file("damaged.kdump", &core);
+    refused(
+        &d,
+        &dump,
+        Some(&copy),
+        "1 pages of the dump are damaged and were read as missing (the first, frame 0x1: zstd",
+    );
+    // Filtered out.
+    let core = kdump_file("x86_64", Some(&info), &memory, |p| {
+        if p == 1 {
+            Kpage::Filtered
+        } else {
+            Kpage::Raw
+        }
+    });
+    let dump = d.file("filtered.kdump", &core);
+    refused(
+        &d,
+        &dump,
+        Some(&copy),
+        "makedumpfile's filter left them out",
+    );
+}

@@ -15,7 +15,8 @@ pub struct SnapshotArgs {
     #[command(flatten)]
     pub progress: Progress,
     /// Also record the physical map: every page frame of the machine
-    /// classed (free, anonymous, page cache, slab, ...), for `physmap`.
+    /// classed (free, anonymous, page cache, slab, ...), for `physmap`
+    /// (with `--vmcore`: from the dump's `struct page`s).
     #[arg(long)]
     pub physmap: bool,
     /// Threads reading processes (default: one per CPU).
@@ -24,7 +25,7 @@ pub struct SnapshotArgs {
     /// Read a kernel crash dump (an ELF core: qemu's `dump-guest-memory`,
     /// `virsh dump`, /proc/vmcore, `makedumpfile -E`) instead of the live
     /// system (docs/dumps.md).
-    #[arg(long, value_name = "FILE", conflicts_with = "physmap")]
+    #[arg(long, value_name = "FILE")]
     pub vmcore: Option<PathBuf>,
     /// The crashed kernel's vmlinux (with its .BTF section and symbols),
     /// or its BTF (`/sys/kernel/btf/vmlinux`), for `--vmcore`.

@@ -74,6 +74,7 @@ fn from_dump(args: SnapshotArgs, vmcore: std::path::PathBuf) -> Result<u8> {
     let mut config = pagescope_dump::Config::new(vmcore, args.btf.clone());
     config.pids = args.select.pids.clone();
     config.stop = pagescope_linux::signals::stop_pending;
+    config.physmap = args.physmap;
     let out = pagescope_linux::output::create(&args.output)
         .with_context(|| format!("cannot create {}", args.output.display()))?;
     let mut writer = SnapshotWriter::new(out, &args.output)?;
