@@ -49,6 +49,17 @@ fn select_notes(r: &Recording, sel: Select) -> Vec<String> {
         ));
     }
     if let Some(pid) = sel.pid {
+        // A process first seen as it exited: its memory, and the command
+        // line in it, were gone.
+        if r.processes
+            .iter()
+            .any(|p| p.pid == pid && p.command.is_empty())
+        {
+            notes.push(format!(
+                "process {pid} was exiting when first seen: its pages were read, its \
+                 command line was gone"
+            ));
+        }
         if !r.processes.iter().any(|p| p.pid == pid) {
             // A process that started and exited between two boundaries
             // has rows (the fault backend reads its pages at its exit)
@@ -638,4 +649,61 @@ pub fn processes(r: &Recording, sel: Select) -> Result<Report> {
         chart: Some(chart),
         units: Units::Pages,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pagescope_core::record::ProcessInfo;
+
+    /// A process whose command line could not be read (it was exiting)
+    /// and one never seen at a boundary each get a note that says which.
+    #[test]
+    fn a_row_without_a_command_line_says_why() {
+        use pagescope_core::record::{Backend, Granularity, RecordHeader, Scope, WriteSource};
+        let mut r = Recording {
+            header: Some(RecordHeader {
+                page_size: 4096,
+                interval_ns: 100,
+                block_size: 1 << 20,
+                backend: Backend::Fault,
+                why: String::new(),
+                granularity: Granularity::Vma,
+                writes: WriteSource::Backend,
+                frozen: false,
+                scope: Scope::Processes(vec![7, 8]),
+                start_unix_ns: 0,
+                start_monotonic_ns: 0,
+                kernel: String::new(),
+                notes: vec![],
+                nodes: vec![],
+                sample: Some(1.0),
+                origin: None,
+            }),
+            ..Recording::default()
+        };
+        r.processes.push(ProcessInfo {
+            pid: 7,
+            command: vec![],
+            first_seq: 0,
+        });
+        r.processes.push(ProcessInfo {
+            pid: 8,
+            command: vec!["sh".into()],
+            first_seq: 0,
+        });
+        let notes = |pid| {
+            select_notes(
+                &r,
+                Select {
+                    pid: Some(pid),
+                    range: None,
+                },
+            )
+            .join("; ")
+        };
+        assert!(notes(7).contains("process 7 was exiting when first seen"));
+        assert!(!notes(8).contains("process 8"), "{}", notes(8));
+        assert!(notes(9).contains("process 9 is not in the recording"));
+    }
 }
