@@ -15,7 +15,9 @@ uffd_floor program (bench/uffd_floor.c): its time per fault, times a
 workload's references, is the least any userfaultfd tracer could add
 (the "floor" column, for the largest pool); its time with `calls`, the
 calls pagescope adds to a fault on an evicted page (read of the slot,
-index entry cleared before the wake), gives the "floor + calls" column.
+index entry cleared before the wake), gives the "floor + calls" column. The run ends with one `summary:` line per
+pool (median slowdown, the floor's, the median ratio of pagescope's time
+per reference to the floor's per fault, the largest bytes per reference).
 
     trace.py BIN WORK RUNS LACKEY_RUNS POOL... -- (NAME COMMAND)...
 """
@@ -154,6 +156,21 @@ def main():
             med = statistics.median(floor(r, pools[-1], us) for r in rows)
             print(f"{what}: {us:.2f} us per fault; "
                   f"median slowdown at that cost with a {pools[-1]} pool: {med:.2f}x")
+    # One line per pool: the median slowdown, the floor's (its time per
+    # fault times each workload's references), the median over workloads
+    # of pagescope's time per reference over the floor's per fault, and
+    # the largest bytes per reference of any workload.
+    for p in pools:
+        med = statistics.median(r["pools"][p][0] for r in rows)
+        worst_bytes = max(r["pools"][p][2] for r in rows)
+        line = f"summary: pool {p} median_slowdown={med:.2f}"
+        if floor_us is not None:
+            fl = statistics.median(floor(r, p, floor_us) for r in rows)
+            per_ref = [(r["pools"][p][0] - 1) * r["untraced"] / max(r["pools"][p][1], 1) * 1e6
+                       for r in rows]
+            ratio = statistics.median(us / floor_us for us in per_ref)
+            line += f" floor={fl:.2f} ratio={ratio:.2f}"
+        print(f"{line} bytes_per_ref={worst_bytes:.2f}")
 
 
 main()
