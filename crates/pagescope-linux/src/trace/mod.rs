@@ -42,6 +42,7 @@ mod probe;
 mod ptrace;
 mod ptracer;
 mod release;
+mod release_report;
 mod remote;
 mod sampler;
 mod serve;
@@ -55,10 +56,11 @@ pub(crate) use descriptors::userfaultfd_of;
 pub use holder::left as left_holders;
 pub use probe::{evict_method, shmem_supported};
 pub use ptrace::with_stop_signals_blocked;
+pub use release::release_all;
 pub use release::{
     end_orphaned_movers, end_stray_mover, is_parked, release, release_order, remove_leftovers,
     still_traced, unpark, Held,
 };
-pub use release::{release_all, ReleaseError, ReleaseReport, ReleaseStep};
+pub use release_report::{ReleaseError, ReleaseReport, ReleaseStep};
 pub use sampler::{Sampled, Sampler};
 pub use session::{trace, Target, TraceConfig, TraceOutcome};
