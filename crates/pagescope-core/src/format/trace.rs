@@ -76,6 +76,37 @@ pub fn encode_refs_predicted(
     encode(refs, page_size, time_unit, Some(table), out)
 }
 
+/// In a chunk of type 28, each page number is stored against the last
+/// page of the same thread in the chunk (threads that interleave each
+/// keep their own run), else against the previous reference's; in older
+/// chunks, always the previous reference's.
+struct ThreadPages {
+    last: Option<rustc_hash::FxHashMap<u32, u64>>,
+}
+
+impl ThreadPages {
+    fn new(per_thread: bool) -> ThreadPages {
+        ThreadPages {
+            last: per_thread.then(Default::default),
+        }
+    }
+
+    /// The page a reference of `tid` is stored against; `previous` is
+    /// the previous reference's.
+    fn base(&self, tid: u32, previous: u64) -> u64 {
+        self.last
+            .as_ref()
+            .and_then(|m| m.get(&tid).copied())
+            .unwrap_or(previous)
+    }
+
+    fn set(&mut self, tid: u32, page: u64) {
+        if let Some(m) = self.last.as_mut() {
+            m.insert(tid, page);
+        }
+    }
+}
+
 /// The mapping id a reference's is stored against: the table's
 /// prediction, else the previous reference's.
 fn predicted(table: Option<&MappingTable>, pid: u32, addr: u64, previous: u32) -> u32 {
@@ -99,13 +130,16 @@ fn encode(
         ..RefColumns::default()
     };
     let (mut t, mut page, mut tid, mut pid, mut map) = (c.first_time, 0u64, 0u32, 0u32, 0u32);
+    let mut threads = ThreadPages::new(table.is_some());
     for (i, r) in refs.iter().enumerate() {
         let now = r.time_ns / unit as u64;
         put(&mut c.time_delta, now.wrapping_sub(t));
         t = now;
         let p = r.addr >> shift;
-        put(&mut c.page_delta, zigzag(p.wrapping_sub(page) as i64));
+        let from = threads.base(r.tid, page);
+        put(&mut c.page_delta, zigzag(p.wrapping_sub(from) as i64));
         page = p;
+        threads.set(r.tid, p);
         put(&mut c.tid_delta, zigzag(r.tid as i64 - tid as i64));
         tid = r.tid;
         put(&mut c.pid_delta, zigzag(r.pid as i64 - pid as i64));
@@ -186,10 +220,15 @@ fn decode_chunk(
     let mut maps = Column::new("mapping", &c.mapping_delta);
     let mut out = Vec::with_capacity(n);
     let (mut t, mut page, mut tid, mut pid, mut map) = (c.first_time, 0u64, 0i64, 0i64, 0i64);
+    let mut threads = ThreadPages::new(table.is_some());
     for i in 0..n {
         t = t.wrapping_add(time.next()?);
-        page = page.wrapping_add(unzigzag(pages.next()?) as u64);
         tid += unzigzag(tids.next()?);
+        let thread = to_u32(tid, "tid")?;
+        page = threads
+            .base(thread, page)
+            .wrapping_add(unzigzag(pages.next()?) as u64);
+        threads.set(thread, page);
         pid += unzigzag(pids.next()?);
         let pid = to_u32(pid, "pid")?;
         let addr = page.checked_shl(c.page_shift as u32).unwrap_or(0);
@@ -198,7 +237,7 @@ fn decode_chunk(
         out.push(Ref {
             time_ns: t.wrapping_mul(unit),
             pid,
-            tid: to_u32(tid, "tid")?,
+            tid: thread,
             addr,
             write: c.write[i / 8] & (1 << (i % 8)) != 0,
             mapping: to_u32(map, "mapping")?,
