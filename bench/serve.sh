@@ -10,12 +10,19 @@
 #   pagescope-none  the same with --backend none (the figures
 #                process-exporter gives: no working set)
 #   exporter     process-exporter, every process tracked, scraped every
-#                INTERVAL seconds with curl
+#                INTERVAL seconds (bash /dev/tcp)
 #
 # Per phase: CPU time per collection (utime + stime of the collector's
 # process over the phase, divided by its collections), and the watched
 # process's iteration times (pagetest's iteration events): the longest
-# iteration against the median of the baseline is the longest stop.
+# iteration against the median of the baseline is the longest stop; the
+# load average at the phase's end; for pagescope, the processes its last
+# collection walked, by reason (pagescope_walked_processes).
+#
+# The script itself starts no process while a phase runs (it scrapes with
+# bash's /dev/tcp and waits with `read -t`): a process that starts or
+# ends maps or unmaps pages of the C library that every process shares,
+# which changes their PSS and makes pagescope walk them again.
 # Needs root, curl, python3, prometheus-process-exporter.
 #
 #   bench/serve.sh [PROCESSES] [SIZE_PER_PROCESS]     (default 200 40M)
@@ -38,35 +45,57 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # pagetest's start_ns/end_ns are CLOCK_MONOTONIC, as Python's monotonic_ns.
 mark() { echo "$1 $(python3 -c 'import time; print(time.monotonic_ns())')" >> "$WORK/phases"; }
 
-# phase NAME PID URL: scrapes URL every INTERVAL s for DURATION s (PID's
+# A descriptor that never has input: `read -t` on it sleeps in the shell.
+exec {NEVER}<> <(:)
+pause() { read -r -t "$1" -u "$NEVER" _ || true; }
+# scrape PORT: GET /metrics with bash alone; sets CUR (pagescope's CPU
+# counter line, empty for another exporter) and WALKED (its walks).
+scrape() {
+    local line
+    CUR="" WALKED=""
+    exec {SOCK}<>"/dev/tcp/127.0.0.1/$1"
+    printf 'GET /metrics HTTP/1.0\r\nHost: bench\r\n\r\n' >&"$SOCK"
+    while IFS= read -r line <&"$SOCK"; do
+        case $line in
+            pagescope_collection_cpu_seconds_total*) CUR=$line ;;
+            pagescope_walked_processes*) WALKED="$WALKED ${line#pagescope_walked_processes}" ;;
+        esac
+    done
+    exec {SOCK}<&-
+}
+
+# phase NAME PID PORT: scrapes PORT every INTERVAL s for DURATION s (PID's
 # CPU time measured around it); for pagescope, counts its collections.
 phase() {
-    local name=$1 pid=$2 url=$3 t0 t1 n=0 last="" cur
-    sleep 2
+    local name=$1 pid=$2 port=$3 t0 t1 n=0 last=""
+    pause 2
     t0=$(cpu_ticks "$pid")
     mark "$name-start"
     local end=$((SECONDS + DURATION))
     while [ $SECONDS -lt $end ]; do
-        cur=$(curl -s "$url" | grep '^pagescope_collection_cpu_seconds_total' || true)
-        if [ -z "$cur" ]; then n=$((n + 1)); elif [ "$cur" != "$last" ]; then n=$((n + 1)); last=$cur; fi
-        sleep "$INTERVAL"
+        scrape "$port"
+        if [ -z "$CUR" ]; then n=$((n + 1)); elif [ "$CUR" != "$last" ]; then n=$((n + 1)); last=$CUR; fi
+        pause "$INTERVAL"
     done
     mark "$name-end"
     t1=$(cpu_ticks "$pid")
-    echo "$name $n $((t1 - t0))" >> "$WORK/cpu"
+    echo "$name $n $((t1 - t0)) $(cut -d' ' -f1-3 /proc/loadavg | tr ' ' /)" >> "$WORK/cpu"
+    [ -z "$WALKED" ] || echo "$name walked in its last collection:$WALKED" >> "$WORK/walked"
 }
 
 mark baseline-start
-sleep "$DURATION"
+pause "$DURATION"
 mark baseline-end
+echo "baseline 0 0 $(cut -d' ' -f1-3 /proc/loadavg | tr ' ' /)" >> "$WORK/cpu"
 
 for backend in refs none; do
     P=$(port)
     "$BIN/pagescope" serve --listen "127.0.0.1:$P" --interval "${INTERVAL}s" --backend "$backend" \
         2>/dev/null &
     S=$!
+    PIDS+=("$S")
     name=pagescope; [ "$backend" = none ] && name=pagescope-none
-    phase "$name" "$S" "http://127.0.0.1:$P/metrics"
+    phase "$name" "$S" "$P"
     kill "$S"; wait "$S" || true
 done
 
@@ -80,7 +109,8 @@ YML
 prometheus-process-exporter -config.path "$WORK/pe.yml" -gather-smaps=true -threads=false \
     -web.listen-address "127.0.0.1:$P" >/dev/null 2>&1 &
 E=$!
-phase exporter "$E" "http://127.0.0.1:$P/metrics"
+PIDS+=("$E")
+phase exporter "$E" "$P"
 curl -s "http://127.0.0.1:$P/metrics" | grep -c '^namedprocess_namegroup_memory_bytes' \
     > "$WORK/pe.series" || true
 kill "$E"; wait "$E" || true
@@ -99,14 +129,15 @@ def rows(name):
         if s <= it["start_ns"] and it["end_ns"] <= e:
             out.append((it["end_ns"] - it["start_ns"]) / 1e6)
     return out
-cpu = {}
+cpu, load = {}, {}
 for line in open(f"{work}/cpu"):
-    name, count, ticks = line.split(); cpu[name] = (int(count), int(ticks))
+    name, count, ticks, la = line.split(); cpu[name] = (int(count), int(ticks)); load[name] = la
+del cpu["baseline"]
 base = rows("baseline")
 print(f"{n} x pagetest --size {size} held, one 4 GiB pagetest writing its buffer in a loop")
 print()
-print("| phase | collections | CPU per collection | watched: median iteration | longest | longest - baseline median |")
-print("|---|---|---|---|---|---|")
+print("| phase | collections | CPU per collection | watched: median iteration | longest | longest - baseline median | load average (1/5/15 min) at its end |")
+print("|---|---|---|---|---|---|---|")
 bmed = statistics.median(base) if base else None
 for name in ["baseline", "pagescope", "pagescope-none", "exporter"]:
     r = rows(name)
@@ -114,8 +145,9 @@ for name in ["baseline", "pagescope", "pagescope-none", "exporter"]:
     cc = f"{c[0]}" if c else "-"
     per = f"{c[1] / hz / max(c[0], 1) * 1000:.0f} ms" if c else "-"
     if r:
-        print(f"| {name} | {cc} | {per} | {statistics.median(r):.1f} ms | {max(r):.1f} ms | {max(r) - bmed:+.1f} ms |")
+        print(f"| {name} | {cc} | {per} | {statistics.median(r):.1f} ms | {max(r):.1f} ms | {max(r) - bmed:+.1f} ms | {load[name]} |")
     else:
-        print(f"| {name} | {cc} | {per} | - | - | - |")
+        print(f"| {name} | {cc} | {per} | - | - | - | {load[name]} |")
 PY
 echo "process-exporter series of memory: $(cat "$WORK/pe.series")"
+cat "$WORK/walked" 2>/dev/null || true

@@ -7,6 +7,7 @@
 # one core. Goal: under 2%. Needs root and tmux.
 #
 #   bench/top.sh [PROCESSES] [SIZE_PER_PROCESS]     (default 200 40M)
+#   TOP_ARGS="--budget 100" bench/top.sh           (no budget: the 2 s refresh kept)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-200}
@@ -23,7 +24,7 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 echo "backend processes cpu_s wall_s cpu_pct_of_a_core"
 for backend in refs none; do
-    tmuxs new-session -d -s "$SESSION" -x 200 -y 50 "$BIN/pagescope" top --backend "$backend"
+    tmuxs new-session -d -s "$SESSION" -x 200 -y 50 "$BIN/pagescope" top --backend "$backend" ${TOP_ARGS:-}
     pid=$(tmuxs display -p -t "$SESSION" '#{pane_pid}')
     sleep 3
     shown=$(tmuxs capture-pane -p -t "$SESSION" | head -1)

@@ -9,6 +9,7 @@
 
 pub mod abi;
 pub mod clone;
+pub mod cpuclock;
 pub mod damon;
 pub mod kcmp;
 pub mod mem;

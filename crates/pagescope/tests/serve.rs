@@ -545,3 +545,91 @@ fn sigint_exits_130_and_sigterm_0() {
     assert_eq!(code, Some(0), "{err}");
     assert!(!err.contains("error"), "{err}");
 }
+
+/// `pagescope_process_figures_age_seconds` of `pid`.
+fn age_of(text: &str, pid: u32) -> Option<f64> {
+    let prefix = format!("pagescope_process_figures_age_seconds{{pid=\"{pid}\",");
+    text.lines()
+        .find(|l| l.starts_with(&prefix))
+        .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+}
+
+/// The pids of the children a `--fork` pagetest made.
+fn children(pt: &Pagetest) -> Vec<i32> {
+    let forked = pt.lines.iter().find(|l| l["event"] == "forked").unwrap();
+    let pids = forked["pids"].as_array().unwrap();
+    pids.iter().map(|p| p.as_i64().unwrap() as i32).collect()
+}
+
+/// Idle processes are not walked at every collection, so what changes
+/// their figures without them running must make them walked: here a
+/// process sharing their pages goes away (a forked child of a private
+/// anonymous buffer: its pages become the parent's alone again; of a
+/// memfd buffer: the same through a shared file). Each parent sleeps
+/// throughout, and its figures after the child's end are the kernel's.
+/// And no figure gets older than --max-age.
+#[test]
+fn an_idle_process_is_walked_again_when_a_sharer_goes() {
+    let _g = serial();
+    let mut pts = Vec::new();
+    for mode in ["anon", "shm"] {
+        let pt = Pagetest::start(
+            &[],
+            &["--size", "64M", "--mode", mode, "--fork", "1", "--hold"],
+            "done",
+        );
+        pts.push(pt);
+    }
+    let serve = Serve::start(&[
+        "--interval",
+        "300ms",
+        "--budget",
+        "100",
+        "--backend",
+        "none",
+        "--max-age",
+        "3s",
+    ]);
+    let mut text = serve.wait_for(
+        |m| pts.iter().all(|p| age_of(m, p.pid()).is_some()),
+        "the pagetests",
+    );
+    for pt in &pts {
+        let pss = process_value(&text, "pagescope_process_pss_bytes", pt.pid()).unwrap();
+        // Shared with the child: about half of the buffer is its PSS.
+        assert!(pss < 40 * MIB, "pss {pss} of {}", pt.pid());
+        assert_matches_rollup(&text, pt.pid());
+    }
+    // The age bound holds (3 s, and a collection's length of slack).
+    for _ in 0..12 {
+        text = serve.next_collection(&text);
+        for pt in &pts {
+            let age = age_of(&text, pt.pid()).unwrap();
+            assert!(age <= 4.0, "age {age} of {}", pt.pid());
+        }
+    }
+    for pt in &pts {
+        for child in children(pt) {
+            let pid = rustix::process::Pid::from_raw(child).unwrap();
+            rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
+        }
+    }
+    // The children are reaped by the kernel (pagetest never waits for
+    // them: they stay zombies, their memory gone).
+    std::thread::sleep(Duration::from_millis(200));
+    let text = serve.next_collection(&serve.next_collection(&text));
+    for pt in &pts {
+        let pss = process_value(&text, "pagescope_process_pss_bytes", pt.pid()).unwrap();
+        assert!(
+            pss >= 64 * MIB,
+            "pss {pss} of {} after its child went",
+            pt.pid()
+        );
+        assert_matches_rollup(&text, pt.pid());
+        let age = age_of(&text, pt.pid()).unwrap();
+        assert!(
+            age < 1.0,
+            "age {age}: not walked again after the child went"
+        );
+    }
+}

@@ -142,6 +142,8 @@ struct Row {
     /// PSS, USS, RSS, swap, working set: as printed, and in bytes.
     text: Vec<String>,
     sizes: Vec<Option<f64>>,
+    /// AGE: how old the figures are, in seconds (`None`: `-`).
+    age: Option<u64>,
 }
 
 /// The rows of the process table on `screen` (between its heading and
@@ -158,7 +160,10 @@ fn rows(screen: &str) -> Vec<Row> {
         if tokens.first().and_then(|t| t.parse::<u32>().ok()).is_none() {
             break;
         }
-        // Five sizes from the end: `-`, `0`, or a number and a unit.
+        // The age last, then five sizes from the end: `-`, `0`, or a
+        // number and a unit.
+        let age = tokens.pop().unwrap();
+        let age = (age != "-").then(|| age.strip_suffix('s').unwrap().parse().unwrap());
         let mut text = Vec::new();
         while text.len() < 5 {
             let t = tokens.pop().unwrap();
@@ -174,6 +179,7 @@ fn rows(screen: &str) -> Vec<Row> {
             name: tokens[1..].join(" "),
             sizes: text.iter().map(|t| parse_size(t)).collect(),
             text,
+            age,
         });
     }
     out
@@ -283,6 +289,11 @@ fn top_shows_the_kernels_figures_sorts_filters_details_and_quits() {
     let l = row_of(&screen, lp).unwrap();
     let ws = l.sizes[WSET].unwrap();
     assert!((64.0 * MIB..72.0 * MIB).contains(&ws), "{l:?}");
+    // AGE: the looping one ran, so (with refs) it was walked at this
+    // refresh; the held one's figures stand until a signal, and never
+    // longer than --max-age (1m by default).
+    assert!(l.age.unwrap() <= 3, "{l:?}");
+    assert!(row.age.unwrap() <= 60, "{row:?}");
 
     let order = |rows: &[Row]| -> Vec<u32> {
         rows.iter()

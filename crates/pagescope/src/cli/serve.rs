@@ -11,7 +11,8 @@ use std::time::Duration;
         pagescope_cgroup_{rss,pss,uss,swap,working_set}_bytes{cgroup}\n  \
         pagescope_machine_{user,page_cache,kernel,free}_bytes\n  \
         pagescope_collection_seconds, pagescope_collection_cpu_seconds_total,\n  \
-        pagescope_skipped_processes\n\n\
+        pagescope_skipped_processes,\n  \
+        pagescope_process_figures_age_seconds{pid,comm}, pagescope_walked_processes{reason}\n\n\
         Collections run on their own schedule; a scrape returns the last one.\n\n\
         Examples:\n  pagescope serve\n  \
         pagescope serve --listen 0.0.0.0:9464 --interval 30s --backend none")]
@@ -37,6 +38,14 @@ pub struct ServeArgs {
     /// `pagescope_skipped_processes`. `0` walks every process.
     #[arg(long, value_name = "SIZE", default_value = "16G", value_parser = pagescope_core::units::parse_size)]
     pub max_process_size: u64,
+    /// The oldest a process's figures may get. A process is walked again
+    /// (its smaps_rollup read) when a kernel signal says its figures may
+    /// have changed (it faulted, its counters moved, it forked, a process
+    /// sharing its pages changed, swap or KSM or THP collapse events),
+    /// and at the latest after between half of this and this; each
+    /// figure's age is `pagescope_process_figures_age_seconds`.
+    #[arg(long, value_name = "DUR", default_value = "2m", value_parser = parse::interval)]
+    pub max_age: Duration,
     /// Label each process with its command line too (`cmdline`).
     #[arg(long)]
     pub cmdline: bool,

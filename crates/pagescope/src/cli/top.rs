@@ -38,6 +38,12 @@ pub struct TopArgs {
     /// PSS, USS and working set show `-`. `0` walks every process.
     #[arg(long, value_name = "SIZE", default_value = "16G", value_parser = pagescope_core::units::parse_size)]
     pub max_process_size: u64,
+    /// The oldest a process's figures may get (as `serve --max-age`):
+    /// a process is walked again when a kernel signal says its figures
+    /// may have changed, and at the latest after between half of this
+    /// and this. The AGE column says how old each row's figures are.
+    #[arg(long, value_name = "DUR", default_value = "1m", value_parser = parse::interval)]
+    pub max_age: Duration,
     /// What finds the pages each process referenced per refresh (WSET);
     /// `none` leaves the column empty and the reference bits alone.
     #[arg(long, value_enum, default_value_t = TopBackend::Refs)]

@@ -43,6 +43,7 @@ pub fn run(args: ServeArgs) -> Result<u8> {
         root: Root::default(),
         max_process_size: args.max_process_size,
         cmdline: args.cmdline,
+        max_age: args.max_age,
     };
     let sched = Schedule {
         interval: args.interval,

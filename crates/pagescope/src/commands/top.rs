@@ -34,6 +34,7 @@ pub fn run(args: TopArgs) -> Result<u8> {
         root,
         max_process_size: args.max_process_size,
         cmdline: false,
+        max_age: args.max_age,
     };
     let (ws, backend) = match args.backend {
         TopBackend::Refs => (WorkingSet::refs(), "refs"),

@@ -45,6 +45,4 @@ pub struct Seen {
     /// Whether its smaps_rollup was read (a process skipped or refused
     /// gets no working set either).
     pub walked: bool,
-    /// smaps_rollup `Referenced:` in bytes, when walked.
-    pub referenced: Option<u64>,
 }

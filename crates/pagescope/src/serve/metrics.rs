@@ -138,6 +138,34 @@ pub fn render(c: &Collection, cpu_total: Duration) -> String {
          --max-process-size, or refused): no PSS, USS or working set",
         skipped,
     );
+    let age = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    for p in &c.processes {
+        if let Some(a) = p.age {
+            let labels = vec![("pid", p.pid.to_string()), ("comm", p.comm.clone())];
+            age.get_or_create(&labels).set(a.as_secs_f64());
+        }
+    }
+    r.register_with_unit(
+        "pagescope_process_figures_age",
+        "Per process: how long ago the figures of its smaps_rollup (rss, pss, uss, swap) \
+         were read; a process is read again when a kernel signal says they may have \
+         changed, and at --max-age at the latest",
+        Unit::Seconds,
+        age,
+    );
+    let walked = Family::<Labels, Gauge>::default();
+    for (reason, n) in &c.walked {
+        walked
+            .get_or_create(&vec![("reason", reason.to_string())])
+            .set(*n as i64);
+    }
+    r.register(
+        "pagescope_walked_processes",
+        "Processes whose smaps_rollup the last collection read, by reason (new, own: it \
+         faulted or its counters moved, forked, ran: for its working set or swap, machine, \
+         swap, anon_sharer, file_sharer, age)",
+        walked,
+    );
     let mut text = String::new();
     encode(&mut text, &r).expect("writing to a String does not fail");
     text

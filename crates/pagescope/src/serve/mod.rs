@@ -7,13 +7,18 @@
 //! walks a process.
 //!
 //! The modules, each using only those listed before it: `figures` (a
-//! process's figures), `working_set` (the backends), `collect` (one
-//! collection), `metrics` (its text),
-//! `schedule` (the collecting thread), `http` (the endpoint).
+//! process's figures), `text` (the /proc text read at each collection),
+//! `refresh` (which processes are walked again, and why), `tracked` (a
+//! process followed across collections, its files kept open),
+//! `working_set` (the backends), `collect` (one collection), `metrics`
+//! (its text), `schedule` (the collecting thread), `http` (the endpoint).
 
 pub mod collect;
 pub mod figures;
 pub mod http;
 pub mod metrics;
+pub mod refresh;
 pub mod schedule;
+pub mod text;
+pub mod tracked;
 pub mod working_set;

@@ -3,7 +3,9 @@
 //!
 //! - `refs`: the `Referenced:` of the smaps_rollup that the collection
 //!   reads anyway, then `clear_refs` (`1`) at once: one more walk of the
-//!   page tables per process, exact per process.
+//!   page tables per process, exact per process. A process that did not
+//!   run since its last walk referenced nothing: its working set is 0
+//!   without a walk (`refresh`).
 //! - `idle`, `damon`: `record`'s backends ([`Probe`]), over the processes
 //!   walked, after the walks.
 //!
@@ -14,23 +16,17 @@
 
 use super::figures::Seen;
 use pagescope_core::record::Interval;
-use pagescope_core::{Error, Result};
-use pagescope_linux::procfs::ProcDir;
+use pagescope_core::Result;
 use pagescope_linux::record::Probe;
 use std::collections::HashMap;
-use std::io::Write;
 
 /// See the module documentation.
 pub enum WorkingSet {
     /// No working set.
     None,
-    /// smaps_rollup `Referenced:` and `clear_refs`.
-    Refs {
-        /// The processes cleared at the last collection: pid to start time.
-        cleared: HashMap<u32, u64>,
-        /// Those cleared in this one.
-        now: HashMap<u32, u64>,
-    },
+    /// smaps_rollup `Referenced:` and `clear_refs`, read and cleared by
+    /// the collector itself as it walks (`collect`).
+    Refs,
     /// One of `record`'s backends.
     Probe {
         /// The backend.
@@ -44,7 +40,7 @@ impl std::fmt::Debug for WorkingSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             WorkingSet::None => "WorkingSet::None",
-            WorkingSet::Refs { .. } => "WorkingSet::Refs",
+            WorkingSet::Refs => "WorkingSet::Refs",
             WorkingSet::Probe { .. } => "WorkingSet::Probe",
         })
     }
@@ -53,41 +49,14 @@ impl std::fmt::Debug for WorkingSet {
 impl WorkingSet {
     /// The refs backend.
     pub fn refs() -> WorkingSet {
-        WorkingSet::Refs {
-            cleared: HashMap::new(),
-            now: HashMap::new(),
-        }
-    }
-
-    /// Right after a process's smaps_rollup was read.
-    pub fn walked(&mut self, dir: &ProcDir, seen: &mut Seen) -> Result<()> {
-        let WorkingSet::Refs { cleared, now } = self else {
-            return Ok(());
-        };
-        let mut f = match dir.open_write("clear_refs") {
-            Ok(f) => f,
-            Err(Error::PermissionDenied { .. }) => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        if let Err(e) = f.write_all(b"1") {
-            let e = Error::io(dir.file_path("clear_refs"), e);
-            return if e.is_gone() { Ok(()) } else { Err(e) };
-        }
-        if cleared.get(&seen.pid) == Some(&seen.start_time) {
-            seen.figures.working_set = seen.referenced;
-        }
-        now.insert(seen.pid, seen.start_time);
-        Ok(())
+        WorkingSet::Refs
     }
 
     /// After every process was read.
     pub fn finish(&mut self, seen: &mut [Seen]) -> Result<()> {
         match self {
             WorkingSet::None => Ok(()),
-            WorkingSet::Refs { cleared, now } => {
-                *cleared = std::mem::take(now);
-                Ok(())
-            }
+            WorkingSet::Refs => Ok(()),
             WorkingSet::Probe { probe, known } => {
                 let (old, new): (Vec<&mut Seen>, Vec<&mut Seen>) = seen
                     .iter_mut()

@@ -166,6 +166,11 @@ fn draw_table(f: &mut Frame<'_>, area: Rect, s: &State) {
         widths.push(Constraint::Length(11));
     }
     if processes {
+        head.push(
+            Cell::from(Line::from("AGE").right_aligned())
+                .style(Style::new().add_modifier(Modifier::BOLD)),
+        );
+        widths.push(Constraint::Length(6));
         widths.push(Constraint::Min(0));
     }
     let rows = s.rows.iter().map(|r| {
@@ -176,6 +181,12 @@ fn draw_table(f: &mut Frame<'_>, area: Rect, s: &State) {
         cells.push(Cell::from(r.name.clone()));
         for col in SIZES {
             cells.push(right(size(col.size(&r.figures).flatten())));
+        }
+        if r.pid.is_some() {
+            cells.push(right(match r.age {
+                Some(a) => format!("{}s", a.as_secs()),
+                None => "-".into(),
+            }));
         }
         Row::new(cells)
     });

@@ -88,6 +88,9 @@ pub struct Row {
     pub name: String,
     /// Its figures.
     pub figures: Figures,
+    /// How old its figures are (a process; `None` for a cgroup, or a
+    /// process never walked).
+    pub age: Option<std::time::Duration>,
 }
 
 /// The view's state.
@@ -182,6 +185,7 @@ impl State {
                     pid: Some(p.pid),
                     name: p.comm.clone(),
                     figures: p.figures,
+                    age: p.age,
                 })
                 .collect(),
             Mode::Cgroups => c
@@ -195,6 +199,7 @@ impl State {
                         name.clone()
                     },
                     figures: *f,
+                    age: None,
                 })
                 .collect(),
         };
@@ -277,6 +282,7 @@ mod tests {
                 rss: Some(rss),
                 ..Figures::default()
             },
+            age: None,
         }
     }
 

@@ -1,0 +1,262 @@
+//! A process the collector follows from one collection to the next: the
+//! files of its `/proc/PID` it keeps open (read again with `pread`, so
+//! that a collection costs one system call per file, not an open, a read
+//! and a close), what it read last, and its figures.
+//!
+//! The files are opened through the process's [`ProcDir`], and a file of
+//! `/proc/PID` stays the file of the process it was opened for: once that
+//! process is gone, reads through it fail (ESRCH) or come back empty,
+//! even if its pid was reused meanwhile. A pid reused is therefore a new
+//! process, opened afresh.
+
+use super::figures::Figures;
+use super::text::{self, Mapped, Rollup};
+use pagescope_core::{Error, Result};
+use pagescope_linux::procfs::ProcDir;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::time::{Duration, Instant};
+
+/// Reads the whole of `file` from its start into `buf` (cleared first).
+pub fn pread_all(file: &File, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    buf.clear();
+    loop {
+        if buf.capacity() - buf.len() < 4096 {
+            buf.reserve(buf.capacity().max(4096));
+        }
+        let len = buf.len();
+        let spare = buf.capacity() - len;
+        buf.resize(len + spare, 0);
+        match file.read_at(&mut buf[len..], len as u64) {
+            Ok(0) => {
+                buf.truncate(len);
+                return Ok(());
+            }
+            Ok(n) => buf.truncate(len + n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => buf.truncate(len),
+            Err(e) => {
+                buf.truncate(len);
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// The cheap signals of one collection (see `refresh`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Signals {
+    /// The thread group's run time, ns (`None` if it could not be read:
+    /// taken as having run).
+    pub run_ns: Option<u64>,
+    /// `minflt + majflt`.
+    pub faults: u64,
+    /// statm resident, pages.
+    pub resident: u64,
+    /// statm shared (file and shmem pages mapped), pages.
+    pub shared: u64,
+}
+
+/// A user process followed across collections.
+pub struct Tracked {
+    /// Its directory.
+    pub dir: ProcDir,
+    stat: File,
+    statm: File,
+    cgroup: File,
+    /// smaps_rollup (`None`: refused, or not opened yet).
+    rollup: Option<File>,
+    /// clear_refs, for the refs working set (opened at its first use).
+    clear_refs: Option<File>,
+    /// Its start time (ticks after boot).
+    pub start_time: u64,
+    /// Its parent.
+    pub ppid: u32,
+    /// Its command name.
+    pub comm: String,
+    /// Its cgroup (v2 path).
+    pub cgroup_path: String,
+    /// Its command line, when asked for.
+    pub cmdline: Option<String>,
+    /// The signals last read.
+    pub signals: Signals,
+    /// What its maps said at the last read of them.
+    pub mapped: Mapped,
+    /// Its last figures (working set apart).
+    pub figures: Figures,
+    /// Its last rollup, when walked.
+    pub rollup_last: Option<Rollup>,
+    /// When `figures` were read (`None`: never walked).
+    pub read_at: Option<Instant>,
+    /// Its figures are walked again at this age at the latest.
+    pub max_age: Duration,
+    /// Its referenced bits were cleared at its last walk.
+    pub cleared: bool,
+    /// The collection that last saw it.
+    pub generation: u64,
+}
+
+/// What opening and reading a process found.
+pub enum Opened {
+    /// A user process.
+    User(Box<Tracked>),
+    /// A kernel thread or a zombie: no memory to read. Its stat, open,
+    /// and its start time, to know it again.
+    NoMemory(File, u64),
+}
+
+impl Tracked {
+    /// Opens `/proc/PID` and its files, and reads stat and statm.
+    pub fn open(proc: &std::path::Path, pid: u32, buf: &mut Vec<u8>) -> Result<Opened> {
+        let dir = ProcDir::open(proc, pid)?;
+        let stat = dir.open_file("stat")?;
+        let read = |f: &File, name: &str, buf: &mut Vec<u8>| -> Result<()> {
+            pread_all(f, buf).map_err(|e| Error::io(dir.file_path(name), e))
+        };
+        read(&stat, "stat", buf)?;
+        let s = text::stat(buf).ok_or_else(|| corrupt(&dir, "stat"))?;
+        if s.is_kernel_thread() || s.is_dead() {
+            let start_time = s.start_time;
+            return Ok(Opened::NoMemory(stat, start_time));
+        }
+        let (start_time, ppid) = (s.start_time, s.ppid);
+        let comm = String::from_utf8_lossy(s.comm).into_owned();
+        let statm = dir.open_file("statm")?;
+        let cgroup = dir.open_file("cgroup")?;
+        read(&cgroup, "cgroup", buf)?;
+        let cgroup_path = pagescope_core::parse::cgroup::path(&String::from_utf8_lossy(buf));
+        Ok(Opened::User(Box::new(Tracked {
+            dir,
+            stat,
+            statm,
+            cgroup,
+            rollup: None,
+            clear_refs: None,
+            start_time,
+            ppid,
+            comm,
+            cgroup_path,
+            cmdline: None,
+            signals: Signals::default(),
+            mapped: Mapped::default(),
+            figures: Figures::default(),
+            rollup_last: None,
+            read_at: None,
+            max_age: Duration::ZERO,
+            cleared: false,
+            generation: 0,
+        })))
+    }
+
+    /// Reads the cheap signals: the run time first (so that whatever
+    /// runs after it shows next time), then stat (also the check that
+    /// the process is still the one opened) and statm. `Err` gone (or
+    /// unreadable); `Ok(None)` if it became a zombie.
+    pub fn signals(&mut self, buf: &mut Vec<u8>) -> Result<Option<Signals>> {
+        let run_ns = pagescope_sys::cpuclock::process_run_time_ns(self.dir.pid).ok();
+        self.pread(Which::Stat, buf)?;
+        let s = text::stat(buf).ok_or_else(|| corrupt(&self.dir, "stat"))?;
+        if s.start_time != self.start_time {
+            return Err(Error::NotFound {
+                path: self.dir.path().to_path_buf(),
+            });
+        }
+        if s.is_dead() {
+            return Ok(None);
+        }
+        let faults = s.minflt + s.majflt;
+        if s.comm != self.comm.as_bytes() {
+            self.comm = String::from_utf8_lossy(s.comm).into_owned();
+        }
+        self.ppid = s.ppid;
+        self.pread(Which::Statm, buf)?;
+        let (resident, shared) = text::statm(buf).ok_or_else(|| corrupt(&self.dir, "statm"))?;
+        Ok(Some(Signals {
+            run_ns,
+            faults,
+            resident,
+            shared,
+        }))
+    }
+
+    /// Reads the cgroup again (a process is moved without running).
+    pub fn read_cgroup(&mut self, buf: &mut Vec<u8>) -> Result<()> {
+        self.pread(Which::Cgroup, buf)?;
+        self.cgroup_path = pagescope_core::parse::cgroup::path(&String::from_utf8_lossy(buf));
+        Ok(())
+    }
+
+    /// Reads maps (opened each time: it is read only when the process
+    /// ran).
+    pub fn read_maps(&mut self, buf: &mut Vec<u8>) -> Result<Mapped> {
+        self.dir.read_into("maps", buf)?;
+        Ok(text::maps(buf))
+    }
+
+    /// Walks the process: its smaps_rollup. `Ok(None)` if refused.
+    pub fn read_rollup(&mut self, buf: &mut Vec<u8>) -> Result<Option<Rollup>> {
+        if self.rollup.is_none() {
+            match self.dir.open_file("smaps_rollup") {
+                Ok(f) => self.rollup = Some(f),
+                Err(Error::PermissionDenied { .. }) => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+        match self.pread(Which::Rollup, buf) {
+            Ok(()) => {}
+            Err(Error::PermissionDenied { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        if buf.is_empty() {
+            // No memory any more: it exited meanwhile.
+            return Err(Error::NotFound {
+                path: self.dir.file_path("smaps_rollup"),
+            });
+        }
+        text::rollup(buf)
+            .map(Some)
+            .ok_or_else(|| corrupt(&self.dir, "smaps_rollup"))
+    }
+
+    /// Clears its referenced bits (`clear_refs`, `1`); `false` if refused.
+    pub fn clear_refs(&mut self) -> Result<bool> {
+        if self.clear_refs.is_none() {
+            match self.dir.open_write("clear_refs") {
+                Ok(f) => self.clear_refs = Some(f),
+                Err(Error::PermissionDenied { .. }) => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        let f = self.clear_refs.as_ref().expect("opened above");
+        f.write_at(b"1", 0)
+            .map_err(|e| Error::io(self.dir.file_path("clear_refs"), e))?;
+        Ok(true)
+    }
+
+    fn pread(&self, which: Which, buf: &mut Vec<u8>) -> Result<()> {
+        let (f, name) = match which {
+            Which::Stat => (&self.stat, "stat"),
+            Which::Statm => (&self.statm, "statm"),
+            Which::Cgroup => (&self.cgroup, "cgroup"),
+            Which::Rollup => (self.rollup.as_ref().expect("opened"), "smaps_rollup"),
+        };
+        pread_all(f, buf).map_err(|e| Error::io(self.dir.file_path(name), e))?;
+        if buf.is_empty() && matches!(which, Which::Stat | Which::Statm) {
+            return Err(Error::NotFound {
+                path: self.dir.file_path(name),
+            });
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Which {
+    Stat,
+    Statm,
+    Cgroup,
+    Rollup,
+}
+
+fn corrupt(dir: &ProcDir, name: &str) -> Error {
+    Error::corrupt(dir.file_path(name), "not the kernel's format")
+}
