@@ -28,8 +28,9 @@ pub struct TopArgs {
     /// CPU budget in percent of one core: after a refresh whose
     /// collection took C seconds of CPU, the next comes no sooner than
     /// C / budget later (the header then says how long the refresh took).
-    /// Each refresh walks every process's page tables (smaps_rollup, and
-    /// clear_refs with `refs`): on a machine with many GiB resident, more
+    /// A refresh walks the page tables (smaps_rollup, and clear_refs with
+    /// `refs`) of each process a kernel signal says may have changed
+    /// (see `--max-age`): on a busy machine with many GiB resident, more
     /// than a 2 s refresh can afford at this budget.
     #[arg(long, value_name = "PCT", default_value_t = 2.0, value_parser = super::serve::parse_budget)]
     pub budget: f64,
