@@ -760,6 +760,7 @@ fn window(
         Some(a) => k.u32(a)?.map_or(23, u64::from),
         None => 23,
     };
+    let mut last_head: Option<(u64, Option<Frame>)> = None;
     for &(a, e) in entries {
         if soft_vma {
             soft_dirty_hole(*next, a, out)?;
@@ -792,8 +793,16 @@ fn window(
                         frame
                     }
                 } else {
+                    // The head of a huge page, once for its 512 entries.
                     let head_pfn = pfn & !((1u64 << (9 * level as u32)) - 1);
-                    k.frames.frame(&mut k.mmu, head_pfn)?
+                    match last_head {
+                        Some((p, h)) if p == head_pfn => h,
+                        _ => {
+                            let h = k.frames.frame(&mut k.mmu, head_pfn)?;
+                            last_head = Some((head_pfn, h));
+                            h
+                        }
+                    }
                 };
                 if let Some(h) = &head {
                     if !h.anon {
