@@ -60,7 +60,17 @@ vmcore_check() {
     fi
     /pagetest --size 16M --mode anon --op write --pageout 0.5 --hold > $v/d.out &
     vmd=$!
-    for f in a b c d; do
+    # bench/vmcore.sh: a large held buffer (pagescope.vmcore_hold=SIZE),
+    # so that the dump has gigabytes in use.
+    hold=$(sed -n 's/.*pagescope.vmcore_hold=\([0-9]*[KMG]\).*/\1/p' /proc/cmdline)
+    vme=
+    if [ -n "$hold" ]; then
+        /pagetest --size "$hold" --mode anon --op write --hold > $v/e.out &
+        vme=$!
+    else
+        echo '"done"' > $v/e.out
+    fi
+    for f in a b c d e; do
         while ! grep -q '"done"' $v/$f.out 2>/dev/null; do sleep 0.1; done
     done
     held=$(cat $v/a.out $v/b.out $v/c.out $v/d.out | sed -n 's/.*"pid":\([0-9]*\).*/\1/p' | sort -un | tr '\n' ' ')
@@ -124,8 +134,8 @@ vmcore_check() {
     echo "PAGESCOPE-VMCORE-READY"
     if read -t 600 go < /dev/ttyS1; then :; fi
     echo "PAGESCOPE-VMCORE-RESUMED ${go:-timeout}"
-    kill $vma $vmb $vmc $vmd 2>/dev/null
-    wait $vma $vmb $vmc $vmd 2>/dev/null
+    kill $vma $vmb $vmc $vmd $vme 2>/dev/null
+    wait $vma $vmb $vmc $vmd $vme 2>/dev/null
     if [ "$swapdev" != none ]; then
         swapoff "$swapdev"
         losetup -d "$swapdev"
