@@ -31,6 +31,9 @@ pub struct Config {
     pub vmcore: PathBuf,
     /// The crashed kernel's vmlinux or BTF.
     pub btf: Option<PathBuf>,
+    /// The crashed kernel's System.map, for the symbols a BTF file (or a
+    /// stripped vmlinux) lacks.
+    pub system_map: Option<PathBuf>,
     /// Processes to record; empty for all.
     pub pids: Vec<u32>,
     /// Pages per chunk handed to the sink.
@@ -50,6 +53,7 @@ impl Config {
         Config {
             vmcore,
             btf,
+            system_map: None,
             pids: Vec::new(),
             chunk_pages: 64 * 1024,
             buffer_pages: 256 * 1024,
@@ -139,6 +143,30 @@ fn open(
             ));
         }
     }
+    let mut kf = kf;
+    if let Some(map_path) = &config.system_map {
+        let map = crate::kernelfile::system_map(map_path)?;
+        // The map must be the dump's kernel's: the symbols VMCOREINFO
+        // prints too must be where the map puts them.
+        for name in ["_stext", "init_uts_ns", "init_top_pgt"] {
+            if let (Some(&m), Some(v)) = (map.get(name), info.symbol(name)) {
+                if m.wrapping_add(info.kernel_offset) != v {
+                    return Err(bad(
+                        map_path,
+                        format!(
+                            "is of another kernel: it puts {name} at {m:#x}, the dump's VMCOREINFO at {v:#x} (KERNELOFFSET {:#x})",
+                            info.kernel_offset
+                        ),
+                    ));
+                }
+            }
+        }
+        for (name, a) in map {
+            if name != "_stext" {
+                kf.symbols.entry(name).or_insert(a);
+            }
+        }
+    }
     let mut symbols = std::collections::HashMap::new();
     for &name in crate::kernelfile::SYMBOLS {
         let addr = info.symbol(name).or_else(|| {
@@ -154,10 +182,12 @@ fn open(
         if !symbols.contains_key(name) {
             return Err(bad(
                 btf_path,
-                if kf.is_elf {
-                    format!("has no symbol {name}, and the dump's VMCOREINFO does not give it")
+                if config.system_map.is_some() {
+                    format!("has no symbol {name}, nor has the System.map, and the dump's VMCOREINFO does not give it")
+                } else if kf.is_elf {
+                    format!("has no symbol {name}, and the dump's VMCOREINFO does not give it: bring the kernel's System.map too (--system-map /boot/System.map-{})", info.release)
                 } else {
-                    format!("is BTF alone, and the dump's VMCOREINFO does not give {name}: bring the crashed kernel's vmlinux instead (--btf vmlinux, release {})", info.release)
+                    format!("is BTF alone, and the dump's VMCOREINFO does not give {name}: bring the crashed kernel's vmlinux instead (--btf vmlinux, release {}), or its System.map too (--system-map /boot/System.map-{})", info.release, info.release)
                 },
             ));
         }
@@ -730,6 +760,7 @@ fn window(
         Some(a) => k.u32(a)?.map_or(23, u64::from),
         None => 23,
     };
+    let mut last_head: Option<(u64, Option<Frame>)> = None;
     for &(a, e) in entries {
         if soft_vma {
             soft_dirty_hole(*next, a, out)?;
@@ -762,8 +793,16 @@ fn window(
                         frame
                     }
                 } else {
+                    // The head of a huge page, once for its 512 entries.
                     let head_pfn = pfn & !((1u64 << (9 * level as u32)) - 1);
-                    k.frames.frame(&mut k.mmu, head_pfn)?
+                    match last_head {
+                        Some((p, h)) if p == head_pfn => h,
+                        _ => {
+                            let h = k.frames.frame(&mut k.mmu, head_pfn)?;
+                            last_head = Some((head_pfn, h));
+                            h
+                        }
+                    }
                 };
                 if let Some(h) = &head {
                     if !h.anon {

@@ -106,6 +106,9 @@ pub struct Frames {
     /// roots, size of one, offset of section_mem_map, section shift.
     sections: (u64, u64, u64, u64, u64, u32),
     section_cache: HashMap<u64, Option<u64>>,
+    /// The last section looked up and its memory map (the walk asks for
+    /// frames of one section many times in a row).
+    last_section: Option<(u64, Option<u64>)>,
     zero_pfn: Option<u64>,
     huge_zero: Option<u64>,
     mapped_cache: HashMap<u64, bool>,
@@ -208,6 +211,7 @@ impl Frames {
             hugetlb_dtor: info.number("HUGETLB_PAGE_DTOR").map(|v| v as u8),
             sections: (addr, per_root, roots, size, off, section_bits - 12),
             section_cache: HashMap::new(),
+            last_section: None,
             zero_pfn,
             huge_zero,
             mapped_cache: HashMap::new(),
@@ -220,6 +224,11 @@ impl Frames {
     pub fn page_addr(&mut self, mmu: &mut Mmu<'_>, pfn: u64) -> Result<Option<u64>> {
         let (addr, per_root, roots, size, off, shift) = self.sections;
         let nr = pfn >> shift;
+        if let Some((n, m)) = self.last_section {
+            if n == nr {
+                return Ok(m.map(|m| m.wrapping_add(pfn.wrapping_mul(self.layout.page_size))));
+            }
+        }
         let map = match self.section_cache.get(&nr) {
             Some(&m) => m,
             None => {
@@ -254,6 +263,7 @@ impl Frames {
                 m
             }
         };
+        self.last_section = Some((nr, map));
         Ok(map.map(|m| m.wrapping_add(pfn.wrapping_mul(self.layout.page_size))))
     }
 

@@ -6,7 +6,6 @@
 
 use crate::dumpfile::Dump;
 use crate::Result;
-use std::collections::HashMap;
 
 /// `_PAGE_PRESENT`.
 pub const PRESENT: u64 = 1 << 0;
@@ -32,6 +31,12 @@ pub const SWP_UFFD_WP: u64 = 1 << 2;
 const ERRATUM: u64 = ACCESSED | DIRTY;
 /// `PTE_PFN_MASK` for 52 physical address bits.
 const PFN_MASK: u64 = 0x000f_ffff_ffff_f000;
+/// Slots of the kernel TLB (a power of two): translations for up to
+/// 64 MiB of kernel memory (struct pages, tables) in 256 KiB.
+const TLB_SLOTS: usize = 1 << 14;
+/// A TLB slot's mark for a page that is not mapped (no physical address
+/// has all these bits).
+const NO_PAGE: u64 = u64::MAX;
 /// `__START_KERNEL_map`: where the kernel image is mapped.
 pub const START_KERNEL_MAP: u64 = 0xffff_ffff_8000_0000;
 
@@ -93,8 +98,10 @@ pub struct Mmu<'a> {
     phys_base: u64,
     levels: u8,
     addr_mask: u64,
-    /// Kernel translations by virtual page.
-    tlb: HashMap<u64, Option<u64>>,
+    /// Kernel translations by virtual page, direct-mapped: each slot
+    /// holds a page and its physical page ([`NO_PAGE`]: not mapped);
+    /// an empty slot holds page 0, which the kernel never maps.
+    tlb: Vec<(u64, u64)>,
     table: Vec<u8>,
 }
 
@@ -110,7 +117,7 @@ impl<'a> Mmu<'a> {
             phys_base,
             levels: if five { 5 } else { 4 },
             addr_mask: PFN_MASK & !sme,
-            tlb: HashMap::new(),
+            tlb: vec![(0, NO_PAGE); TLB_SLOTS],
             table: vec![0; 4096],
         }
     }
@@ -143,8 +150,10 @@ impl<'a> Mmu<'a> {
             return Ok(Some(va - START_KERNEL_MAP + self.phys_base));
         }
         let page = va & !0xfff;
-        if let Some(&pa) = self.tlb.get(&page) {
-            return Ok(pa.map(|p| p + (va & 0xfff)));
+        let slot = ((va >> 12) as usize) & (TLB_SLOTS - 1);
+        let (tag, pa) = self.tlb[slot];
+        if tag == page && page != 0 {
+            return Ok((pa != NO_PAGE).then_some(pa + (va & 0xfff)));
         }
         let mut table = self.top;
         let mut found = None;
@@ -165,10 +174,7 @@ impl<'a> Mmu<'a> {
             }
             table = e & self.addr_mask;
         }
-        if self.tlb.len() > 1 << 16 {
-            self.tlb.clear();
-        }
-        self.tlb.insert(page, found);
+        self.tlb[slot] = (page, found.unwrap_or(NO_PAGE));
         Ok(found.map(|p| p + (va & 0xfff)))
     }
 

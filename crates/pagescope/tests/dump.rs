@@ -454,3 +454,92 @@ fn a_compressed_dump_is_read_and_its_damage_named() {
         "makedumpfile's filter left them out",
     );
 }
+
+/// Runs `snapshot --vmcore DUMP ARGS...`; exit 2 with one line naming
+/// `what`.
+fn refused_with(dir: &Dir, dump: &Path, args: &[&Path], what: &str) {
+    let out_file = dir.0.path().join("out.snap");
+    let out = Command::new(env!("CARGO_BIN_EXE_pagescope"))
+        .args(["snapshot", "-q", "-o"])
+        .arg(&out_file)
+        .arg("--vmcore")
+        .arg(dump)
+        .args(args)
+        .output()
+        .expect("pagescope runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "exit code, stderr: {err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.starts_with("error: "), "{err}");
+    assert!(err.contains(what), "{what:?} not in: {err}");
+}
+
+#[test]
+fn raw_btf_takes_its_symbols_from_a_system_map_of_the_same_kernel() {
+    let host = Path::new("/sys/kernel/btf/vmlinux");
+    let Ok(bytes) = std::fs::read(host) else {
+        eprintln!("skip: this kernel has no /sys/kernel/btf/vmlinux (CONFIG_DEBUG_INFO_BTF)");
+        return;
+    };
+    let btf = pagescope_dump::btf::Btf::parse(&bytes).expect("the kernel's BTF parses");
+    let name = btf.field("uts_namespace", "name").expect("name").offset;
+    let release = btf.field("new_utsname", "release").expect("release").offset;
+    let mut memory = vec![0u8; 0x4000];
+    let at = 0x1000 + (name + release) as usize;
+    memory[at..at + 10].copy_from_slice(b"6.1.0-test");
+    // As 6.1 prints it: no init_task (the kernel is at its link address).
+    let info = vmcoreinfo("6.1.0-test", 80).replace("SYMBOL(init_task)=ffffffff80002000\n", "")
+        + "SYMBOL(_stext)=ffffffff80000000\n";
+    let core = elf_core(
+        EM_X86_64,
+        Some(note("VMCOREINFO", &info)),
+        &memory,
+        memory.len() as u64,
+    );
+    let d = Dir::new();
+    let dump = d.file("dump.core", &core);
+    let copy = d.file("vmlinux.btf", &bytes);
+    let btf_arg = Path::new("--btf");
+    let map_arg = Path::new("--system-map");
+    // Without a map, the error says to bring one.
+    refused_with(
+        &d,
+        &dump,
+        &[btf_arg, &copy],
+        "--system-map /boot/System.map-6.1.0-test",
+    );
+    // Debian's placeholder is named as such.
+    let placeholder = d.file(
+        "placeholder.map",
+        b"ffffffffffffffff B The real System.map is in the linux-image-<version>-dbg package\n",
+    );
+    refused_with(
+        &d,
+        &dump,
+        &[btf_arg, &copy, map_arg, &placeholder],
+        "the real one is in linux-image-RELEASE-dbg",
+    );
+    // A map of another build: its init_uts_ns is elsewhere.
+    let other = d.file(
+        "other.map",
+        b"ffffffff80000000 T _stext\nffffffff80005000 D init_uts_ns\nffffffff80002000 D init_task\n",
+    );
+    refused_with(
+        &d,
+        &dump,
+        &[btf_arg, &copy, map_arg, &other],
+        "is of another kernel: it puts init_uts_ns at 0xffffffff80005000",
+    );
+    // The kernel's own map gives init_task: the read goes on to the
+    // layout, where this fake dump's struct page (80 bytes) is refused.
+    let own = d.file(
+        "System.map",
+        b"ffffffff80000000 T _stext\nffffffff80001000 D init_uts_ns\nffffffff80002000 D init_task\nffffffff80003000 D init_top_pgt\n",
+    );
+    refused_with(
+        &d,
+        &dump,
+        &[btf_arg, &copy, map_arg, &own],
+        "the BTF is of another kernel",
+    );
+}

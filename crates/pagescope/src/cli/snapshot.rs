@@ -31,4 +31,8 @@ pub struct SnapshotArgs {
     /// or its BTF (`/sys/kernel/btf/vmlinux`), for `--vmcore`.
     #[arg(long, value_name = "FILE", requires = "vmcore")]
     pub btf: Option<PathBuf>,
+    /// The crashed kernel's System.map (/boot/System.map-RELEASE), for
+    /// the symbols a BTF file or a stripped vmlinux lacks, for `--vmcore`.
+    #[arg(long, value_name = "FILE", requires = "vmcore")]
+    pub system_map: Option<PathBuf>,
 }

@@ -75,6 +75,7 @@ fn from_dump(args: SnapshotArgs, vmcore: std::path::PathBuf) -> Result<u8> {
     config.pids = args.select.pids.clone();
     config.stop = pagescope_linux::signals::stop_pending;
     config.physmap = args.physmap;
+    config.system_map = args.system_map.clone();
     let out = pagescope_linux::output::create(&args.output)
         .with_context(|| format!("cannot create {}", args.output.display()))?;
     let mut writer = SnapshotWriter::new(out, &args.output)?;
