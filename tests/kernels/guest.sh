@@ -142,15 +142,70 @@ vmcore_check() {
     fi
     rm -rf $v
 }
-# With pagescope.only=vmcore (tests/kernels/run: PAGESCOPE_GUEST_ONLY),
-# that check alone; otherwise it runs last, after every other check (run
+# kcore: `snapshot --kcore` (the running kernel's memory through
+# /proc/kcore, by the crash-dump walk) against the kernel's own accounts:
+# a held pagetest's RSS equal to its smaps_rollup Rss, and its buffer on
+# the same frames (count and digest) as a live snapshot finds them. On a
+# kernel without /proc/kcore, the one-line refusal.
+kcore_check() {
+    k=/tmp/kc
+    mkdir -p $k
+    if [ ! -e /proc/kcore ]; then
+        if /pagescope snapshot -q --kcore -o $k/k.snap 2> $k/err; then
+            check kcore fail "no /proc/kcore, yet snapshot --kcore succeeded"
+        elif [ "$(wc -l < $k/err)" -eq 1 ] && grep -q '^error: this kernel has no /proc/kcore' $k/err; then
+            check kcore refused-as-expected "$(cat $k/err)"
+        else
+            check kcore fail "no /proc/kcore, and: $(head -2 $k/err | tr '\n' ' ')"
+        fi
+        rm -rf $k
+        return
+    fi
+    /pagetest --size 32M --mode anon --op write --hold > $k/p.out &
+    kp=$!
+    while ! grep -q '"done"' $k/p.out 2>/dev/null; do sleep 0.1; done
+    pid=$(field pid < $k/p.out)
+    start=$(field start < $k/p.out)
+    end=$(field end < $k/p.out)
+    rss_kb=$(awk '/^Rss:/ { print $2 }' /proc/$pid/smaps_rollup)
+    # frames SNAPSHOT: the buffer's frames, sorted, and their count.
+    frames() {
+        /pagescope report pages --input "$1" --pid $pid --format csv 2>/dev/null \
+            | awk -F, -v s="$start" -v e="$end" 'NR > 1 && $3 >= s && $3 < e && $4 != "" { print $4 }' | sort -n > $k/f
+        echo "$(wc -l < $k/f) $(md5sum < $k/f | cut -d' ' -f1)"
+    }
+    if ! /pagescope snapshot -q --pid $pid -o $k/live.snap 2> $k/err; then
+        check kcore fail "the live snapshot failed: $(head -1 $k/err)"
+    elif /pagescope snapshot -q --kcore --pid $pid -o $k/kcore.snap 2> $k/err; [ $? -ne 0 ]; then
+        check kcore fail "$(tr '\n' ' ' < $k/err | head -c 400)"
+    else
+        rss=$(/pagescope report processes --input $k/kcore.snap --format csv 2>/dev/null \
+            | awk -F, -v pid=$pid 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next } $h["pid"] == pid { print $h["rss_pages"] }')
+        live=$(frames $k/live.snap)
+        got=$(frames $k/kcore.snap)
+        if [ "$((rss * 4))" = "$rss_kb" ] && [ "$live" = "$got" ] && [ "${got%% *}" = 8192 ]; then
+            check kcore pass "pid $pid: RSS $rss pages = smaps_rollup $rss_kb kB; buffer frames $got as the live snapshot's"
+        else
+            check kcore fail "pid $pid: RSS ${rss:-none} pages, smaps_rollup $rss_kb kB; buffer frames kcore $got, live $live"
+        fi
+    fi
+    kill $kp 2>/dev/null
+    wait $kp 2>/dev/null
+    rm -rf $k
+}
+
+# With pagescope.only=vmcore or kcore (tests/kernels/run:
+# PAGESCOPE_GUEST_ONLY), that check alone; otherwise vmcore runs last, after every other check (run
 # first, it left the guest's clock, jiffies under TCG, running 2.5 to 6
 # times too fast through the timed checks after it, in 2 runs of 3, for
 # a cause not found: the dump's pause and swap on a loop device alone,
 # timed in an idle guest, leave it right).
 only=$(sed -n 's/.*pagescope.only=\([a-z]*\).*/\1/p' /proc/cmdline)
 if [ -n "$only" ]; then
-    case "$kernel" in full* | stock) vmcore_check ;; esac
+    case "$only" in
+        kcore) kcore_check ;;
+        *) case "$kernel" in full* | stock) vmcore_check ;; esac ;;
+    esac
     exit 0
 fi
 
@@ -685,6 +740,7 @@ got=$(sed -n 's/.* with the \([a-z]*\) backend.*/\1/p' /tmp/auto.err)
 if [ "$got" = "$want" ]; then check auto pass "$want"; else check auto fail "chose '$got', expected $want: $(grep -v '^note:' /tmp/auto.err | head -2 | tr '\n' ' ' | head -c 300)"; fi
 kill $sleeper
 
+kcore_check
 case "$kernel" in full* | stock) vmcore_check ;; esac
 
 # The interfaces this kernel offers; the host compares them with what the

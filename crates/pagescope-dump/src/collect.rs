@@ -45,6 +45,11 @@ pub struct Config {
     pub stop: fn() -> bool,
     /// Also class every frame of the machine (`--physmap`).
     pub physmap: bool,
+    /// `vmcore` is the running kernel's `/proc/kcore` (`--kcore`).
+    pub kcore: bool,
+    /// The System.map's addresses are the running kernel's
+    /// (`/proc/kallsyms`), not link-time ones.
+    pub map_at_run_time: bool,
 }
 
 impl Config {
@@ -59,6 +64,8 @@ impl Config {
             buffer_pages: 256 * 1024,
             stop: || false,
             physmap: false,
+            kcore: false,
+            map_at_run_time: false,
         }
     }
 }
@@ -76,15 +83,24 @@ fn bad(path: &Path, why: impl Into<String>) -> DumpError {
 }
 
 /// The notes every dump snapshot carries: what it can't tell.
-fn missing_notes(vmcore: &Path) -> Vec<String> {
-    vec![
+fn missing_notes(vmcore: &Path, kcore: bool) -> Vec<String> {
+    let what = if kcore {
+        "the running kernel through"
+    } else {
+        "the crash dump"
+    };
+    let mut notes = vec![
         format!(
-            "read from the crash dump {}: the smaps counters are computed from its page tables and struct pages by smaps' rules (SwapPss takes every page in swap as unshared; shared memory in swap is not counted)",
+            "read from {what} {}: the smaps counters are computed from its page tables and struct pages by smaps' rules (SwapPss takes every page in swap as unshared; shared memory in swap is not counted)",
             vmcore.display()
         ),
         "a dump has no meminfo, slabinfo, memory cgroups (kpagecgroup), task times or fault counts: they are not read".into(),
         "a dump has no mapped files' ELF headers: VMAs are classed by their permissions".into(),
-    ]
+    ];
+    if kcore {
+        notes.push("the kernel ran while its memory was read: a page freed or moved meanwhile may be missing or counted twice".into());
+    }
+    notes
 }
 
 /// Opens the dump and the brought file and checks that they belong
@@ -148,9 +164,15 @@ fn open(
         let map = crate::kernelfile::system_map(map_path)?;
         // The map must be the dump's kernel's: the symbols VMCOREINFO
         // prints too must be where the map puts them.
+        // Run-time addresses (kallsyms) are already shifted.
+        let shift = if config.map_at_run_time {
+            0
+        } else {
+            info.kernel_offset
+        };
         for name in ["_stext", "init_uts_ns", "init_top_pgt"] {
             if let (Some(&m), Some(v)) = (map.get(name), info.symbol(name)) {
-                if m.wrapping_add(info.kernel_offset) != v {
+                if m.wrapping_add(shift) != v {
                     return Err(bad(
                         map_path,
                         format!(
@@ -163,6 +185,8 @@ fn open(
         }
         for (name, a) in map {
             if name != "_stext" {
+                // As link-time addresses, which KERNELOFFSET shifts below.
+                let a = a.wrapping_add(shift).wrapping_sub(info.kernel_offset);
                 kf.symbols.entry(name).or_insert(a);
             }
         }
@@ -203,7 +227,11 @@ pub fn collect(
     progress: &mut dyn FnMut(usize, usize, u64),
 ) -> Result<Trailer> {
     let started = Instant::now();
-    let core = Dump::open(&config.vmcore)?;
+    let core = if config.kcore {
+        Dump::open_kcore(&config.vmcore)?
+    } else {
+        Dump::open(&config.vmcore)?
+    };
     let (info, kf, symbols) = open(config, &core)?;
     let btf_path = kf.path.clone();
     let phys_base = info
@@ -321,8 +349,13 @@ fn system_info(k: &mut Kernel<'_>, config: &Config) -> Result<SystemInfo> {
     let l = k.layout.clone();
     let uts = k.symbols["init_uts_ns"] + l.uts_name;
     let hostname = k.cstr(uts + l.utsname_nodename, 65)?.unwrap_or_default();
-    let time_unix_ns = std::fs::metadata(&config.vmcore)
-        .and_then(|m| m.modified())
+    // A dump's time is its file's; the running kernel's, now.
+    let time = if config.kcore {
+        Ok(std::time::SystemTime::now())
+    } else {
+        std::fs::metadata(&config.vmcore).and_then(|m| m.modified())
+    };
+    let time_unix_ns = time
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos() as u64);
@@ -400,7 +433,7 @@ fn system_info(k: &mut Kernel<'_>, config: &Config) -> Result<SystemInfo> {
         pfns_visible: true,
         memcg_visible: false,
         missing: {
-            let mut m = missing_notes(&config.vmcore);
+            let mut m = missing_notes(&config.vmcore, config.kcore);
             m.extend(k.mmu.core().open_notes());
             m
         },

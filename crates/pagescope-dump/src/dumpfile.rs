@@ -30,6 +30,11 @@ fn bad(path: &Path, why: impl Into<String>) -> DumpError {
 }
 
 impl Dump {
+    /// Opens the running kernel's `/proc/kcore` ([`ElfCore::open_kcore`]).
+    pub fn open_kcore(path: &Path) -> Result<Dump> {
+        Ok(Dump::Elf(ElfCore::open_kcore(path)?))
+    }
+
     /// Opens `path` as the kind its first bytes say. Another file is
     /// refused with [`DumpError::Bad`], naming what it seems to be where
     /// makedumpfile wrote a form that is not read (flattened, split).

@@ -65,6 +65,19 @@ impl ElfCore {
     /// ELF core, or whose segments lie past its end (cut short), is
     /// refused with [`DumpError::Bad`].
     pub fn open(path: &Path) -> Result<ElfCore> {
+        ElfCore::open_as(path, false)
+    }
+
+    /// Opens the running kernel's `/proc/kcore` (or a file of its form):
+    /// its PT_LOAD segments are the kernel's virtual ranges, with the
+    /// physical address only for RAM (the direct map) and the kernel
+    /// image; the others (vmalloc, modules, vmemmap: `p_paddr` all ones)
+    /// and the image, which lies in RAM's segments too, are left out.
+    pub fn open_kcore(path: &Path) -> Result<ElfCore> {
+        ElfCore::open_as(path, true)
+    }
+
+    fn open_as(path: &Path, kcore: bool) -> Result<ElfCore> {
         let io = |error| DumpError::Io {
             path: path.to_path_buf(),
             error,
@@ -126,7 +139,9 @@ impl ElfCore {
                             ))
                         }
                     }
-                    if s.memsz > 0 {
+                    let physical =
+                        s.paddr != u64::MAX && ph.p_vaddr(endian) < crate::x86_64::START_KERNEL_MAP;
+                    if s.memsz > 0 && (!kcore || physical) {
                         segments.push(s);
                     }
                 }

@@ -324,7 +324,7 @@ impl Frames {
         let is_head = page.flags & self.head_mask != 0;
         let compound = tail || is_head;
         let second = if compound {
-            self.raw(mmu, head_va + ps)?.unwrap_or_default()
+            self.raw(mmu, head_va.wrapping_add(ps))?.unwrap_or_default()
         } else {
             Raw::default()
         };
@@ -359,7 +359,7 @@ impl Frames {
         } else {
             let mut m = false;
             for i in 0..nr {
-                if let Some(r) = self.raw(mmu, head_va + i * ps)? {
+                if let Some(r) = self.raw(mmu, head_va.wrapping_add(i * ps))? {
                     if r.mapcount >= 0 {
                         m = true;
                         break;

@@ -37,6 +37,9 @@ const TLB_SLOTS: usize = 1 << 14;
 /// A TLB slot's mark for a page that is not mapped (no physical address
 /// has all these bits).
 const NO_PAGE: u64 = u64::MAX;
+/// The part of the kernel image's mapping read by its offset rather than
+/// the tables: `KERNEL_IMAGE_SIZE` without KASLR, below the modules.
+const IMAGE_FAST: u64 = 512 << 20;
 /// `__START_KERNEL_map`: where the kernel image is mapped.
 pub const START_KERNEL_MAP: u64 = 0xffff_ffff_8000_0000;
 
@@ -146,8 +149,11 @@ impl<'a> Mmu<'a> {
     /// The physical address of a kernel virtual address, `None` where
     /// nothing is mapped or the tables are not in the dump.
     pub fn kernel_phys(&mut self, va: u64) -> Result<Option<u64>> {
-        if va >= START_KERNEL_MAP {
-            return Ok(Some(va - START_KERNEL_MAP + self.phys_base));
+        // The kernel image, by its fixed offset; above its first 512 MiB
+        // (modules, the fixmap; a pointer that is garbage) through the
+        // tables, like any address.
+        if va >= START_KERNEL_MAP && va - START_KERNEL_MAP < IMAGE_FAST {
+            return Ok((va - START_KERNEL_MAP).checked_add(self.phys_base));
         }
         let page = va & !0xfff;
         let slot = ((va >> 12) as usize) & (TLB_SLOTS - 1);

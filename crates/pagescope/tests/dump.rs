@@ -543,3 +543,30 @@ fn raw_btf_takes_its_symbols_from_a_system_map_of_the_same_kernel() {
         "the BTF is of another kernel",
     );
 }
+
+#[test]
+fn kcore_on_a_kernel_without_it_says_so_in_one_line() {
+    if Path::new("/proc/kcore").exists() {
+        eprintln!("skip: this kernel has /proc/kcore (its walk is checked in tests/kernels)");
+        return;
+    }
+    let d = Dir::new();
+    let out = Command::new(env!("CARGO_BIN_EXE_pagescope"))
+        .args(["snapshot", "-q", "--kcore", "-o"])
+        .arg(d.0.path().join("k.snap"))
+        .output()
+        .expect("pagescope runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "exit code, stderr: {err}");
+    assert_eq!(
+        err.trim_end(),
+        "error: this kernel has no /proc/kcore (it was built without CONFIG_PROC_KCORE): --kcore needs it"
+    );
+    assert!(!d.0.path().join("k.snap").exists(), "no file is written");
+    // --kcore and --vmcore are two sources: one at a time.
+    let out = Command::new(env!("CARGO_BIN_EXE_pagescope"))
+        .args(["snapshot", "--kcore", "--vmcore", "x.core"])
+        .output()
+        .expect("pagescope runs");
+    assert_eq!(out.status.code(), Some(2));
+}

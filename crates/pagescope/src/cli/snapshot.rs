@@ -25,14 +25,19 @@ pub struct SnapshotArgs {
     /// Read a kernel crash dump (an ELF core: qemu's `dump-guest-memory`,
     /// `virsh dump`, /proc/vmcore, `makedumpfile -E`) instead of the live
     /// system (docs/dumps.md).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", group = "dump")]
     pub vmcore: Option<PathBuf>,
+    /// Read the running kernel's memory through /proc/kcore (root) by the
+    /// same walk as `--vmcore`, with its BTF (/sys/kernel/btf/vmlinux
+    /// unless `--btf`) and symbols (/proc/kallsyms unless `--system-map`).
+    #[arg(long, group = "dump")]
+    pub kcore: bool,
     /// The crashed kernel's vmlinux (with its .BTF section and symbols),
     /// or its BTF (`/sys/kernel/btf/vmlinux`), for `--vmcore`.
-    #[arg(long, value_name = "FILE", requires = "vmcore")]
+    #[arg(long, value_name = "FILE", requires = "dump")]
     pub btf: Option<PathBuf>,
     /// The crashed kernel's System.map (/boot/System.map-RELEASE), for
     /// the symbols a BTF file or a stripped vmlinux lacks, for `--vmcore`.
-    #[arg(long, value_name = "FILE", requires = "vmcore")]
+    #[arg(long, value_name = "FILE", requires = "dump")]
     pub system_map: Option<PathBuf>,
 }

@@ -15,6 +15,13 @@ pub fn run(args: SnapshotArgs) -> Result<u8> {
     if let Some(vmcore) = args.vmcore.clone() {
         return from_dump(args, vmcore);
     }
+    if args.kcore {
+        let kcore = std::path::PathBuf::from("/proc/kcore");
+        if !kcore.exists() {
+            anyhow::bail!("this kernel has no /proc/kcore (it was built without CONFIG_PROC_KCORE): --kcore needs it");
+        }
+        return from_dump(args, kcore);
+    }
     let quiet = args.progress.quiet;
     check_pids_exist(&args.select.pids)?;
     // Before any thread starts, so that every thread has them blocked:
@@ -76,6 +83,17 @@ fn from_dump(args: SnapshotArgs, vmcore: std::path::PathBuf) -> Result<u8> {
     config.stop = pagescope_linux::signals::stop_pending;
     config.physmap = args.physmap;
     config.system_map = args.system_map.clone();
+    if args.kcore {
+        // The running kernel describes itself.
+        config.kcore = true;
+        config.btf = config
+            .btf
+            .or_else(|| Some("/sys/kernel/btf/vmlinux".into()));
+        if config.system_map.is_none() {
+            config.system_map = Some("/proc/kallsyms".into());
+            config.map_at_run_time = true;
+        }
+    }
     let out = pagescope_linux::output::create(&args.output)
         .with_context(|| format!("cannot create {}", args.output.display()))?;
     let mut writer = SnapshotWriter::new(out, &args.output)?;
