@@ -26,8 +26,15 @@ fuzz_target!(|data: &[u8]| {
         all_maps: true,
     });
     if read_snapshot(data, path, &mut u).is_ok() {
-        render(&views::processes(&u, false));
-        render(&views::processes(&u, true));
+        for (virtual_view, kernel_threads) in [(false, false), (true, true)] {
+            render(&views::processes(
+                &u,
+                views::ProcessesOptions {
+                    virtual_view,
+                    kernel_threads,
+                },
+            ));
+        }
         let pids: Vec<u32> = u.processes.iter().map(|p| p.pid).collect();
         render(&views::vmas(&u, &pids));
         render(&views::units(&u));
