@@ -249,3 +249,58 @@ fn a_killed_trace_leaves_limits_that_release_gives_back() {
     );
     assert_eq!(limits(), before, "after the release");
 }
+
+/// A tracer killed after it took the limits and before it put anything
+/// into the program: `trace --release` has no pages to give back, but
+/// gives the limits back and says so, and that is a success.
+#[test]
+fn a_trace_killed_before_it_set_up_the_program_is_released_too() {
+    require_limits!();
+    let _serial = serial();
+    let before = limits();
+    let cpus = pagescope_linux::system::allowed_cpus();
+    let dir = tempfile::tempdir().unwrap();
+    let out = temp_path(dir.path(), "t.trace");
+    let program = Reap(
+        Command::new("sleep")
+            .arg("30")
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = program.0.id().to_string();
+    let status = Command::new(pagescope_bin())
+        .env("PAGESCOPE_DIE_IN_INJECTION", "attach")
+        .args(["trace", "-q", "-o", &out, "--pid", &pid])
+        .stdin(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9),
+        "pagescope did not die where told"
+    );
+    let left = limits();
+    for c in &cpus {
+        assert!(
+            left.iter().any(|(n, v)| n == c && v == "n/a"),
+            "CPU {c} after the kill: {left:?}"
+        );
+    }
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count();
+    let r = run(&[], &["trace", "--release", &pid]);
+    let said = String::from_utf8_lossy(&r.stderr).into_owned();
+    assert!(r.status.success(), "{said}");
+    assert!(
+        said.contains("gave back the resume latency limits"),
+        "{said}"
+    );
+    assert!(!said.contains(&format!("released {pid}")), "{said}");
+    assert_eq!(limits(), before, "after the release");
+    let now = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count();
+    assert_eq!(now, fds, "the program's descriptors");
+}

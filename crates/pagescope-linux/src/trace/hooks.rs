@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 /// Fault injection for the tests of `--release`: with
-/// `PAGESCOPE_DIE_IN_INJECTION=WHERE` in its environment (`vdso`: setting
+/// `PAGESCOPE_DIE_IN_INJECTION=WHERE` in its environment (`attach`: about
+/// to set up an address space, nothing put into it yet; `vdso`: setting
 /// up an exec'd image, parked at the vDSO's bootstrap; `exec`: the same,
 /// later, parked at the mover's page; `fork`: a forked child; `mover`: a
 /// forked child, once its mover is cloned and before it is attached;

@@ -39,6 +39,13 @@ pub fn release_all(fs: &crate::Root, root: u32) -> Result<ReleaseReport, Release
     }
     let mut report = ReleaseReport::default();
     let released = release_tree(proc, root, &mut report);
+    // A root without a userfaultfd held nothing of pagescope's (its
+    // tracer died before it got that far, or never traced it); that is an
+    // error only if there was nothing else to give back either.
+    let (released, nothing) = match released {
+        Ok(nothing) => (Ok(()), nothing),
+        Err(e) => (Err(e), None),
+    };
     // Once the holders are gone (they may have kept pagescope's holds), the
     // CPUs no pagescope holds any more get their limits back.
     let restored = crate::resume_latency::restore_abandoned(fs);
@@ -50,7 +57,14 @@ pub fn release_all(fs: &crate::Root, root: u32) -> Result<ReleaseReport, Release
         }
     }
     match (released, restored) {
-        (Ok(()), Ok(_)) => Ok(report),
+        (Ok(()), Ok(_)) => match nothing {
+            Some(source) if report.steps.is_empty() => Err(ReleaseError::Failed {
+                pid: root,
+                done: report,
+                source,
+            }),
+            _ => Ok(report),
+        },
         (Err((pid, source)), _) => Err(ReleaseError::Failed {
             pid,
             done: report,
@@ -65,8 +79,14 @@ pub fn release_all(fs: &crate::Root, root: u32) -> Result<ReleaseReport, Release
 }
 
 /// The steps of [`release_all`], each added to `report` as it is done; an
-/// error names the process it concerns.
-fn release_tree(proc: &Path, root: u32, report: &mut ReleaseReport) -> Result<(), (u32, Error)> {
+/// error names the process it concerns. `Ok(Some(why))`: `root` itself
+/// held no userfaultfd, so there was nothing in it to release.
+fn release_tree(
+    proc: &Path,
+    root: u32,
+    report: &mut ReleaseReport,
+) -> Result<Option<Error>, (u32, Error)> {
+    let mut nothing = None;
     let steps = &mut report.steps;
     // The traced processes it forked were traced too: release them all.
     let order = release_order(proc, root);
@@ -96,6 +116,12 @@ fn release_tree(proc: &Path, root: u32, report: &mut ReleaseReport) -> Result<()
         }
         let done = match release(proc, pid) {
             Ok(done) => done,
+            // Killed before it gave the root a userfaultfd: what it did
+            // put in (code, descriptors) goes with the leftovers below.
+            Err(e) if pid == root && userfaultfds(proc, pid).is_ok_and(|u| u.is_empty()) => {
+                nothing = Some(e);
+                continue;
+            }
             // A child that exited meanwhile, or was released through its
             // parent and then exec'd (its descriptor and store went with
             // its old image), has nothing left to release.
@@ -125,7 +151,7 @@ fn release_tree(proc: &Path, root: u32, report: &mut ReleaseReport) -> Result<()
             steps.push(ReleaseStep::RemovedLeftovers(pid));
         }
     }
-    Ok(())
+    Ok(nothing)
 }
 
 /// `pid`, then each of its descendants that has a pagescope store (or a

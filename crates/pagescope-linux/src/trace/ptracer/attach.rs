@@ -33,6 +33,7 @@ impl Ptracer {
     /// copied to the tracer, and every private anonymous and shared-memory
     /// mapping registered and emptied.
     pub(super) fn attach_space(&mut self, tid: u32, interrupted: bool) -> Result<u32> {
+        die_here_for_tests("attach");
         let tgid = self.threads[&tid].tgid;
         let mut inj = start_injection(tid, tgid, interrupted)?;
         // First the mover's page of code, whose `syscall` instruction the
