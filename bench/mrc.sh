@@ -12,6 +12,14 @@
 #     references).
 #
 #   sudo bench/mrc.sh            RUNS=3 (hyperfine runs per command)
+#   sudo ONLY=recorded bench/mrc.sh   the curves from recordings alone
+#
+# Curves from recordings (`analyze REC mrc`): each workload above, and
+# bench/trace.sh's python3 sort of 500 000 floats and `xz -T2` (traced
+# with an 8 MiB pool), is recorded with the fault backend (INTERVAL,
+# default 10ms), and the estimate is set against the exact curve of its
+# trace (`--against`): the mean absolute error and the largest, over the
+# sizes at and above the tracer's pool.
 #
 # Needs root (pagescope trace), hyperfine, xz, python3.
 set -euo pipefail
@@ -38,7 +46,18 @@ trace() { # NAME POOL COMMAND...
     echo "tracing $name (pool $pool)" >&2
     "$BIN/pagescope" trace --pool "$pool" -o "$WORK/$name.trace" -- "$@" > /dev/null
 }
-if [ -n "${BIG:-}" ]; then
+cat > "$WORK/floats.py" <<'PY'
+import random, sys
+r = random.Random(1)
+a = [r.random() for _ in range(int(sys.argv[1]))]
+a.sort()
+print(sum(a[:10]), a[len(a) // 2])
+PY
+INTERVAL=${INTERVAL:-10ms}
+
+if [ "${ONLY:-}" = recorded ]; then
+    :
+elif [ -n "${BIG:-}" ]; then
     cp "$BIG" "$WORK/pysort.trace"
 else
     trace pysort 8M "$PY" -c 'import random; random.seed(1); a = [random.random() for _ in range(2000000)]; a.sort()'
@@ -48,7 +67,33 @@ trace sort 2M sort -S 64M "$WORK/lines"
 trace xz 2M xz -T1 -1 -c "$WORK/1m"
 trace pyhash 2M "$PY" "$WORK/hash.py" 2048
 
+trace pyfloats 8M "$PY" "$WORK/floats.py" 500000
+trace xz2 8M xz -T2 --block-size=262144 -1 -c "$WORK/lines"
+
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
+echo "== curves from recordings (fault backend, --interval $INTERVAL) against the traces"
+against() { # NAME COMMAND...
+    local name=$1
+    shift
+    "$BIN/pagescope" record -q --backend fault --interval "$INTERVAL" -o "$WORK/$name.rec" -- "$@" > /dev/null
+    "$BIN/pagescope" analyze "$WORK/$name.rec" mrc --against "$WORK/$name.trace" --format json \
+        > "$WORK/$name.json" 2> "$WORK/$name.err" || { cat "$WORK/$name.err" >&2; exit 1; }
+    python3 - "$name" "$WORK/$name.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[2]))
+print(f"{sys.argv[1]:<9} {d['intervals']:>6} intervals {d['references']:>9} references "
+      f"{d['distinct_pages']:>7} pages: mean absolute error {d['trace_mae']:.4f}, "
+      f"largest {d['trace_largest_error']:.4f}")
+PY
+}
+against pagetest "$BIN/pagetest" --size 64M --mode anon --op write --iterations 3 --sleep 0
+against sort sort -S 64M "$WORK/lines"
+against xz xz -T1 -1 -c "$WORK/1m"
+against pyhash "$PY" "$WORK/hash.py" 2048
+against pyfloats "$PY" "$WORK/floats.py" 500000
+against xz2 xz -T2 --block-size=262144 -1 -c "$WORK/lines"
+[ "${ONLY:-}" = recorded ] && exit 0
+
 for t in pysort pagetest sort xz pyhash; do
     f="$WORK/$t.trace"
     refs=$("$BIN/pagescope" analyze "$f" refs --format json 2>/dev/null | python3 -c 'import json, sys; print(json.load(sys.stdin)["references"])')

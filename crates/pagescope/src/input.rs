@@ -6,8 +6,20 @@ use anyhow::{Context, Result};
 use pagescope_core::analysis::PidFilter;
 use pagescope_core::format::{read_snapshot, Completeness};
 use pagescope_core::model::SnapshotSink;
-use std::io::{BufReader, Read};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
+
+/// The kind of pagescope file `input` holds (bytes 10 and 11 of its
+/// file header), read without consuming it; `None` for a file too short
+/// or foreign to say, which is left to a reader, whose error says what is
+/// wrong.
+pub fn peek_kind(input: &mut impl BufRead) -> Result<Option<u16>> {
+    let head = input.fill_buf().context(BadInput)?;
+    Ok(
+        (head.len() >= 12 && head[..8] == pagescope_core::format::MAGIC)
+            .then(|| u16::from_le_bytes([head[10], head[11]])),
+    )
+}
 
 /// Opens an input file for reading, or standard input for `-`; returns it
 /// with the name messages give it. A file that can't be opened is bad

@@ -486,7 +486,7 @@ fn recording_page_in_chromium() {
     }
     // The refs backend places references by VMA: the views that need
     // pages are named, with why.
-    for view in ["wss", "hugepages", "numa"] {
+    for view in ["wss", "hugepages", "numa", "mrc"] {
         assert!(html.contains(&format!("<li><b>{view}</b>: ")), "{view}");
     }
     assert!(

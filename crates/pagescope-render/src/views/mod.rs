@@ -5,6 +5,7 @@
 mod alerts;
 mod diff;
 mod machine;
+mod mrc;
 mod per_process;
 mod trace;
 mod units;
@@ -12,8 +13,9 @@ mod units;
 pub use alerts::alerts;
 pub use diff::diff;
 pub use machine::{physmap, total};
+pub use mrc::{mrc, recorded_mrc};
 pub use per_process::{processes, vmas, ProcessesOptions};
-pub use trace::{mrc, refs};
+pub use trace::refs;
 pub use units::{unit_totals, units};
 
 use crate::report::{Column, Value};

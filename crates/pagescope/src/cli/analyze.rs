@@ -27,7 +27,9 @@ pub enum AnalyzeView {
     /// and mapping.
     Refs,
     /// Trace: miss ratio by memory size, LRU (exact), FIFO and CLOCK
-    /// (with --sample, SHARDS estimates).
+    /// (with --sample, SHARDS estimates). Recording (page-exact
+    /// backends): the LRU curve estimated from the pages each interval
+    /// referenced.
     Mrc,
     /// Recording or trace: every view above that applies, on one
     /// self-contained HTML page (-o OUT).
@@ -61,6 +63,11 @@ pub struct AnalyzeArgs {
     /// so).
     #[arg(long)]
     pub lru_only: bool,
+    /// `mrc` of a recording: set the estimate beside the exact LRU curve
+    /// of TRACE, a trace of the same program, and report how far apart
+    /// they are.
+    #[arg(long, value_name = "TRACE")]
+    pub against: Option<PathBuf>,
     #[command(flatten)]
     pub rendering: Rendering,
     /// `html`: the page to write ("-" for standard output); made with

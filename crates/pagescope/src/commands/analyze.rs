@@ -1,15 +1,16 @@
 //! `pagescope analyze`: the views of a recording or of a trace.
 
 use crate::cli::{AnalyzeArgs, AnalyzeView};
-use crate::input::open_input;
+use crate::input::{open_input, peek_kind};
 use crate::output::emit;
 use crate::BadInput;
 use anyhow::{anyhow, Context, Result};
-use pagescope_core::analysis::mrc::{Mrc, Sampling};
+use pagescope_core::analysis::mrc::{Comparison, Mrc, RecordedMrc, Sampling};
 use pagescope_core::analysis::refs::RefStats;
 use pagescope_core::analysis::temporal::{Recording, Select};
-use pagescope_core::format::{read_record, read_trace, TraceVisitor};
+use pagescope_core::format::{read_record, read_trace, Kind, TraceVisitor};
 use pagescope_render::{record_views, views, Report};
+use std::io::{BufReader, Read};
 use std::path::Path;
 
 /// Runs `analyze`.
@@ -22,6 +23,9 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
             "--output applies to the html view only (the other views print to standard output)"
         )
         .context(BadInput));
+    }
+    if args.against.is_some() && args.view != AnalyzeView::Mrc {
+        return Err(anyhow!("--against applies to the `mrc` of a recording").context(BadInput));
     }
     if (args.sample.is_some() || args.lru_only) && args.view != AnalyzeView::Mrc {
         return Err(anyhow!("--sample and --lru-only apply to `mrc` only").context(BadInput));
@@ -43,6 +47,18 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
             if args.range.is_some() {
                 return Err(anyhow!("--range applies to `refs` only").context(BadInput));
             }
+            let (input, name) = open_input(&args.file)?;
+            let mut input = BufReader::new(input);
+            if peek_kind(&mut input)? == Some(Kind::Record as u16) {
+                return recorded_mrc(&args, input, &name);
+            }
+            if args.against.is_some() {
+                return Err(anyhow!(
+                    "--against applies to the `mrc` of a recording: it sets the recording's \
+                     estimate beside the trace's exact curve"
+                )
+                .context(BadInput));
+            }
             let mut m = args.pid.map_or_else(Mrc::new, Mrc::of_process);
             if let Some(rate) = args.sample {
                 let s = Sampling::new(rate).ok_or_else(|| {
@@ -54,11 +70,38 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
             if args.lru_only {
                 m = m.lru_only();
             }
-            read_trace_file(&args.file, &mut m)?;
+            read_trace(input, &name, &mut m).context(BadInput)?;
             views::mrc(&m)
         }
         AnalyzeView::Html => unreachable!("handled above"),
     };
+    report.units = args.rendering.units();
+    emit(&report, args.rendering.format)
+}
+
+/// `analyze REC mrc`: the LRU curve estimated from a recording.
+fn recorded_mrc(args: &AnalyzeArgs, input: impl Read, name: &Path) -> Result<()> {
+    if args.sample.is_some() {
+        return Err(anyhow!(
+            "--sample applies to the mrc of a trace; a recording's curve is estimated from all \
+             it holds (record with --backend fault --sample to record a sample)"
+        )
+        .context(BadInput));
+    }
+    let mut m = args
+        .pid
+        .map_or_else(RecordedMrc::new, RecordedMrc::of_process);
+    read_record(input, name, &mut m).context(BadInput)?;
+    let against = match &args.against {
+        Some(path) => {
+            let mut exact = Mrc::new().lru_only();
+            read_trace_file(path, &mut exact)?;
+            let sizes = m.sizes();
+            Some(Comparison::new(&sizes, &m, &exact))
+        }
+        None => None,
+    };
+    let mut report = views::recorded_mrc(&m, against.as_ref());
     report.units = args.rendering.units();
     emit(&report, args.rendering.format)
 }

@@ -3,11 +3,11 @@
 //! (`pagescope_render::html`), written to a private file.
 
 use crate::cli::{AnalyzeArgs, OutputFormat, ReportArgs};
-use crate::input::{input_name, open_input};
+use crate::input::{input_name, open_input, peek_kind};
 use crate::output::output_name;
 use crate::BadInput;
 use anyhow::{anyhow, Context, Result};
-use pagescope_core::analysis::mrc::Mrc;
+use pagescope_core::analysis::mrc::{Mrc, RecordedMrc};
 use pagescope_core::analysis::physmap::Physmap;
 use pagescope_core::analysis::refs::RefStats;
 use pagescope_core::analysis::temporal::{Recording, Select};
@@ -23,7 +23,7 @@ use pagescope_core::trace::{ProcessEvent, Ref, Residency, TraceEnd, TraceHeader}
 use pagescope_render::html::{self, Page, Section};
 use pagescope_render::views::ProcessesOptions;
 use pagescope_render::{record_views, views, Report, Units};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 /// Processes whose VMAs the page of a snapshot shows (largest PSS first)
@@ -338,13 +338,9 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
     )?;
     let (input, name) = open_input(&args.file)?;
     let mut input = BufReader::new(input);
-    // The file header's kind (bytes 10 and 11) says which reader to use;
-    // a file too short or foreign for that is left to the record reader,
-    // whose error says what is wrong.
-    let head = input.fill_buf().context(BadInput)?;
-    let kind = (head.len() >= 12 && head[..8] == pagescope_core::format::MAGIC)
-        .then(|| u16::from_le_bytes([head[10], head[11]]));
-    let page = match kind {
+    // The file's kind says which reader to use; a file too short or
+    // foreign to say is left to the record reader.
+    let page = match peek_kind(&mut input)? {
         Some(k) if k == Kind::Trace as u16 => trace_page(args, input, &name)?,
         Some(k) if k == Kind::Snapshot as u16 => {
             return Err(anyhow!(
@@ -357,6 +353,28 @@ pub fn analyze(args: &AnalyzeArgs) -> Result<()> {
         _ => recording_page(args, input, &name)?,
     };
     write_page(&page, &out)
+}
+
+/// The `mrc` view of a recording already read (`--range` does not apply).
+fn recorded_mrc(r: &Recording, sel: Select) -> pagescope_core::Result<Report> {
+    use pagescope_core::format::RecordVisitor;
+    if sel.range.is_some() {
+        return Err(pagescope_core::Error::Unsupported {
+            what: "--range in the miss-ratio curve".into(),
+            needs: "a whole address space: the curve is of every page of the selection".into(),
+        });
+    }
+    let mut m = sel
+        .pid
+        .map_or_else(RecordedMrc::new, RecordedMrc::of_process);
+    m.header(r.header())?;
+    for i in &r.intervals {
+        m.interval(i)?;
+    }
+    if let Some(e) = &r.end {
+        m.end(e)?;
+    }
+    Ok(views::recorded_mrc(&m, None))
 }
 
 fn recording_page(args: &AnalyzeArgs, input: impl Read, name: &Path) -> Result<Page> {
@@ -409,7 +427,8 @@ fn recording_page(args: &AnalyzeArgs, input: impl Read, name: &Path) -> Result<P
         page.facts
             .push(fact(&format!("process {}", p.pid), p.command.join(" ")));
     }
-    let views: [(&str, &str, &str, pagescope_core::Result<Report>); 7] = [
+    let mrc = recorded_mrc(&r, sel);
+    let views: [(&str, &str, &str, pagescope_core::Result<Report>); 8] = [
         (
             "temporal",
             "Temporal",
@@ -462,6 +481,13 @@ fn recording_page(args: &AnalyzeArgs, input: impl Read, name: &Path) -> Result<P
             } else {
                 Err(unselected("numa"))
             },
+        ),
+        (
+            "mrc",
+            "Miss-ratio curve (estimate)",
+            "The LRU miss ratio by memory size, estimated from the pages each interval \
+             referenced.",
+            mrc,
         ),
     ];
     for (view, heading, about, report) in views {

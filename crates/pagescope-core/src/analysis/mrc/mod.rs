@@ -20,9 +20,11 @@
 //! USENIX ATC '17).
 
 mod policy;
+mod recorded;
 mod stack;
 
 pub use policy::{clock_curve, clock_misses, fifo_curve, fifo_misses};
+pub use recorded::{Calibration, Comparison, RecordedMrc, CALIBRATION};
 pub use stack::StackDistance;
 
 use super::refs::{PageKey, TraceMaps};
@@ -275,25 +277,9 @@ impl Mrc {
         self.ids.seen
     }
 
-    /// The memory sizes reported: powers of two and the points halfway
-    /// between, from one page to past the distinct pages, and the
-    /// distinct page count itself.
+    /// The memory sizes reported ([`sizes`] of the distinct pages).
     pub fn sizes(&self) -> Vec<u64> {
-        let top = self.distinct_pages().max(1);
-        let mut v = Vec::new();
-        let mut p = 1u64;
-        while p <= top.saturating_mul(2) {
-            v.push(p);
-            if p >= 2 {
-                v.push(p + p / 2);
-            }
-            p *= 2;
-        }
-        v.push(top);
-        v.sort_unstable();
-        v.dedup();
-        v.retain(|&s| s <= top.saturating_mul(2));
-        v
+        sizes(self.distinct_pages())
     }
 
     /// The curves at [`Mrc::sizes`]. FIFO and CLOCK are simulated here,
@@ -481,12 +467,33 @@ impl Lru {
     }
 }
 
+/// The memory sizes a curve reports for `distinct` pages: powers of two
+/// and the points halfway between, from one page to twice the distinct
+/// pages, and the distinct page count itself.
+pub fn sizes(distinct: u64) -> Vec<u64> {
+    let top = distinct.max(1);
+    let mut v = Vec::new();
+    let mut p = 1u64;
+    while p <= top.saturating_mul(2) {
+        v.push(p);
+        if p >= 2 {
+            v.push(p + p / 2);
+        }
+        p *= 2;
+    }
+    v.push(top);
+    v.sort_unstable();
+    v.dedup();
+    v.retain(|&s| s <= top.saturating_mul(2));
+    v
+}
+
 /// The largest stack distance of the sample that hits in a memory of
 /// `pages` pages at `rate`. A kept page's distance in the sample is one
 /// (itself) plus a binomial count (at `rate`) of the distinct pages
 /// between its references, so `(d - 1) / rate + 1` estimates the whole
 /// stream's distance without bias.
-fn lru_threshold(pages: u64, rate: f64) -> u64 {
+pub(super) fn lru_threshold(pages: u64, rate: f64) -> u64 {
     if rate >= 1.0 || pages == 0 {
         pages
     } else {
