@@ -11,6 +11,7 @@
 //! wrong prediction costs bytes, never correctness.
 
 use crate::trace::Mapping;
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 
 /// Per process, address ranges to mapping ids; later records replace the
@@ -18,6 +19,10 @@ use std::collections::{BTreeMap, HashMap};
 #[derive(Debug, Default, Clone)]
 pub struct MappingTable {
     by_pid: HashMap<u32, BTreeMap<u64, (u64, u32)>>,
+    /// The range the last prediction found, `(pid, start, end, id)`:
+    /// consecutive references mostly fall in one mapping, and checking it
+    /// first spares a hash and a tree lookup. Cleared by every insert.
+    last: Cell<Option<(u32, u64, u64, u32)>>,
 }
 
 impl MappingTable {
@@ -26,6 +31,7 @@ impl MappingTable {
         if m.end <= m.start {
             return;
         }
+        self.last.set(None);
         let ranges = self.by_pid.entry(m.pid).or_default();
         // Every range that overlaps [start, end): the last one starting
         // before `start`, and those starting inside.
@@ -49,8 +55,18 @@ impl MappingTable {
 
     /// The mapping id that the records so far give `addr` in `pid`.
     pub fn predict(&self, pid: u32, addr: u64) -> Option<u32> {
-        let (_, &(end, id)) = self.by_pid.get(&pid)?.range(..=addr).next_back()?;
-        (addr < end).then_some(id)
+        if let Some((p, start, end, id)) = self.last.get() {
+            if p == pid && (start..end).contains(&addr) {
+                return Some(id);
+            }
+        }
+        let (&start, &(end, id)) = self.by_pid.get(&pid)?.range(..=addr).next_back()?;
+        if addr < end {
+            self.last.set(Some((pid, start, end, id)));
+            Some(id)
+        } else {
+            None
+        }
     }
 }
 
@@ -101,7 +117,7 @@ mod tests {
 
     proptest! {
         /// The table answers as a list of every record, searched from the
-        /// newest back, would.
+        /// newest back, would, at every point of the file.
         #[test]
         fn as_the_list_of_records_would(
             records in prop::collection::vec((0u32..3, 0u64..64, 1u64..16), 0..40),
@@ -109,18 +125,20 @@ mod tests {
         ) {
             let mut t = MappingTable::default();
             let mut all = Vec::new();
+            // Probed after every record too: what the last prediction
+            // found must not outlive a record that changes it.
             for (i, &(pid, start, len)) in records.iter().enumerate() {
                 let m = mapping(i as u32, pid, start, start + len);
                 t.insert(&m);
                 all.push(m);
-            }
-            for (pid, addr) in probes {
-                let want = all
-                    .iter()
-                    .rev()
-                    .find(|m| m.pid == pid && m.start <= addr && addr < m.end)
-                    .map(|m| m.id);
-                prop_assert_eq!(t.predict(pid, addr), want);
+                for &(pid, addr) in &probes {
+                    let want = all
+                        .iter()
+                        .rev()
+                        .find(|m| m.pid == pid && m.start <= addr && addr < m.end)
+                        .map(|m| m.id);
+                    prop_assert_eq!(t.predict(pid, addr), want);
+                }
             }
         }
     }
