@@ -191,6 +191,40 @@ fn set(sys: &Path, cpu: usize, value: &str) -> Result<()> {
 /// holder gets its value back.
 fn restore_unheld(root: &Root, dir: &Path) -> Result<Vec<Restored>> {
     let mut restored = Vec::new();
+    for cpu in registered(dir)? {
+        if is_held(dir, cpu)? {
+            continue;
+        }
+        let orig = dir.join(format!("cpu{cpu}.orig"));
+        let value = std::fs::read_to_string(&orig).map_err(|e| Error::io(&orig, e))?;
+        let value = value.trim().to_string();
+        set(&root.sys, cpu, &value)?;
+        std::fs::remove_file(&orig).map_err(|e| Error::io(&orig, e))?;
+        let _ = std::fs::remove_file(dir.join(format!("cpu{cpu}.hold")));
+        restored.push(Restored { cpu, value });
+    }
+    Ok(restored)
+}
+
+/// The CPUs that some live pagescope holds polling now (on this machine,
+/// whichever pagescope it is).
+pub fn held(root: &Root) -> Result<Vec<usize>> {
+    let dir = registry(root);
+    if !dir.exists() {
+        return Ok(Vec::new());
+    }
+    let _lock = lock_registry(&dir)?;
+    let mut out = Vec::new();
+    for cpu in registered(&dir)? {
+        if is_held(&dir, cpu)? {
+            out.push(cpu);
+        }
+    }
+    Ok(out)
+}
+
+/// The CPUs the registry has an original value of, in order.
+fn registered(dir: &Path) -> Result<Vec<usize>> {
     let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
     let mut cpus: Vec<usize> = entries
         .flatten()
@@ -204,23 +238,19 @@ fn restore_unheld(root: &Root, dir: &Path) -> Result<Vec<Restored>> {
         })
         .collect();
     cpus.sort_unstable();
-    for cpu in cpus {
-        let hold_path = dir.join(format!("cpu{cpu}.hold"));
-        let hold = open(&hold_path)?;
-        match flock(&hold, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => {}
-            Err(rustix::io::Errno::WOULDBLOCK) => continue,
-            Err(e) => return Err(Error::io(&hold_path, e.into())),
-        }
-        let orig = dir.join(format!("cpu{cpu}.orig"));
-        let value = std::fs::read_to_string(&orig).map_err(|e| Error::io(&orig, e))?;
-        let value = value.trim().to_string();
-        set(&root.sys, cpu, &value)?;
-        std::fs::remove_file(&orig).map_err(|e| Error::io(&orig, e))?;
-        let _ = std::fs::remove_file(&hold_path);
-        restored.push(Restored { cpu, value });
+    Ok(cpus)
+}
+
+/// Whether a live pagescope holds `cpu` (its `cpuN.hold` can't be locked
+/// exclusively). The lock taken to find out goes with the descriptor.
+fn is_held(dir: &Path, cpu: usize) -> Result<bool> {
+    let hold_path = dir.join(format!("cpu{cpu}.hold"));
+    let hold = open(&hold_path)?;
+    match flock(&hold, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(false),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(true),
+        Err(e) => Err(Error::io(&hold_path, e.into())),
     }
-    Ok(restored)
 }
 
 #[cfg(test)]
@@ -260,10 +290,13 @@ mod tests {
         assert_eq!(limits(&root, 4), ["0", "n/a", "n/a", "0"]);
         let b = CpuLimits::hold(&root, &[2, 3]).unwrap();
         assert_eq!(limits(&root, 4), ["0", "n/a", "n/a", "n/a"]);
+        assert_eq!(held(&root).unwrap(), [1, 2, 3]);
         drop(a);
         assert_eq!(limits(&root, 4), ["0", "0", "n/a", "n/a"]);
+        assert_eq!(held(&root).unwrap(), [2, 3]);
         drop(b);
         assert_eq!(limits(&root, 4), ["0", "0", "25", "0"]);
+        assert_eq!(held(&root).unwrap(), []);
         assert_eq!(restore_abandoned(&root).unwrap(), []);
     }
 

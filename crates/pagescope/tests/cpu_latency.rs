@@ -67,9 +67,30 @@ fn unsupported() -> Option<(&'static str, String)> {
     None
 }
 
+/// Why these tests can't run now: they compare every CPU's limit before
+/// and after, so no CPU may be held polling already (by a pagescope of
+/// another user of this machine, or another tool), as the kernel says.
+fn busy() -> Option<(&'static str, String)> {
+    let held: Vec<String> = limits()
+        .into_iter()
+        .filter(|(_, v)| v == "n/a")
+        .map(|(n, _)| n.to_string())
+        .collect();
+    (!held.is_empty()).then(|| {
+        let why = format!(
+            "CPU {} already polls (its resume latency limit is n/a): another program holds it",
+            held.join(", ")
+        );
+        ("cpu-resume-latency-free", why)
+    })
+}
+
+/// Skips with the reason what [`unsupported`] or [`busy`] gives. Taken
+/// after `serial()`: the other tests of this file hold limits while they
+/// run.
 macro_rules! require_limits {
     () => {
-        if let Some((feature, why)) = unsupported() {
+        if let Some((feature, why)) = unsupported().or_else(busy) {
             skip!(feature, why);
         }
     };
@@ -130,8 +151,8 @@ impl Drop for Reap {
 /// as before.
 #[test]
 fn a_trace_on_one_cpu_limits_that_cpu_alone_until_it_ends() {
-    require_limits!();
     let _serial = serial();
+    require_limits!();
     let before = limits();
     let cpu = *pagescope_linux::system::allowed_cpus().last().unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -169,8 +190,8 @@ fn a_trace_on_one_cpu_limits_that_cpu_alone_until_it_ends() {
 /// only that CPU is limited, and Ctrl-C gives its limit back.
 #[test]
 fn an_interrupted_trace_gives_the_limits_back() {
-    require_limits!();
     let _serial = serial();
+    require_limits!();
     let before = limits();
     let cpu = pagescope_linux::system::allowed_cpus()[0];
     let program = Reap(on_cpu(cpu, &["sleep", "30"]));
@@ -208,8 +229,8 @@ fn an_interrupted_trace_gives_the_limits_back() {
 /// descriptor), and `trace --release` does, saying so.
 #[test]
 fn a_killed_trace_leaves_limits_that_release_gives_back() {
-    require_limits!();
     let _serial = serial();
+    require_limits!();
     let before = limits();
     let cpus = pagescope_linux::system::allowed_cpus();
     let dir = tempfile::tempdir().unwrap();
@@ -255,8 +276,8 @@ fn a_killed_trace_leaves_limits_that_release_gives_back() {
 /// gives the limits back and says so, and that is a success.
 #[test]
 fn a_trace_killed_before_it_set_up_the_program_is_released_too() {
-    require_limits!();
     let _serial = serial();
+    require_limits!();
     let before = limits();
     let cpus = pagescope_linux::system::allowed_cpus();
     let dir = tempfile::tempdir().unwrap();
