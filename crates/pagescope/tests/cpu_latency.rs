@@ -218,6 +218,21 @@ fn an_interrupted_trace_gives_the_limits_back() {
         }
     }
     assert_eq!(machine_limit(), 2_000_000_000);
+    // `--release` of a process pagescope never traced, meanwhile: nothing
+    // to release, and the CPU polls for a pagescope still running.
+    let r = run(
+        &[],
+        &["trace", "--release", &std::process::id().to_string()],
+    );
+    let said = failed_with(&r, 1);
+    assert!(said.contains("nothing to release"), "{said}");
+    assert!(
+        said.contains(&format!(
+            "CPU {cpu} polls for a pagescope that is still running"
+        )),
+        "{said}"
+    );
+    assert_eq!(limits(), during, "release let the live holder's CPU be");
     signal(&tracer.0, rustix::process::Signal::INT);
     let status = tracer.0.wait().unwrap();
     assert_eq!(status.code(), Some(130), "interrupted");

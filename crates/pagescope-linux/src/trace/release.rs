@@ -58,10 +58,10 @@ pub fn release_all(fs: &crate::Root, root: u32) -> Result<ReleaseReport, Release
     }
     match (released, restored) {
         (Ok(()), Ok(_)) => match nothing {
-            Some(source) if report.steps.is_empty() => Err(ReleaseError::Failed {
+            Some(source) if !report.did_something() => Err(ReleaseError::Failed {
                 pid: root,
                 done: report,
-                source,
+                source: with_live_holders(fs, source),
             }),
             _ => Ok(report),
         },
@@ -75,6 +75,40 @@ pub fn release_all(fs: &crate::Root, root: u32) -> Result<ReleaseReport, Release
             done: report,
             source,
         }),
+    }
+}
+
+/// The process tracing `pid` (ptrace), if any. A pagescope that was
+/// killed traces nothing any more: the kernel detached its tracees.
+fn live_tracer(proc: &Path, pid: u32) -> Option<u32> {
+    ProcDir::at(proc, pid)
+        .tracer_pid(&mut Vec::new())
+        .ok()
+        .filter(|&t| t != 0)
+}
+
+/// `error` (nothing to release), saying which CPUs a live pagescope
+/// holds polling, if any: a user who finds a CPU's resume latency limit at
+/// `n/a` learns that it comes back when that pagescope ends.
+fn with_live_holders(fs: &crate::Root, error: Error) -> Error {
+    let cpus = crate::resume_latency::held(fs).unwrap_or_default();
+    match error {
+        Error::Corrupt { path, why } if !cpus.is_empty() => {
+            let (noun, verb, its) = match cpus.len() {
+                1 => ("CPU", "polls", "its"),
+                _ => ("CPUs", "poll", "their"),
+            };
+            let cpus: Vec<String> = cpus.iter().map(usize::to_string).collect();
+            Error::corrupt(
+                path,
+                format!(
+                    "{why} ({noun} {} {verb} for a pagescope that is still running, and get \
+                     {its} resume latency limits back when that one ends)",
+                    cpus.join(", ")
+                ),
+            )
+        }
+        error => error,
     }
 }
 
@@ -95,6 +129,22 @@ fn release_tree(
     let mut held = Held::gather(proc, &order);
     for &pid in &order {
         let failed = |e| (pid, e);
+        // A process some running tracer has (a pagescope that was not
+        // killed lets its programs go itself) is left alone.
+        if let Some(tracer) = live_tracer(proc, pid) {
+            if pid == root {
+                return Err(failed(Error::corrupt(
+                    ProcDir::at(proc, pid).file_path("status"),
+                    format!(
+                        "process {pid} is traced by process {tracer}, which is running: \
+                         --release is for programs whose pagescope was killed (stop a \
+                         running pagescope with Ctrl-C, and it lets its programs go)"
+                    ),
+                )));
+            }
+            steps.push(ReleaseStep::LeftToItsTracer { pid, tracer });
+            continue;
+        }
         if pid != root && end_stray_mover(pid) {
             steps.push(ReleaseStep::EndedStrayMover(pid));
             continue;
@@ -146,7 +196,14 @@ fn release_tree(
     }
     // Every page is back and nothing waits: what pagescope put into each
     // process (descriptors, store, index, code, dead movers) goes.
-    for &pid in &order {
+    let left: Vec<u32> = steps
+        .iter()
+        .filter_map(|s| match s {
+            ReleaseStep::LeftToItsTracer { pid, .. } => Some(*pid),
+            _ => None,
+        })
+        .collect();
+    for &pid in order.iter().filter(|p| !left.contains(p)) {
         if remove_leftovers(proc, pid).map_err(|e| (pid, e))? {
             steps.push(ReleaseStep::RemovedLeftovers(pid));
         }

@@ -18,6 +18,16 @@ pub struct ReleaseReport {
     pub steps: Vec<ReleaseStep>,
 }
 
+impl ReleaseReport {
+    /// Whether anything was given back or taken out (a process left to
+    /// its running tracer is not).
+    pub fn did_something(&self) -> bool {
+        self.steps
+            .iter()
+            .any(|s| !matches!(s, ReleaseStep::LeftToItsTracer { .. }))
+    }
+}
+
 /// One thing [`super::release::release_all`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -59,6 +69,14 @@ pub enum ReleaseStep {
     /// CPUs that killed pagescopes had held polling got their resume
     /// latency limits back ([`crate::resume_latency`]).
     RestoredCpuLatency(Vec<crate::resume_latency::Restored>),
+    /// A process among those to release was left alone: a running tracer
+    /// (ptrace) has it, a pagescope that lets it go itself.
+    LeftToItsTracer {
+        /// The process.
+        pid: u32,
+        /// Its tracer.
+        tracer: u32,
+    },
 }
 
 impl std::fmt::Display for ReleaseStep {
@@ -97,6 +115,10 @@ impl std::fmt::Display for ReleaseStep {
                     "released {pid}: pagescope's descriptors and mappings removed"
                 )
             }
+            ReleaseStep::LeftToItsTracer { pid, tracer } => write!(
+                f,
+                "left {pid} alone: process {tracer}, which is running, traces it"
+            ),
             ReleaseStep::RestoredCpuLatency(cpus) => {
                 let each: Vec<String> = cpus
                     .iter()
