@@ -720,6 +720,41 @@ impl Mm {
         Ok(())
     }
 
+    /// Takes the pages `stored` ((slot, page), [`stored_pages`]) of a
+    /// forked child's copy of the store as its evicted pages, except those
+    /// that are there in the child: pages that had just come back when the
+    /// parent forked, whose index entries (cleared after the copy that
+    /// woke the thread) its copy of the index still held. Their slots hold
+    /// stale copies: the child's entries for them are cleared and the
+    /// slots freed later, so that no page is ever named by two of its
+    /// entries (a new eviction of it would add one). Should the child's
+    /// pagemap be unreadable (it is gone), every stored page counts.
+    pub fn adopt_stored(&mut self, stored: Vec<(u64, u64)>) {
+        let reader = ProcDir::at(&self.proc, self.mem_pid()).pagemap_reader(PAGE);
+        let mut there = Vec::with_capacity(stored.len());
+        match reader {
+            Ok(mut reader) => {
+                for &(_, page) in &stored {
+                    let mut here = false;
+                    let _ = reader.for_each(page, page + PAGE, |_, e| {
+                        here = e.is_present() || e.is_in_swap();
+                    });
+                    there.push(here);
+                }
+            }
+            Err(_) => there.resize(stored.len(), false),
+        }
+        for ((slot, page), here) in stored.into_iter().zip(there) {
+            // An entry that can't be cleared stays, as every entry did
+            // before: `--release` never copies over a page that is there.
+            if here && self.write_index(slot, 0).is_ok() {
+                self.dead.push(slot);
+            } else {
+                self.evicted.insert(page, slot);
+            }
+        }
+    }
+
     /// For a page in the evicted map that took a write-protect fault:
     /// `true` if it is in fact in place (a child forked between the copy
     /// and the drop of an eviction), and then no longer counted evicted.
