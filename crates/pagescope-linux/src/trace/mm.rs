@@ -660,21 +660,34 @@ impl Mm {
         Ok(self.drop_pages(start, n * PAGE)? >= 0)
     }
 
-    /// Brings an evicted page back to `page` without waking the waiters;
-    /// write-protected if `wp`. Returns how, or `None` if it wasn't evicted.
+    /// Brings an evicted page back to `page`, write-protected if `wp`,
+    /// waking the threads that wait on it if `wake` (with the copy itself,
+    /// so a fault costs no separate wake). Returns how, or `None` if it
+    /// wasn't evicted.
     ///
     /// In both methods the page is copied back (read from its slot,
     /// `UFFDIO_COPY` in): that takes a few microseconds, where a move
-    /// back needs the mover, a ptrace round trip ten times as long. The
+    /// back needs the mover, a ptrace round trip ten times as long
+    /// (`UFFDIO_MOVE` is refused from outside the address space). The
     /// slot keeps a stale copy until [`Mm::reclaim_dead`] drops it.
-    pub fn bring_back(&mut self, page: u64, wp: bool) -> io::Result<Option<Restored>> {
+    ///
+    /// The slot's index entry is cleared after the copy, which may have
+    /// let the program run on: until then it names a page that is
+    /// present, which `--release` can't overwrite (`UFFDIO_COPY` refuses a
+    /// page that is there). The program can make the page missing again
+    /// only by `madvise`, `munmap` or `mremap`, each of which waits until
+    /// its message is read; a killed pagescope reads none, and `--release`
+    /// follows each one it reads (the page drops from its list, or moves
+    /// with its range) before it copies anything back.
+    pub fn bring_back(&mut self, page: u64, wp: bool, wake: bool) -> io::Result<Option<Restored>> {
         let Some(&slot) = self.evicted.get(&page) else {
             return Ok(None);
         };
         let mut buf = [0u8; PAGE as usize];
         self.read_space(self.store.addr(slot), &mut buf)?;
         // `Nothing`: already back (another fault filled it) or unmapped.
-        let how = restore(&self.uffd, page, &buf, wp)?;
+        let how = restore(&self.uffd, page, &buf, wp, !wake)?;
+        super::hooks::die_here_for_tests("copied-back");
         self.evicted.remove(&page);
         self.write_index(slot, 0)?;
         self.dead.push(slot);
@@ -893,14 +906,15 @@ pub fn copy_back(
 ) -> io::Result<Restored> {
     let mut buf = [0u8; PAGE as usize];
     remote::read(pid, slot_addr, &mut buf)?;
-    restore(uffd, page, &buf, wp)
+    restore(uffd, page, &buf, wp, true)
 }
 
-/// Copies `data`, an evicted page's contents, back to `page` (no wake),
-/// write-protected if `wp`; `Restored::Nothing` if the page was there
-/// already or is no longer mapped.
-fn restore(uffd: &Uffd, page: u64, data: &[u8], wp: bool) -> io::Result<Restored> {
-    Ok(match copy_in(uffd, page, data, wp, true)? {
+/// Copies `data`, an evicted page's contents, back to `page` (waking its
+/// waiters unless `dontwake`), write-protected if `wp`;
+/// `Restored::Nothing` if the page was there already or is no longer
+/// mapped.
+fn restore(uffd: &Uffd, page: u64, data: &[u8], wp: bool, dontwake: bool) -> io::Result<Restored> {
+    Ok(match copy_in(uffd, page, data, wp, dontwake)? {
         Fill::Filled => Restored::Copied,
         Fill::Exists | Fill::Gone => Restored::Nothing,
     })
