@@ -5,7 +5,7 @@
  * no other process involved. pagescope's cost per reference can come
  * down to this, never below it.
  *
- *   uffd_floor PAGES [idle-poll] [sleep] [calls]
+ *   uffd_floor PAGES [idle-poll] [sleep] [calls [wake-last]]
  *
  * Touches PAGES fresh pages of a registered mapping, one read each, while
  * a handler thread spins on the descriptor (non-blocking reads, as
@@ -16,10 +16,12 @@
  * threads on one CPU. With "calls" the handler also makes the calls that
  * pagescope's fault thread adds to a fault on an evicted page: it reads
  * the page from a "store" page (pread of /proc/self/mem, as pagescope
- * reads the program's /proc/PID/mem), copies it in without waking, clears
- * an 8-byte "index" entry (pwrite of the same file), and then wakes the
- * thread (UFFDIO_WAKE). In pagescope the memory is another process's, so
- * these two calls cost it a little more than here. Prints the
+ * reads the program's /proc/PID/mem), copies it in (which wakes the
+ * thread), and clears an 8-byte "index" entry (pwrite of the same file)
+ * while the thread runs on. With "wake-last", as pagescope did before
+ * 2026-11-26, it copies without waking, clears the entry, and only then
+ * wakes the thread (UFFDIO_WAKE). In pagescope the memory is another
+ * process's, so these two calls cost it a little more than here. Prints the
  * microseconds per fault, and checks every page read as the handler
  * filled it.
  */
@@ -45,6 +47,7 @@ static int uffd;
 static char *fill;
 static int sleeps;
 static int calls;
+static int wake_last;
 static int mem = -1;
 static char *store;
 static uint64_t index_entry = 1;
@@ -81,7 +84,8 @@ static void *serve(void *arg)
 			if (pread(mem, page, PAGE, (off_t)(uintptr_t)store) != PAGE)
 				die("pread /proc/self/mem");
 			c.src = (uintptr_t)page;
-			c.mode = UFFDIO_COPY_MODE_DONTWAKE;
+			if (wake_last)
+				c.mode = UFFDIO_COPY_MODE_DONTWAKE;
 		}
 		if (ioctl(uffd, UFFDIO_COPY, &c) && errno != EEXIST)
 			die("UFFDIO_COPY");
@@ -91,7 +95,7 @@ static void *serve(void *arg)
 			    sizeof zero)
 				die("pwrite /proc/self/mem");
 			struct uffdio_range w = { c.dst, PAGE };
-			if (ioctl(uffd, UFFDIO_WAKE, &w))
+			if (wake_last && ioctl(uffd, UFFDIO_WAKE, &w))
 				die("UFFDIO_WAKE");
 		}
 	}
@@ -100,7 +104,7 @@ static void *serve(void *arg)
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: uffd_floor PAGES [idle-poll] [sleep] [calls]\n");
+		fprintf(stderr, "usage: uffd_floor PAGES [idle-poll] [sleep] [calls [wake-last]]\n");
 		return 2;
 	}
 	size_t pages = strtoul(argv[1], NULL, 0);
@@ -112,6 +116,8 @@ int main(int argc, char **argv)
 			sleeps = 1;
 		} else if (strcmp(argv[i], "calls") == 0) {
 			calls = 1;
+		} else if (strcmp(argv[i], "wake-last") == 0) {
+			wake_last = 1;
 		} else {
 			fprintf(stderr, "uffd_floor: unknown option %s\n", argv[i]);
 			return 2;

@@ -1571,6 +1571,56 @@ fn killed_in_an_injection_then_release_loses_nothing() {
     }
 }
 
+/// pagescope killed just after a page came back from the store: copied
+/// in, its thread woken and running on, its index entry not yet cleared,
+/// so the index still names a page that is there again (and may be
+/// written at once). `--release` must not put that stale copy back: the
+/// shell's pipelines of `sort` (whose pages the 64 KiB pool sends away
+/// and back all the time) print what they print untraced, after a kill at
+/// the first page back and at a later one, in both ways of evicting.
+#[test]
+fn killed_after_a_page_came_back_then_release_loses_nothing() {
+    require_trace!();
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let (script, untraced) = sort_pipeline_script(dir.path(), 5);
+    let trace = temp_path(dir.path(), "t.trace");
+    for evict in methods() {
+        for place in ["copied-back:1", "copied-back:400"] {
+            let what = format!("{place}, {evict}");
+            let args = [
+                "--evict", evict, "--pool", "64K", "-o", &trace, "--", "sh", "-c", &script,
+            ];
+            let (since, mut stdout) = trace_until_it_dies(place, &args, &what);
+            let shell = orphan_named("sh", since).expect("the traced shell");
+            let _cleanup = KillOnDrop(pagescope_linux::procfs::descendants(
+                Path::new("/proc"),
+                shell,
+            ));
+            // It runs on until it meets a page away, and waits there.
+            std::thread::sleep(Duration::from_millis(300));
+            let said = release(shell, &what);
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let mut out = Vec::new();
+                let _ = std::io::Read::read_to_end(&mut stdout, &mut out);
+                let _ = tx.send(out);
+            });
+            let out = rx
+                .recv_timeout(Duration::from_secs(30))
+                .unwrap_or_else(|_| {
+                    panic!("{what}: the shell still waits after the release: {said}")
+                });
+            assert_eq!(
+                String::from_utf8_lossy(&out),
+                String::from_utf8_lossy(&untraced),
+                "{what}: output after the release ({said})"
+            );
+            assert!(wait_gone(shell, 10), "{what}: the shell did not finish");
+        }
+    }
+}
+
 /// A shell script that forks all the time (a pipeline in a command
 /// substitution, `iterations` times, over a file it writes in `dir`),
 /// and what it prints untraced.

@@ -104,7 +104,7 @@ fn release_space(space: &mut Space) -> Result<Option<Leftover>> {
     let mm = &mut space.mm;
     let pages: Vec<u64> = mm.evicted.keys().copied().collect();
     for page in pages {
-        mm.bring_back(page, false)
+        mm.bring_back(page, false, false)
             .map_err(|e| sys("bringing a page back", e))?;
     }
     // Through the mover's pid: the program's names another address space

@@ -18,7 +18,9 @@ use std::time::Duration;
 /// injection, once; `WHERE:N` the Nth time it gets there. (`fork-entry`: at
 /// the entry stop of a `fork`, no injection: the fork then waits on its
 /// message, unread. `fork-message`: just after reading a fork's message,
-/// whose descriptor only pagescope, and its holder, then hold.)
+/// whose descriptor only pagescope, and its holder, then hold.
+/// `copied-back`: a page just copied back from the store, its thread
+/// woken, its index entry not yet cleared.)
 #[cfg(feature = "test-hooks")]
 pub(super) fn die_here_for_tests(place: &str) {
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

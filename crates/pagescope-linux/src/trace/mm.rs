@@ -660,21 +660,34 @@ impl Mm {
         Ok(self.drop_pages(start, n * PAGE)? >= 0)
     }
 
-    /// Brings an evicted page back to `page` without waking the waiters;
-    /// write-protected if `wp`. Returns how, or `None` if it wasn't evicted.
+    /// Brings an evicted page back to `page`, write-protected if `wp`,
+    /// waking the threads that wait on it if `wake` (with the copy itself,
+    /// so a fault costs no separate wake). Returns how, or `None` if it
+    /// wasn't evicted.
     ///
     /// In both methods the page is copied back (read from its slot,
     /// `UFFDIO_COPY` in): that takes a few microseconds, where a move
-    /// back needs the mover, a ptrace round trip ten times as long. The
+    /// back needs the mover, a ptrace round trip ten times as long
+    /// (`UFFDIO_MOVE` is refused from outside the address space). The
     /// slot keeps a stale copy until [`Mm::reclaim_dead`] drops it.
-    pub fn bring_back(&mut self, page: u64, wp: bool) -> io::Result<Option<Restored>> {
+    ///
+    /// The slot's index entry is cleared after the copy, which may have
+    /// let the program run on: until then it names a page that is
+    /// present, which `--release` can't overwrite (`UFFDIO_COPY` refuses a
+    /// page that is there). The program can make the page missing again
+    /// only by `madvise`, `munmap` or `mremap`, each of which waits until
+    /// its message is read; a killed pagescope reads none, and `--release`
+    /// follows each one it reads (the page drops from its list, or moves
+    /// with its range) before it copies anything back.
+    pub fn bring_back(&mut self, page: u64, wp: bool, wake: bool) -> io::Result<Option<Restored>> {
         let Some(&slot) = self.evicted.get(&page) else {
             return Ok(None);
         };
         let mut buf = [0u8; PAGE as usize];
         self.read_space(self.store.addr(slot), &mut buf)?;
         // `Nothing`: already back (another fault filled it) or unmapped.
-        let how = restore(&self.uffd, page, &buf, wp)?;
+        let how = restore(&self.uffd, page, &buf, wp, !wake)?;
+        super::hooks::die_here_for_tests("copied-back");
         self.evicted.remove(&page);
         self.write_index(slot, 0)?;
         self.dead.push(slot);
@@ -718,6 +731,41 @@ impl Mm {
             self.store.free.extend_from_slice(&dead[i..j]);
         }
         Ok(())
+    }
+
+    /// Takes the pages `stored` ((slot, page), [`stored_pages`]) of a
+    /// forked child's copy of the store as its evicted pages, except those
+    /// that are there in the child: pages that had just come back when the
+    /// parent forked, whose index entries (cleared after the copy that
+    /// woke the thread) its copy of the index still held. Their slots hold
+    /// stale copies: the child's entries for them are cleared and the
+    /// slots freed later, so that no page is ever named by two of its
+    /// entries (a new eviction of it would add one). Should the child's
+    /// pagemap be unreadable (it is gone), every stored page counts.
+    pub fn adopt_stored(&mut self, stored: Vec<(u64, u64)>) {
+        let reader = ProcDir::at(&self.proc, self.mem_pid()).pagemap_reader(PAGE);
+        let mut there = Vec::with_capacity(stored.len());
+        match reader {
+            Ok(mut reader) => {
+                for &(_, page) in &stored {
+                    let mut here = false;
+                    let _ = reader.for_each(page, page + PAGE, |_, e| {
+                        here = e.is_present() || e.is_in_swap();
+                    });
+                    there.push(here);
+                }
+            }
+            Err(_) => there.resize(stored.len(), false),
+        }
+        for ((slot, page), here) in stored.into_iter().zip(there) {
+            // An entry that can't be cleared stays, as every entry did
+            // before: `--release` never copies over a page that is there.
+            if here && self.write_index(slot, 0).is_ok() {
+                self.dead.push(slot);
+            } else {
+                self.evicted.insert(page, slot);
+            }
+        }
     }
 
     /// For a page in the evicted map that took a write-protect fault:
@@ -858,14 +906,15 @@ pub fn copy_back(
 ) -> io::Result<Restored> {
     let mut buf = [0u8; PAGE as usize];
     remote::read(pid, slot_addr, &mut buf)?;
-    restore(uffd, page, &buf, wp)
+    restore(uffd, page, &buf, wp, true)
 }
 
-/// Copies `data`, an evicted page's contents, back to `page` (no wake),
-/// write-protected if `wp`; `Restored::Nothing` if the page was there
-/// already or is no longer mapped.
-fn restore(uffd: &Uffd, page: u64, data: &[u8], wp: bool) -> io::Result<Restored> {
-    Ok(match copy_in(uffd, page, data, wp, true)? {
+/// Copies `data`, an evicted page's contents, back to `page` (waking its
+/// waiters unless `dontwake`), write-protected if `wp`;
+/// `Restored::Nothing` if the page was there already or is no longer
+/// mapped.
+fn restore(uffd: &Uffd, page: u64, data: &[u8], wp: bool, dontwake: bool) -> io::Result<Restored> {
+    Ok(match copy_in(uffd, page, data, wp, dontwake)? {
         Fill::Filled => Restored::Copied,
         Fill::Exists | Fill::Gone => Restored::Nothing,
     })

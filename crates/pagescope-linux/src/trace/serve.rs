@@ -153,7 +153,9 @@ fn on_fault(
     }
     let space = st.spaces.get_mut(&key).expect("space exists");
     let mut evicted = true;
-    let back = match space.mm.bring_back(page, !write) {
+    // Copied back with the wake: the index entry is cleared after it
+    // ([`mm::Mm::bring_back`]).
+    let back = match space.mm.bring_back(page, !write, true) {
         Ok(b) => b,
         Err(e) if e.raw_os_error() == Some(rustix::io::Errno::AGAIN.raw_os_error()) => {
             return Ok(false)
@@ -161,9 +163,7 @@ fn on_fault(
         Err(e) => return Err(sys("UFFDIO_MOVE (bringing a page back)", e)),
     };
     match back {
-        Some(Restored::Copied) => {
-            uffd.wake(page, PAGE).map_err(|e| sys("UFFDIO_WAKE", e))?;
-        }
+        Some(Restored::Copied) => {}
         None if outside_sample(st, page) => {
             return fill_outside_sample(st, key, page);
         }

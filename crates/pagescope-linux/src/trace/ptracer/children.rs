@@ -77,9 +77,7 @@ impl Ptracer {
                             }
                             r => r.map_err(|e| sys("reading the store of a forked child", e))?,
                         };
-                    for (slot, page) in stored {
-                        mm.evicted.insert(page, slot);
-                    }
+                    mm.adopt_stored(stored);
                     // It gets a mover of its own at its first stop.
                     st.spaces.insert(
                         key,
