@@ -173,10 +173,20 @@ fn open(path: &Path) -> Result<File> {
     .map_err(|e| Error::io(path, e.into()))
 }
 
-/// Writes `value` to a fresh file at `path`, whole or not at all.
+/// Writes `value` to a fresh file at `path` (0600, as every file of the
+/// registry; never through a symlink), whole or not at all.
 fn write_new(path: &Path, value: &str) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("new");
-    std::fs::write(&tmp, value)
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(OFlags::NOFOLLOW.bits() as i32)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(value.as_bytes()))
         .and_then(|()| std::fs::rename(&tmp, path))
         .map_err(|e| Error::io(path, e))
 }
@@ -282,6 +292,7 @@ mod tests {
     /// lets go, and only the CPUs asked for are touched.
     #[test]
     fn the_last_holder_gives_the_value_back() {
+        use std::os::unix::fs::PermissionsExt;
         let (_dir, root) = tree(4);
         std::fs::write(limit_path(&root.sys, 2), "25").unwrap();
         assert!(supported(&root.sys, &[0, 3]));
@@ -291,6 +302,17 @@ mod tests {
         let b = CpuLimits::hold(&root, &[2, 3]).unwrap();
         assert_eq!(limits(&root, 4), ["0", "n/a", "n/a", "n/a"]);
         assert_eq!(held(&root).unwrap(), [1, 2, 3]);
+        // The registry's files (originals, holds, its lock) are the
+        // owner's alone.
+        let files: Vec<_> = std::fs::read_dir(registry(&root))
+            .unwrap()
+            .flatten()
+            .collect();
+        assert_eq!(files.len(), 7, "{files:?}");
+        for e in files {
+            let mode = e.metadata().unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{:?}", e.path());
+        }
         drop(a);
         assert_eq!(limits(&root, 4), ["0", "0", "n/a", "n/a"]);
         assert_eq!(held(&root).unwrap(), [2, 3]);
