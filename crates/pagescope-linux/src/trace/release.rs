@@ -94,16 +94,16 @@ fn with_live_holders(fs: &crate::Root, error: Error) -> Error {
     let cpus = crate::resume_latency::held(fs).unwrap_or_default();
     match error {
         Error::Corrupt { path, why } if !cpus.is_empty() => {
-            let (noun, verb, its) = match cpus.len() {
-                1 => ("CPU", "polls", "its"),
-                _ => ("CPUs", "poll", "their"),
+            let (noun, poll, get, its) = match cpus.len() {
+                1 => ("CPU", "polls", "gets", "its resume latency limit"),
+                _ => ("CPUs", "poll", "get", "their resume latency limits"),
             };
             let cpus: Vec<String> = cpus.iter().map(usize::to_string).collect();
             Error::corrupt(
                 path,
                 format!(
-                    "{why} ({noun} {} {verb} for a pagescope that is still running, and get \
-                     {its} resume latency limits back when that one ends)",
+                    "{why} ({noun} {} {poll} for a pagescope that is still running, and \
+                     {get} {its} back when that one ends)",
                     cpus.join(", ")
                 ),
             )
