@@ -9,7 +9,8 @@
 //! holds the observer's pid and command. A second observer is refused
 //! with the holder's pid and command. The kernel drops a `flock` when its
 //! holder dies, so a killed pagescope leaves no stale lock (the file is
-//! removed when the holder lets go normally; one left by a kill is reused).
+//! removed when the holder lets go normally; one a killed holder left,
+//! naming a process that has ended, is removed by the next observer).
 //!
 //! Only pagescope's own instances see the lock; another tool's clear_refs
 //! or userfaultfd is not seen (the recorders note that possibility).
@@ -53,9 +54,30 @@ impl ObserverLock {
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => return Ok(None),
             Err(e) => return Err(Error::io(dir, e)),
         }
+        sweep_abandoned(dir);
         let path = dir.join(format!("{pid}-{start}.lock"));
+        let mut file = loop {
+            match Self::open_locked(&path, pid)? {
+                Locked::Taken(file) => break file,
+                Locked::Gone => continue,
+                Locked::NotTakingPart => return Ok(None),
+            }
+        };
+        let me = format!("(pid {}, `{what}`)\n", std::process::id());
+        file.set_len(0)
+            .and_then(|()| file.rewind())
+            .and_then(|()| file.write_all(me.as_bytes()))
+            .map_err(|e| Error::io(&path, e))?;
+        Ok(Some(ObserverLock { path, _file: file }))
+    }
+
+    /// Opens (making it) the lock at `path` and takes it. The lock is
+    /// `Gone` when the file was removed (by its last holder, or a sweep)
+    /// between the open and the lock: a lock on a removed file guards
+    /// nothing, so the caller opens the path again.
+    fn open_locked(path: &Path, pid: u32) -> Result<Locked> {
         let fd: OwnedFd = match rustix::fs::open(
-            &path,
+            path,
             OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::from_raw_mode(0o600),
         ) {
@@ -63,8 +85,10 @@ impl ObserverLock {
             // Made by another user (root's directory or lock, seen by an
             // unprivileged pagescope): this one can't take part, and the
             // kernel's own checks decide whether it may observe at all.
-            Err(rustix::io::Errno::ACCESS | rustix::io::Errno::PERM) => return Ok(None),
-            Err(e) => return Err(Error::io(&path, e.into())),
+            Err(rustix::io::Errno::ACCESS | rustix::io::Errno::PERM) => {
+                return Ok(Locked::NotTakingPart)
+            }
+            Err(e) => return Err(Error::io(path, e.into())),
         };
         let mut file = std::fs::File::from(fd);
         if let Err(e) = flock(&file, FlockOperation::NonBlockingLockExclusive) {
@@ -75,15 +99,15 @@ impl ObserverLock {
                 rustix::io::Errno::NOSYS | rustix::io::Errno::NOLCK | rustix::io::Errno::OPNOTSUPP
             ) {
                 drop(file);
-                let _ = std::fs::remove_file(&path);
-                return Ok(None);
+                let _ = std::fs::remove_file(path);
+                return Ok(Locked::NotTakingPart);
             }
             if e == rustix::io::Errno::WOULDBLOCK {
                 let mut holder = String::new();
                 let _ = file.read_to_string(&mut holder);
                 let holder = holder.trim();
                 return Err(Error::Io {
-                    path: path.clone(),
+                    path: path.to_path_buf(),
                     error: std::io::Error::other(format!(
                         "process {pid} is already observed by pagescope {}: two observers \
                          of one process corrupt each other's figures; wait for it to end",
@@ -95,15 +119,27 @@ impl ObserverLock {
                     )),
                 });
             }
-            return Err(Error::io(&path, e.into()));
+            return Err(Error::io(path, e.into()));
         }
-        let me = format!("(pid {}, `{what}`)\n", std::process::id());
-        file.set_len(0)
-            .and_then(|()| file.rewind())
-            .and_then(|()| file.write_all(me.as_bytes()))
-            .map_err(|e| Error::io(&path, e))?;
-        Ok(Some(ObserverLock { path, _file: file }))
+        let held = rustix::fs::fstat(&file).map_err(|e| Error::io(path, e.into()))?;
+        match rustix::fs::lstat(path) {
+            Ok(now) if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino) => {
+                Ok(Locked::Taken(file))
+            }
+            Ok(_) | Err(rustix::io::Errno::NOENT) => Ok(Locked::Gone),
+            Err(e) => Err(Error::io(path, e.into())),
+        }
     }
+}
+
+/// What [`ObserverLock::open_locked`] found.
+enum Locked {
+    /// The lock is this process's.
+    Taken(std::fs::File),
+    /// The file was removed before it was locked: open it again.
+    Gone,
+    /// Locks can't be taken here (another user's, or no file locking).
+    NotTakingPart,
 }
 
 impl Drop for ObserverLock {
@@ -111,6 +147,40 @@ impl Drop for ObserverLock {
         // Removed while still held, so no other observer holds a lock on
         // a file that is gone.
         let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Removes the locks in `dir` that no observer holds: those that killed
+/// observers left (the kernel dropped their `flock`, the files stayed).
+/// An observer that opened such a file just before it went finds it gone
+/// once locked, and makes it again. Best effort: a lock that can't be
+/// opened or removed stays.
+pub fn sweep_abandoned(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let is_lock = name
+            .to_str()
+            .and_then(|n| n.strip_suffix(".lock"))
+            .and_then(|n| n.split_once('-'))
+            .is_some_and(|(p, s)| p.parse::<u32>().is_ok() && s.parse::<u64>().is_ok());
+        if !is_lock {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(fd) = rustix::fs::open(
+            &path,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) else {
+            continue;
+        };
+        // Removed while locked, as an observer removes its own.
+        if flock(&fd, FlockOperation::NonBlockingLockExclusive).is_ok() {
+            let _ = std::fs::remove_file(&path);
+        }
     }
 }
 
@@ -150,5 +220,34 @@ mod tests {
         assert!(again.is_some(), "the lock is free once the first lets go");
         drop(again);
         std::fs::remove_dir(&locks).unwrap();
+    }
+
+    /// The locks killed observers left are removed by the next observer;
+    /// a held lock stays, and so does what is not a lock.
+    #[test]
+    fn the_locks_no_observer_holds_are_swept() {
+        let locks = tempfile::tempdir().unwrap();
+        let proc_root = &crate::Root::default().proc;
+        let me = std::process::id();
+        for name in ["1-1.lock", &format!("{me}-7.lock"), "notes.txt"] {
+            std::fs::write(locks.path().join(name), "(pid 1, `trace`)\n").unwrap();
+        }
+        let held = locks.path().join("2-2.lock");
+        std::fs::write(&held, "").unwrap();
+        let holder = std::fs::File::open(&held).unwrap();
+        flock(&holder, FlockOperation::LockExclusive).unwrap();
+        let lock = ObserverLock::acquire_in(locks.path(), proc_root, me, "record")
+            .unwrap()
+            .unwrap();
+        let mut names: Vec<String> = std::fs::read_dir(locks.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        let mine = lock.path.file_name().unwrap().to_str().unwrap().to_string();
+        let mut want = vec!["2-2.lock".to_string(), mine, "notes.txt".to_string()];
+        want.sort();
+        assert_eq!(names, want);
     }
 }

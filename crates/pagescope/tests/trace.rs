@@ -1065,6 +1065,17 @@ fn sigkill_then_release_of_an_attached_shell_and_the_child_it_had() {
             said.contains(&format!("released {child}:")),
             "{evict}: {said}"
         );
+        // The killed tracer's observer lock on the shell is gone too.
+        let left: Vec<_> = std::fs::read_dir("/run/pagescope")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                let name = e.file_name();
+                name.to_str()
+                    .is_some_and(|n| n.starts_with(&format!("{sh}-")) && n.ends_with(".lock"))
+            })
+            .collect();
+        assert!(left.is_empty(), "{evict}: left in /run/pagescope: {left:?}");
         let mut rest = String::new();
         a.out.read_to_string(&mut rest).unwrap();
         assert!(a.prog.wait().unwrap().success(), "{evict}: {rest}");

@@ -49,6 +49,8 @@ pub fn release_all(fs: &crate::Root, root: u32) -> Result<ReleaseReport, Release
     // Once the holders are gone (they may have kept pagescope's holds), the
     // CPUs no pagescope holds any more get their limits back.
     let restored = crate::resume_latency::restore_abandoned(fs);
+    // And the observer locks killed pagescopes left go (best effort).
+    crate::observer::sweep_abandoned(&fs.run);
     if let Ok(cpus) = &restored {
         if !cpus.is_empty() {
             report
