@@ -328,6 +328,53 @@ fn a_process_above_the_size_cap_is_not_walked() {
     assert!(skipped >= 1, "skipped {skipped}");
 }
 
+/// A process above `--max-working-set-size`: its PSS is read, its
+/// referenced bits are left alone (clearing them would stall it while its
+/// TLB refills), so the kernel still counts its whole buffer referenced,
+/// and it has no working set but is counted as left out.
+#[test]
+fn a_process_above_the_working_set_cap_keeps_its_referenced_bits() {
+    let _g = serial();
+    let pt = Pagetest::start(&[], &["--size", "64M", "--hold"], "done");
+    let pid = pt.pid();
+    let serve = Serve::start(&[
+        "--interval",
+        "300ms",
+        "--budget",
+        "100",
+        "--max-age",
+        "1s",
+        "--max-working-set-size",
+        "32M",
+    ]);
+    let mut text = serve.wait_for(
+        |m| process_value(m, "pagescope_process_pss_bytes", pid).is_some(),
+        "pagetest",
+    );
+    // Walked again at least once more (--max-age), never cleared.
+    let first_age = age_of(&text, pid).unwrap();
+    while age_of(&text, pid).unwrap() >= first_age {
+        text = serve.next_collection(&text);
+    }
+    assert_matches_rollup(&text, pid);
+    assert_eq!(
+        process_value(&text, "pagescope_process_working_set_bytes", pid),
+        None
+    );
+    let left_out: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("pagescope_working_set_skipped_processes "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(left_out >= 1, "left out {left_out}");
+    let referenced = smaps_rollup(pid)["Referenced"] * 1024;
+    assert!(
+        referenced >= 64 * MIB,
+        "its referenced bits were cleared: {referenced} bytes referenced"
+    );
+}
+
 #[test]
 fn working_set_is_what_pagetest_writes_per_interval() {
     let _g = serial();

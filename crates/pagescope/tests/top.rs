@@ -232,7 +232,7 @@ fn top_shows_the_kernels_figures_sorts_filters_details_and_quits() {
     let _serial = serial();
     let Some(t) = Tmux::start("main") else { return };
     // `looping` touches its 64 MiB every 200 ms; `held` wrote 256 MiB
-    // and sleeps.
+    // and sleeps (above the default --max-working-set-size, 128 MiB).
     let looping = Pagetest::start(
         &[],
         &[
@@ -281,11 +281,17 @@ fn top_shows_the_kernels_figures_sorts_filters_details_and_quits() {
     let kernel = smaps_rollup(hp)["Pss"] as f64 * 1024.0;
     assert!(row.text[PSS].ends_with(" MiB"), "{row:?}");
     assert_close("held pagetest's PSS", row.sizes[PSS].unwrap(), kernel, 1.0);
-    // The working set: the sleeper referenced none of its buffer, the
-    // looping one all of it (both, a little code and stack, and the
-    // shared library pages that other processes referenced: the refs
-    // backend counts a page's referenced flag, whoever set it).
-    assert!(row.sizes[WSET].unwrap() < 8.0 * MIB, "{row:?}");
+    // The working set: the looping one referenced all of its buffer
+    // (and a little code and stack, and the shared library pages that
+    // other processes referenced: the refs backend counts a page's
+    // referenced flag, whoever set it). The sleeper is above the cap: no
+    // working set, and its referenced bits left as they were.
+    assert_eq!(row.text[WSET], "-", "{row:?}");
+    let referenced = smaps_rollup(hp)["Referenced"] as f64 * 1024.0;
+    assert!(
+        referenced >= 256.0 * MIB,
+        "held's bits cleared: {referenced}"
+    );
     let l = row_of(&screen, lp).unwrap();
     let ws = l.sizes[WSET].unwrap();
     assert!((64.0 * MIB..72.0 * MIB).contains(&ws), "{l:?}");
@@ -323,8 +329,9 @@ fn top_shows_the_kernels_figures_sorts_filters_details_and_quits() {
         .lines()
         .find(|l| l.contains(&vma))
         .unwrap_or_else(|| panic!("no VMA {vma}:\n{screen}"));
-    // Its size and RSS: 256 MiB, all resident.
-    assert_eq!(line.matches("256.0 MiB").count(), 3, "{line}");
+    // Its size, RSS, PSS and REF: 256 MiB, all resident, all referenced
+    // (its referenced bits are left alone above the working-set cap).
+    assert_eq!(line.matches("256.0 MiB").count(), 4, "{line}");
     assert!(line.contains("██████████"), "{line}");
     assert!(screen.contains("working set per refresh"), "{screen}");
     // (Each Escape on its own: Escape and a key at once read as Alt and

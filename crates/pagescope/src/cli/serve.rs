@@ -11,7 +11,7 @@ use std::time::Duration;
         pagescope_cgroup_{rss,pss,uss,swap,working_set}_bytes{cgroup}\n  \
         pagescope_machine_{user,page_cache,kernel,free}_bytes\n  \
         pagescope_collection_seconds, pagescope_collection_cpu_seconds_total,\n  \
-        pagescope_skipped_processes,\n  \
+        pagescope_skipped_processes, pagescope_working_set_skipped_processes,\n  \
         pagescope_process_figures_age_seconds{pid,comm}, pagescope_walked_processes{reason}\n\n\
         Collections run on their own schedule; a scrape returns the last one.\n\n\
         Examples:\n  pagescope serve\n  \
@@ -38,6 +38,15 @@ pub struct ServeArgs {
     /// `pagescope_skipped_processes`. `0` walks every process.
     #[arg(long, value_name = "SIZE", default_value = "16G", value_parser = pagescope_core::units::parse_size)]
     pub max_process_size: u64,
+    /// With `refs`, leave out the working set of a process whose resident
+    /// memory is above this. Clearing a process's referenced bits
+    /// (`clear_refs`) flushes its TLB, and its next pass over its memory
+    /// refills it: on a VM that stalls it about 10 ms per 128 MiB it
+    /// touches (docs/performance.md). Its PSS, USS, RSS and swap are
+    /// still read; it is counted in
+    /// `pagescope_working_set_skipped_processes`. `0` clears every process.
+    #[arg(long, value_name = "SIZE", default_value = "128M", value_parser = pagescope_core::units::parse_size)]
+    pub max_working_set_size: u64,
     /// The oldest a process's figures may get. A process is walked again
     /// (its smaps_rollup read) when a kernel signal says its figures may
     /// have changed (it faulted, its counters moved, it forked, a process

@@ -39,6 +39,12 @@ pub struct TopArgs {
     /// PSS, USS and working set show `-`. `0` walks every process.
     #[arg(long, value_name = "SIZE", default_value = "16G", value_parser = pagescope_core::units::parse_size)]
     pub max_process_size: u64,
+    /// With `refs`, leave out the working set (WSET `-`) of a process
+    /// whose resident memory is above this, as `serve` does: clearing its
+    /// referenced bits flushes its TLB, which stalls it about 10 ms per
+    /// 128 MiB it touches on a VM. `0` clears every process.
+    #[arg(long, value_name = "SIZE", default_value = "128M", value_parser = pagescope_core::units::parse_size)]
+    pub max_working_set_size: u64,
     /// The oldest a process's figures may get (as `serve --max-age`):
     /// a process is walked again when a kernel signal says its figures
     /// may have changed, and at the latest after between half of this

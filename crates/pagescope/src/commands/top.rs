@@ -33,6 +33,7 @@ pub fn run(args: TopArgs) -> Result<u8> {
     let settings = Settings {
         root,
         max_process_size: args.max_process_size,
+        max_working_set_size: args.max_working_set_size,
         cmdline: false,
         max_age: args.max_age,
     };
@@ -247,16 +248,22 @@ impl App {
 /// Why some processes' figures are missing, in one line.
 fn note(s: &State) -> Option<String> {
     let n = s.unread();
+    let all = s.collection.processes.len();
+    let ws = s.collection.working_set_skipped.unwrap_or(0);
     if n == 0 {
-        return None;
+        return (ws > 0).then(|| {
+            format!(
+                "{ws} of {all} processes are above --max-working-set-size: their working \
+                 set shows - (clearing their referenced bits would stall them)"
+            )
+        });
     }
     let why = match rustix::process::geteuid().is_root() {
         false => "cannot be read without root (smaps_rollup needs ptrace access)",
         true => "were not walked (refused, or above --max-process-size)",
     };
     Some(format!(
-        "{n} of {} processes {why}: their PSS, USS and working set show -",
-        s.collection.processes.len()
+        "{n} of {all} processes {why}: their PSS, USS and working set show -"
     ))
 }
 

@@ -39,6 +39,9 @@ pub struct Collection {
     /// Processes whose smaps_rollup walk was skipped (above the size
     /// cap) or refused.
     pub skipped: u64,
+    /// Processes the refs working set leaves out: above the working-set
+    /// size cap (`None` with another backend).
+    pub working_set_skipped: Option<u64>,
     /// Processes walked in this collection, by reason.
     pub walked: BTreeMap<&'static str, u64>,
     /// Wall time the collection took.
@@ -71,6 +74,11 @@ pub struct Settings {
     /// Above this resident + swapped size a process's smaps_rollup is not
     /// read (0: no cap).
     pub max_process_size: u64,
+    /// Above this resident size the refs backend leaves a process's
+    /// referenced bits alone (0: no cap): clearing them flushes its TLB,
+    /// and its next pass over its memory refills it, a stop that grows
+    /// with its size.
+    pub max_working_set_size: u64,
     /// Label processes with their command lines.
     pub cmdline: bool,
     /// The oldest a process's figures may get: each process is walked
@@ -192,6 +200,7 @@ impl Collector {
                 due: t.read_at.is_none_or(|r| now.duration_since(r) >= t.max_age),
                 swap: t.rollup_last.is_some_and(|r| r.swap > 0),
                 anon_shared: t.rollup_last.is_some_and(|r| r.shares_anonymous()),
+                no_working_set: no_working_set(t, &self.settings),
                 ..refresh::Seen::default()
             };
             if ran {
@@ -255,6 +264,7 @@ impl Collector {
             })
             .collect();
         let refs = matches!(self.working_set, WorkingSet::Refs);
+        out.working_set_skipped = refs.then_some(0);
         let reasons = refresh::plan(&seen, &gone_seen, machine, refs);
         drop(seen);
         // Walk those the plan names; the others keep their figures.
@@ -273,6 +283,8 @@ impl Collector {
             }
             if t.read_at.is_none() {
                 out.skipped += 1;
+            } else if let Some(n) = &mut out.working_set_skipped {
+                *n += u64::from(no_working_set(t, &self.settings));
             }
             match t.read_cgroup(&mut self.buf) {
                 Ok(()) => {}
@@ -404,7 +416,7 @@ impl Collector {
             if t.cleared {
                 t.figures.working_set = Some(r.referenced * 1024);
             }
-            t.cleared = t.clear_refs()?;
+            t.cleared = !no_working_set(t, settings) && t.clear_refs()?;
         }
         t.rollup_last = Some(r);
         t.read_at = Some(at);
@@ -433,6 +445,13 @@ impl Collector {
         self.events = Some((events, ksm));
         m
     }
+}
+
+/// Whether `t` is above the working-set size cap (its resident size as
+/// `statm` says), where the refs backend leaves its referenced bits alone.
+fn no_working_set(t: &Tracked, settings: &Settings) -> bool {
+    let cap = settings.max_working_set_size;
+    cap != 0 && t.signals.resident * pagescope_linux::system::page_size() > cap
 }
 
 fn reason_name(r: Reason) -> &'static str {

@@ -138,6 +138,17 @@ pub fn render(c: &Collection, cpu_total: Duration) -> String {
          --max-process-size, or refused): no PSS, USS or working set",
         skipped,
     );
+    if let Some(n) = c.working_set_skipped {
+        let ws_skipped = Gauge::<i64>::default();
+        ws_skipped.set(n as i64);
+        r.register(
+            "pagescope_working_set_skipped_processes",
+            "Processes the refs working set left out in the last collection (resident \
+             above --max-working-set-size: clearing their referenced bits would stall \
+             them while their TLB refills): no working set",
+            ws_skipped,
+        );
+    }
     let age = Family::<Labels, Gauge<f64, AtomicU64>>::default();
     for p in &c.processes {
         if let Some(a) = p.age {

@@ -33,7 +33,9 @@
 //!
 //! With the `refs` working set, a process that ran is walked too (its
 //! `Referenced` is the working set); one that did not run referenced
-//! nothing, and its working set is 0 without a walk.
+//! nothing, and its working set is 0 without a walk. A process above
+//! `--max-working-set-size` has no working set (its bits are not
+//! cleared), so running alone does not get it walked.
 //!
 //! What escapes these signals is a page mapped and another unmapped in
 //! the same interval with no fault of the process's own (another process
@@ -89,6 +91,8 @@ pub struct Seen<'a> {
     pub shmem: bool,
     /// Its anonymous memory was shared at its last walk.
     pub anon_shared: bool,
+    /// Above the working-set size cap: the working set wants no walk.
+    pub no_working_set: bool,
     /// The files it maps now (device, inode), sorted.
     pub files: &'a [(u64, u64)],
     /// The files whose pages it may have mapped or unmapped (when
@@ -151,7 +155,7 @@ pub fn plan(
                 Reason::Own
             } else if s.forked {
                 Reason::Forked
-            } else if s.ran && (working_set || s.swap) {
+            } else if s.ran && ((working_set && !s.no_working_set) || s.swap) {
                 Reason::Ran
             } else if m.all {
                 Reason::Machine
@@ -208,6 +212,12 @@ mod tests {
             plan(&swapped, &[], Machine::default(), false),
             [Some(Reason::Ran)]
         );
+        // Above the working-set cap, running alone wants no walk.
+        let large = [Seen {
+            no_working_set: true,
+            ..s[0]
+        }];
+        assert_eq!(plan(&large, &[], Machine::default(), true), [None]);
     }
 
     #[test]

@@ -18,6 +18,13 @@ use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
 /// Reads the whole of `file` from its start into `buf` (cleared first).
+///
+/// For the files of `/proc/PID` the collector reads (`stat`, `statm`,
+/// `cgroup`, `smaps_rollup`): the kernel makes each of them whole in one
+/// record of a `seq_file` (`single_open`), and a read given room for all
+/// of it returns all of it. So a read that leaves room in `buf` is the
+/// end, without the read of 0 that would say so (a system call per file
+/// per collection saved); a read that fills `buf` reads on.
 pub fn pread_all(file: &File, buf: &mut Vec<u8>) -> std::io::Result<()> {
     buf.clear();
     loop {
@@ -30,6 +37,10 @@ pub fn pread_all(file: &File, buf: &mut Vec<u8>) -> std::io::Result<()> {
         match file.read_at(&mut buf[len..], len as u64) {
             Ok(0) => {
                 buf.truncate(len);
+                return Ok(());
+            }
+            Ok(n) if n < spare => {
+                buf.truncate(len + n);
                 return Ok(());
             }
             Ok(n) => buf.truncate(len + n),
@@ -259,4 +270,26 @@ enum Which {
 
 fn corrupt(dir: &ProcDir, name: &str) -> Error {
     Error::corrupt(dir.file_path(name), "not the kernel's format")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A /proc file comes whole from its one read; a file longer than
+    /// the buffer is read on to its end.
+    #[test]
+    fn pread_all_reads_to_the_end() {
+        let mut buf = Vec::new();
+        let cgroup = File::open("/proc/self/cgroup").unwrap();
+        pread_all(&cgroup, &mut buf).unwrap();
+        assert_eq!(buf, std::fs::read("/proc/self/cgroup").unwrap());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("long");
+        let text: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &text).unwrap();
+        let mut small = Vec::with_capacity(100);
+        pread_all(&File::open(&path).unwrap(), &mut small).unwrap();
+        assert_eq!(small, text);
+    }
 }
