@@ -23,7 +23,7 @@ done
 # set these to the versions pagescope writes (format::Kind::version).
 SNAP_V=1
 REC_V=2
-TRACE_V=2
+TRACE_V=4
 tag() { [ "$1" = 1 ] || echo "-v$1"; }
 seeds=fuzz/seeds
 mkdir -p "$seeds"/{read_snapshot,read_record,read_trace}

@@ -7,7 +7,9 @@
 use libfuzzer_sys::fuzz_target;
 use pagescope_core::analysis::mrc::Mrc;
 use pagescope_core::analysis::refs::RefStats;
-use pagescope_core::format::{decode_refs, decode_refs_predicted, read_trace, MappingTable};
+use pagescope_core::format::{
+    decode_refs, decode_refs_folded, decode_refs_predicted, read_trace, MappingTable,
+};
 use pagescope_render::{renderer, views, Format, Report};
 use std::path::Path;
 
@@ -30,4 +32,5 @@ fuzz_target!(|data: &[u8]| {
     let _ = decode_refs(data, false);
     let _ = decode_refs(data, true);
     let _ = decode_refs_predicted(data, &MappingTable::default());
+    let _ = decode_refs_folded(data, &MappingTable::default());
 });

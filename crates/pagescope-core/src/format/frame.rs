@@ -40,7 +40,7 @@ impl Kind {
         match self {
             Kind::Snapshot => 1,
             Kind::Record => 2,
-            Kind::Trace => 3,
+            Kind::Trace => 4,
         }
     }
 
@@ -603,7 +603,7 @@ mod tests {
     /// a kind up to its own, and refuses a newer one naming both.
     #[test]
     fn versions_by_kind() {
-        for (kind, version) in [(Kind::Snapshot, 1u16), (Kind::Record, 2), (Kind::Trace, 3)] {
+        for (kind, version) in [(Kind::Snapshot, 1u16), (Kind::Record, 2), (Kind::Trace, 4)] {
             let mut file = FrameWriter::new(Vec::new(), kind).unwrap().into_inner();
             assert_eq!(file[8..10], version.to_le_bytes());
             for older in 1..=version {

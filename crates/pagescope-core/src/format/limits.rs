@@ -97,7 +97,7 @@ pub fn max_raw(frame_type: u16) -> Option<u32> {
     use frame_type::*;
     match frame_type {
         PAGES => Some(PAGES_RAW),
-        REFS | REFS_IN_UNITS | REFS_PREDICTED => Some(REFS_RAW),
+        REFS | REFS_IN_UNITS | REFS_PREDICTED | REFS_FOLDED => Some(REFS_RAW),
         PHYSMAP => Some(PHYSMAP_RAW),
         SYSTEM | PROCESS | ELF | TRACE_HEADER | MAPPING | MAPPING_WITH_DEVICE | MAPPINGS
         | RESIDENCIES | PROCESS_EVENT | RESIDENCY | RECORD_HEADER | INTERVAL | PROCESS_INFO

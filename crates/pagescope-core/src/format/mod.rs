@@ -31,8 +31,8 @@ pub use maptable::MappingTable;
 pub use record::{read_record, RecordVisitor, RecordWriter};
 pub use snapshot::{read_snapshot, SnapshotWriter};
 pub use trace::{
-    decode_refs, decode_refs_predicted, encode_refs, encode_refs_predicted, read_trace,
-    TraceVisitor, TraceWriter,
+    decode_refs, decode_refs_folded, decode_refs_predicted, encode_refs, encode_refs_folded,
+    encode_refs_predicted, read_trace, TraceVisitor, TraceWriter,
 };
 
 /// The 8 magic bytes that open every pagescope file. The high first byte
@@ -85,6 +85,10 @@ pub mod frame_type {
     /// Residency records written together (a list of what [`RESIDENCY`]
     /// holds one of); traces of version 3.
     pub const RESIDENCIES: u16 = 30;
+    /// A chunk of references as [`REFS_PREDICTED`], each write bit folded
+    /// into its page column ([`super::encode_refs_folded`]); traces of
+    /// version 4.
+    pub const REFS_FOLDED: u16 = 31;
     /// [`crate::trace::Residency`].
     pub const RESIDENCY: u16 = 20;
     /// [`crate::record::RecordHeader`]: the first frame of a recording.
@@ -120,7 +124,7 @@ pub mod frame_type {
             MAPPINGS => "mappings",
             RESIDENCIES => "residencies",
             PROCESS_EVENT => "process event",
-            REFS | REFS_IN_UNITS | REFS_PREDICTED => "reference chunk",
+            REFS | REFS_IN_UNITS | REFS_PREDICTED | REFS_FOLDED => "reference chunk",
             RESIDENCY => "residency",
             RECORD_HEADER => "record header",
             INTERVAL => "interval",

@@ -60,7 +60,22 @@ struct RefChunk {
 /// Encodes references into the columnar form, with times rounded down to
 /// a multiple of `time_unit` ns (at least 1): a chunk of frame type 24.
 pub fn encode_refs(refs: &[Ref], page_size: u64, time_unit: u32, out: &mut Vec<u8>) {
-    encode(refs, page_size, time_unit, None, out)
+    encode(refs, page_size, time_unit, None, Layout::Plain, out)
+}
+
+/// How a chunk's columns are laid out, by frame type.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// Types 19 and 24: each page against the previous reference's, each
+    /// mapping id against the previous one, writes in a bit column.
+    Plain,
+    /// Type 28: pages against the thread's last, mapping ids against the
+    /// table's prediction.
+    Predicted,
+    /// Type 31: as type 28, each write bit folded into its page's value
+    /// (the zigzag page difference times 2, plus 1 for a write), the bit
+    /// column empty.
+    Folded,
 }
 
 /// As [`encode_refs`], each mapping id stored as its difference from the
@@ -73,7 +88,31 @@ pub fn encode_refs_predicted(
     table: &MappingTable,
     out: &mut Vec<u8>,
 ) {
-    encode(refs, page_size, time_unit, Some(table), out)
+    encode(
+        refs,
+        page_size,
+        time_unit,
+        Some(table),
+        Layout::Predicted,
+        out,
+    )
+}
+
+/// As [`encode_refs_predicted`], each write bit folded into the page
+/// column: a chunk of frame type 31 (what `pagescope trace` writes), read
+/// with [`decode_refs_folded`]. A write after a read of the same page
+/// (its write-protect fault) is then one value, `1`, which zstd stores
+/// with the page numbers' own patterns rather than in a column of bits of
+/// its own. Page numbers must fit in 62 bits (any page of at least 4
+/// bytes does).
+pub fn encode_refs_folded(
+    refs: &[Ref],
+    page_size: u64,
+    time_unit: u32,
+    table: &MappingTable,
+    out: &mut Vec<u8>,
+) {
+    encode(refs, page_size, time_unit, Some(table), Layout::Folded, out)
 }
 
 /// In a chunk of type 28, each page number is stored against the last
@@ -118,26 +157,40 @@ fn encode(
     page_size: u64,
     time_unit: u32,
     table: Option<&MappingTable>,
+    layout: Layout,
     out: &mut Vec<u8>,
 ) {
+    let fold = layout == Layout::Folded;
     let unit = time_unit.max(1);
     let shift = page_size.max(1).trailing_zeros() as u8;
     let mut c = RefColumns {
         count: refs.len() as u32,
         page_shift: shift,
         first_time: refs.first().map_or(0, |r| r.time_ns / unit as u64),
-        write: vec![0; refs.len().div_ceil(8)],
+        write: if fold {
+            Vec::new()
+        } else {
+            vec![0; refs.len().div_ceil(8)]
+        },
         ..RefColumns::default()
     };
     let (mut t, mut page, mut tid, mut pid, mut map) = (c.first_time, 0u64, 0u32, 0u32, 0u32);
-    let mut threads = ThreadPages::new(table.is_some());
+    let mut threads = ThreadPages::new(layout != Layout::Plain);
     for (i, r) in refs.iter().enumerate() {
         let now = r.time_ns / unit as u64;
         put(&mut c.time_delta, now.wrapping_sub(t));
         t = now;
         let p = r.addr >> shift;
         let from = threads.base(r.tid, page);
-        put(&mut c.page_delta, zigzag(p.wrapping_sub(from) as i64));
+        let z = zigzag(p.wrapping_sub(from) as i64);
+        put(
+            &mut c.page_delta,
+            if fold {
+                (z << 1) | u64::from(r.write)
+            } else {
+                z
+            },
+        );
         page = p;
         threads.set(r.tid, p);
         put(&mut c.tid_delta, zigzag(r.tid as i64 - tid as i64));
@@ -147,7 +200,7 @@ fn encode(
         let base = predicted(table, r.pid, p << shift, map);
         put(&mut c.mapping_delta, zigzag(r.mapping as i64 - base as i64));
         map = r.mapping;
-        if r.write {
+        if r.write && !fold {
             c.write[i / 8] |= 1 << (i % 8);
         }
     }
@@ -166,7 +219,7 @@ fn to_u32(v: i64, what: &str) -> std::result::Result<u32, String> {
 /// Decodes a chunk written by [`encode_refs`] (frame type 24), or with
 /// `in_ns` one of frame type 19 (times in ns), checking every bound.
 pub fn decode_refs(bytes: &[u8], in_ns: bool) -> std::result::Result<Vec<Ref>, String> {
-    decode_chunk(bytes, in_ns, None)
+    decode_chunk(bytes, in_ns, None, Layout::Plain)
 }
 
 /// Decodes a chunk written by [`encode_refs_predicted`] (frame type 28)
@@ -175,14 +228,25 @@ pub fn decode_refs_predicted(
     bytes: &[u8],
     table: &MappingTable,
 ) -> std::result::Result<Vec<Ref>, String> {
-    decode_chunk(bytes, false, Some(table))
+    decode_chunk(bytes, false, Some(table), Layout::Predicted)
+}
+
+/// Decodes a chunk written by [`encode_refs_folded`] (frame type 31)
+/// against the same mappings.
+pub fn decode_refs_folded(
+    bytes: &[u8],
+    table: &MappingTable,
+) -> std::result::Result<Vec<Ref>, String> {
+    decode_chunk(bytes, false, Some(table), Layout::Folded)
 }
 
 fn decode_chunk(
     bytes: &[u8],
     in_ns: bool,
     table: Option<&MappingTable>,
+    layout: Layout,
 ) -> std::result::Result<Vec<Ref>, String> {
+    let fold = layout == Layout::Folded;
     let bad = |e: postcard::Error| format!("bad reference chunk: {e}");
     let (unit, c) = if in_ns {
         (1, postcard::from_bytes::<RefColumns>(bytes).map_err(bad)?)
@@ -199,7 +263,8 @@ fn decode_chunk(
             "reference chunk of {n} references, more than the {CHUNK_REFS} a chunk may hold"
         ));
     }
-    // Every reference takes at least a byte of each column but `write`.
+    // Every reference takes at least a byte of each column but `write`,
+    // which is empty where the write bits are folded.
     let columns = [
         &c.time_delta,
         &c.page_delta,
@@ -208,7 +273,7 @@ fn decode_chunk(
         &c.mapping_delta,
     ];
     if c.page_shift >= 40
-        || c.write.len() != n.div_ceil(8)
+        || c.write.len() != if fold { 0 } else { n.div_ceil(8) }
         || columns.iter().any(|col| col.len() < n)
     {
         return Err("reference chunk header does not match its columns".into());
@@ -220,14 +285,17 @@ fn decode_chunk(
     let mut maps = Column::new("mapping", &c.mapping_delta);
     let mut out = Vec::with_capacity(n);
     let (mut t, mut page, mut tid, mut pid, mut map) = (c.first_time, 0u64, 0i64, 0i64, 0i64);
-    let mut threads = ThreadPages::new(table.is_some());
+    let mut threads = ThreadPages::new(layout != Layout::Plain);
     for i in 0..n {
         t = t.wrapping_add(time.next()?);
         tid += unzigzag(tids.next()?);
         let thread = to_u32(tid, "tid")?;
-        page = threads
-            .base(thread, page)
-            .wrapping_add(unzigzag(pages.next()?) as u64);
+        let value = pages.next()?;
+        let (z, write) = match fold {
+            true => (value >> 1, value & 1 != 0),
+            false => (value, c.write[i / 8] & (1 << (i % 8)) != 0),
+        };
+        page = threads.base(thread, page).wrapping_add(unzigzag(z) as u64);
         threads.set(thread, page);
         pid += unzigzag(pids.next()?);
         let pid = to_u32(pid, "pid")?;
@@ -239,7 +307,7 @@ fn decode_chunk(
             pid,
             tid: thread,
             addr,
-            write: c.write[i / 8] & (1 << (i % 8)) != 0,
+            write,
             mapping: to_u32(map, "mapping")?,
         });
     }
@@ -346,14 +414,14 @@ impl<W: Write> TraceWriter<W> {
     pub fn refs(&mut self, refs: &[Ref]) -> Result<()> {
         self.flush_records()?;
         for chunk in refs.chunks(CHUNK_REFS) {
-            encode_refs_predicted(
+            encode_refs_folded(
                 chunk,
                 self.page_size,
                 self.time_unit,
                 &self.table,
                 &mut self.encoded,
             );
-            self.file.raw(frame_type::REFS_PREDICTED, &self.encoded)?;
+            self.file.raw(frame_type::REFS_FOLDED, &self.encoded)?;
         }
         Ok(())
     }
@@ -513,9 +581,13 @@ pub fn read_trace<R: Read>(
                     visitor.residency(r)?;
                 }
             }
-            frame_type::REFS | frame_type::REFS_IN_UNITS | frame_type::REFS_PREDICTED => {
+            frame_type::REFS
+            | frame_type::REFS_IN_UNITS
+            | frame_type::REFS_PREDICTED
+            | frame_type::REFS_FOLDED => {
                 let refs = match frame.frame_type {
                     frame_type::REFS_PREDICTED => decode_refs_predicted(&frame.payload, &table),
+                    frame_type::REFS_FOLDED => decode_refs_folded(&frame.payload, &table),
                     t => decode_refs(&frame.payload, t == frame_type::REFS),
                 }
                 .map_err(|why| Error::corrupt(path, format!("frame at byte {at}: {why}")))?;
@@ -690,6 +762,73 @@ mod tests {
         assert_eq!(decode_refs_predicted(&buf, &table).unwrap(), sample);
     }
 
+    /// Write bits folded into the page column read back exactly (also
+    /// pages far apart, and from a file, where chunks of type 28, written
+    /// before, read as they did); where writes follow reads of the same
+    /// page, as write-protect faults do, the chunk is smaller.
+    #[test]
+    fn folded_writes_read_back_and_cost_less() {
+        let table = MappingTable::default();
+        let mut refs = Vec::new();
+        for i in 0..40_000u64 {
+            let page = (i * 2654435761) % (1 << 20) + if i % 7 == 0 { 1 << 40 } else { 0 };
+            let r = Ref {
+                time_ns: i * 20_000,
+                pid: 100,
+                tid: 100 + (i % 3) as u32,
+                addr: page * 4096,
+                write: false,
+                mapping: 0,
+            };
+            refs.push(r);
+            if i % 3 == 0 {
+                refs.push(Ref {
+                    time_ns: r.time_ns + 5_000,
+                    write: true,
+                    ..r
+                });
+            }
+        }
+        let (mut predicted, mut folded) = (Vec::new(), Vec::new());
+        encode_refs_predicted(&refs, 4096, 1000, &table, &mut predicted);
+        encode_refs_folded(&refs, 4096, 1000, &table, &mut folded);
+        let back = decode_refs_folded(&folded, &table).unwrap();
+        assert_eq!(back, decode_refs_predicted(&predicted, &table).unwrap());
+        assert!(back
+            .iter()
+            .zip(&refs)
+            .all(|(a, b)| a.write == b.write && a.addr == b.addr));
+        // A folded chunk read as a bit-column one (or the reverse) is an
+        // error, not other references.
+        assert!(decode_refs_predicted(&folded, &table).is_err());
+        assert!(decode_refs_folded(&predicted, &table).is_err());
+        let size = |b: &[u8]| zstd::bulk::compress(b, 3).unwrap().len();
+        let (p, f) = (size(&predicted), size(&folded));
+        assert!(f < p, "folded {f} bytes, bit column {p}");
+        // A file with both kinds of chunk.
+        let mut w = TraceWriter::new(Vec::new(), Path::new("t"), &header(), 1000).unwrap();
+        let (old, new) = refs.split_at(1000);
+        w.file
+            .raw(frame_type::REFS_PREDICTED, &{
+                let mut b = Vec::new();
+                encode_refs_predicted(old, 4096, 1000, &table, &mut b);
+                b
+            })
+            .unwrap();
+        w.refs(new).unwrap();
+        let bytes = w.file.frames.into_inner();
+        let mut c = Collect::default();
+        read_trace(&bytes[..], Path::new("t"), &mut c).unwrap();
+        let rounded: Vec<Ref> = refs
+            .iter()
+            .map(|r| Ref {
+                time_ns: r.time_ns / 1000 * 1000,
+                ..*r
+            })
+            .collect();
+        assert_eq!(c.refs, rounded);
+    }
+
     /// On a trace whose references follow their mappings, the mapping
     /// column costs next to nothing once predicted.
     #[test]
@@ -782,7 +921,7 @@ mod tests {
         let mut w = TraceWriter::new(Vec::new(), Path::new("t"), &header(), 1).unwrap();
         w.finish(&end).unwrap();
         let bytes = w.file.frames.into_inner();
-        assert_eq!(bytes[8..10], [3, 0]);
+        assert_eq!(bytes[8..10], [4, 0]);
         let mut c = Collect::default();
         read_trace(&bytes[..], Path::new("t"), &mut c).unwrap();
         let read = c.end.unwrap();
