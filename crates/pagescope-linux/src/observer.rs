@@ -9,8 +9,8 @@
 //! holds the observer's pid and command. A second observer is refused
 //! with the holder's pid and command. The kernel drops a `flock` when its
 //! holder dies, so a killed pagescope leaves no stale lock (the file is
-//! removed when the holder lets go normally; one a killed holder left,
-//! naming a process that has ended, is removed by the next observer).
+//! removed when the holder lets go normally; one a killed holder left is
+//! removed by the next observer, and by `trace --release`).
 //!
 //! Only pagescope's own instances see the lock; another tool's clear_refs
 //! or userfaultfd is not seen (the recorders note that possibility).
@@ -56,8 +56,10 @@ impl ObserverLock {
         }
         sweep_abandoned(dir);
         let path = dir.join(format!("{pid}-{start}.lock"));
+        let mut tries = 0;
         let mut file = loop {
-            match Self::open_locked(&path, pid)? {
+            tries += 1;
+            match Self::open_locked(&path, pid, tries < 4)? {
                 Locked::Taken(file) => break file,
                 Locked::Gone => continue,
                 Locked::NotTakingPart => return Ok(None),
@@ -74,8 +76,10 @@ impl ObserverLock {
     /// Opens (making it) the lock at `path` and takes it. The lock is
     /// `Gone` when the file was removed (by its last holder, or a sweep)
     /// between the open and the lock: a lock on a removed file guards
-    /// nothing, so the caller opens the path again.
-    fn open_locked(path: &Path, pid: u32) -> Result<Locked> {
+    /// nothing, so the caller opens the path again. A lock held by
+    /// another is `Gone` too while `retry` (after 5 ms): a sweep holds a
+    /// lock it is about to remove for a moment; a holder refuses.
+    fn open_locked(path: &Path, pid: u32, retry: bool) -> Result<Locked> {
         let fd: OwnedFd = match rustix::fs::open(
             path,
             OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
@@ -101,6 +105,10 @@ impl ObserverLock {
                 drop(file);
                 let _ = std::fs::remove_file(path);
                 return Ok(Locked::NotTakingPart);
+            }
+            if e == rustix::io::Errno::WOULDBLOCK && retry {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                return Ok(Locked::Gone);
             }
             if e == rustix::io::Errno::WOULDBLOCK {
                 let mut holder = String::new();
@@ -136,7 +144,8 @@ impl ObserverLock {
 enum Locked {
     /// The lock is this process's.
     Taken(std::fs::File),
-    /// The file was removed before it was locked: open it again.
+    /// The file was removed before it was locked (or, while retrying,
+    /// another holds it for now): open it again.
     Gone,
     /// Locks can't be taken here (another user's, or no file locking).
     NotTakingPart,
