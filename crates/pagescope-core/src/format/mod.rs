@@ -21,6 +21,7 @@ mod frame;
 pub mod limits;
 mod maptable;
 mod record;
+mod refchunk;
 mod snapshot;
 mod trace;
 mod v1;
@@ -29,11 +30,12 @@ pub use codec::{decode_pages, encode_pages, PageEncoder};
 pub use frame::{Completeness, Frame, FrameReader, FrameWriter, Kind, ReadOutcome};
 pub use maptable::MappingTable;
 pub use record::{read_record, RecordVisitor, RecordWriter};
-pub use snapshot::{read_snapshot, SnapshotWriter};
-pub use trace::{
+pub use refchunk::{
     decode_refs, decode_refs_folded, decode_refs_predicted, encode_refs, encode_refs_folded,
-    encode_refs_predicted, read_trace, TraceVisitor, TraceWriter,
+    encode_refs_predicted,
 };
+pub use snapshot::{read_snapshot, SnapshotWriter};
+pub use trace::{read_trace, TraceVisitor, TraceWriter};
 
 /// The 8 magic bytes that open every pagescope file. The high first byte
 /// and the CR LF / ^Z / LF sequence catch files mangled by text transfer,
