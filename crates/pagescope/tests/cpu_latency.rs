@@ -148,13 +148,17 @@ fn signal(child: &Child, signal: rustix::process::Signal) {
     rustix::process::kill_process(rustix::process::Pid::from_child(child), signal).unwrap();
 }
 
-/// Kills and reaps `child` if it is still running.
+/// Kills and reaps `child` if it is still running (a pagescope, when a
+/// test fails while it traces), then gives back the CPU limits it held, as
+/// `trace --release` would: a failed test leaves the machine as it was.
 struct Reap(Child);
 
 impl Drop for Reap {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+        let root = pagescope_linux::Root::default();
+        let _ = pagescope_linux::resume_latency::restore_abandoned(&root);
     }
 }
 
