@@ -142,6 +142,17 @@ impl ElfCore {
                     let physical =
                         s.paddr != u64::MAX && ph.p_vaddr(endian) < crate::x86_64::START_KERNEL_MAP;
                     if s.memsz > 0 && (!kcore || physical) {
+                        // Every sum of a kept segment's start and size is
+                        // then in range.
+                        if s.paddr.checked_add(s.memsz).is_none() {
+                            return Err(bad(
+                                path,
+                                format!(
+                                    "a segment at physical {:#x} of {} bytes runs past the end of the physical address space",
+                                    s.paddr, s.memsz
+                                ),
+                            ));
+                        }
                         segments.push(s);
                     }
                 }

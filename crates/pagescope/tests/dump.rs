@@ -146,6 +146,29 @@ fn a_dump_cut_short_is_refused() {
     refused(&d, &dump, None, "cut short");
 }
 
+/// A segment whose physical range would pass 2^64 is refused (found by
+/// the read_dump fuzz target: the sum overflowed).
+#[test]
+fn a_segment_past_the_end_of_physical_memory_is_refused() {
+    let d = Dir::new();
+    let mut core = elf_core(
+        EM_X86_64,
+        Some(note("VMCOREINFO", &vmcoreinfo("6.1.0", 80))),
+        &[0; 4096],
+        4096,
+    );
+    // The PT_LOAD header is the second; its p_paddr is 24 bytes in.
+    let at = 64 + 56 + 24;
+    core[at..at + 8].copy_from_slice(&(u64::MAX - 100).to_le_bytes());
+    let dump = d.file("past-the-end.core", &core);
+    refused(
+        &d,
+        &dump,
+        None,
+        "past the end of the physical address space",
+    );
+}
+
 #[test]
 fn a_dump_without_vmcoreinfo_is_refused() {
     let d = Dir::new();
