@@ -201,6 +201,13 @@ fn encode(
     *out = postcard::to_extend(&chunk, std::mem::take(out)).expect("a Vec takes any bytes");
 }
 
+/// `v` changed by `delta`, or an error where the sum leaves 64 bits (it
+/// must then be out of the 32 bits [`to_u32`] takes anyway).
+fn moved(v: i64, delta: i64, what: &str) -> std::result::Result<i64, String> {
+    v.checked_add(delta)
+        .ok_or_else(|| format!("reference chunk: {what} change {delta} out of range"))
+}
+
 fn to_u32(v: i64, what: &str) -> std::result::Result<u32, String> {
     u32::try_from(v).map_err(|_| format!("reference chunk: {what} {v} out of range"))
 }
@@ -277,7 +284,7 @@ fn decode_chunk(
     let mut threads = ThreadPages::new(layout != Layout::Plain);
     for i in 0..n {
         t = t.wrapping_add(time.next()?);
-        tid += unzigzag(tids.next()?);
+        tid = moved(tid, unzigzag(tids.next()?), "tid")?;
         let thread = to_u32(tid, "tid")?;
         let value = pages.next()?;
         let (z, write) = match fold {
@@ -286,11 +293,11 @@ fn decode_chunk(
         };
         page = threads.base(thread, page).wrapping_add(unzigzag(z) as u64);
         threads.set(thread, page);
-        pid += unzigzag(pids.next()?);
+        pid = moved(pid, unzigzag(pids.next()?), "pid")?;
         let pid = to_u32(pid, "pid")?;
         let addr = page.checked_shl(c.page_shift as u32).unwrap_or(0);
         let base = predicted(table, pid, addr, to_u32(map, "mapping")?);
-        map = base as i64 + unzigzag(maps.next()?);
+        map = moved(base as i64, unzigzag(maps.next()?), "mapping")?;
         out.push(Ref {
             time_ns: t.wrapping_mul(unit),
             pid,
@@ -304,4 +311,42 @@ fn decode_chunk(
         col.done()?;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A thread, process or mapping change that would carry the running
+    /// value past 64 bits is an error, not an overflow (found by the
+    /// read_trace fuzz target).
+    #[test]
+    fn changes_past_64_bits_are_errors() {
+        for column in 0..3 {
+            let mut c = RefColumns {
+                count: 2,
+                page_shift: 12,
+                ..RefColumns::default()
+            };
+            for _ in 0..2 {
+                put(&mut c.time_delta, 1);
+                put(&mut c.page_delta, 2);
+            }
+            let mut deltas = [vec![], vec![], vec![]];
+            for (i, d) in deltas.iter_mut().enumerate() {
+                put(d, zigzag(5));
+                put(d, if i == column { zigzag(i64::MAX) } else { 0 });
+            }
+            let [tid, pid, mapping] = deltas;
+            (c.tid_delta, c.pid_delta, c.mapping_delta) = (tid, pid, mapping);
+            let bytes = postcard::to_allocvec(&RefChunk {
+                time_unit: 1000,
+                columns: c,
+            })
+            .unwrap();
+            let table = MappingTable::default();
+            let e = decode_refs_folded(&bytes, &table).unwrap_err();
+            assert!(e.contains("out of range"), "column {column}: {e}");
+        }
+    }
 }
