@@ -9,7 +9,8 @@ read their pages).
 A DUMP is an ELF core or a makedumpfile compressed (kdump) file; the
 guest check keeps one with PAGESCOPE_KEEP_DUMP (tests/kernels/run), and
 `makedumpfile -c/-l/-p/-z -d 0` makes the compressed ones from it. Each
-seed is named after its source's kind and codec.
+seed is named after its source's kind and codec (and machine, for an
+arm64 ELF core).
 """
 import os
 import struct
@@ -41,7 +42,8 @@ def elf_seed(f):
     out = bytes(eh)
     out += struct.pack("<IIQQQQQQ", 4, 0, note_at, 0, 0, len(notes), len(notes), 0)
     out += struct.pack("<IIQQQQQQ", 1, load[1], load_at, load[3], load[4], n, n, 0)
-    return out + notes + memory, "elf"
+    machine = struct.unpack_from("<H", eh, 18)[0]
+    return out + notes + memory, {62: "elf", 183: "elf-arm64"}.get(machine, "elf-%d" % machine)
 
 
 def kdump_seed(f):

@@ -43,7 +43,7 @@ fuzz_target!(|data: &[u8]| {
     if let Some(text) = dump.vmcoreinfo() {
         let _ = VmcoreInfo::parse(text);
     }
-    let _ = dump.other_machine();
+    let _ = dump.machine();
     let _ = dump.phys_base();
     let _ = dump.open_notes();
     // The first pages of the first ranges, twice (the second time from

@@ -3,6 +3,9 @@
 #   PAGESCOPE-CHECK <check> <pass|fail|refused-as-expected|skip> <detail>
 # which tests/kernels/run collects from the serial console.
 kernel=$1
+# x86_64 or aarch64 (the arm64 guest): pagescope's `trace` and `--backend
+# fault` are x86_64 only, and arm64 kernels have no soft-dirty.
+arch=$(uname -m)
 # Each check's detail ends with the guest seconds since the previous check,
 # so a slow check shows on the console.
 last=$(cut -d. -f1 /proc/uptime)
@@ -20,7 +23,8 @@ within() {
 # field NAME: the first number in the JSON field NAME on stdin.
 field() { sed -n "s/.*\"$1\": *\([0-9]*\).*/\1/p" | head -1; }
 
-# vmcore (full and stock): held workloads (pagetest --fork 2 over private
+# vmcore (full and stock; arm64 its guest half, whose dump the host does
+# not read yet): held workloads (pagetest --fork 2 over private
 # anonymous memory, a shared file mapping in tmpfs, shared memory of a
 # memfd with a child, and one that paged out half its buffer to swap on
 # a loop device over a tmpfs file), snapshotted live; the guest prints what the host
@@ -36,16 +40,23 @@ field() { sed -n "s/.*\"$1\": *\([0-9]*\).*/\1/p" | head -1; }
 # taken out of those pages' counts (a page left with one mapping is
 # exclusive). Then it says READY, and waits (a builtin read,
 # no new process) for the host's `go` on its second serial port, sent
-# once qemu has written the dump.
+# once qemu has written the dump: ttyS1 on x86_64; on arm64 (qemu's virt
+# has one PL011, the console) a 16550 on PCI, the first ttyS port the
+# kernel found a UART at.
 vmcore_check() {
     v=/tmp/vm
     mkdir -p $v
-    # The stock kernel has fw_cfg (which gives qemu the VMCOREINFO) and
-    # loop devices as modules, from its package (tests/kernels/run).
-    if [ -d /modules/stock ]; then
+    # The stock and arm64 kernels have fw_cfg (which gives qemu the
+    # VMCOREINFO) and loop devices as modules, from their packages
+    # (tests/kernels/run), in /modules/KERNEL.
+    if [ -d /modules/$kernel ]; then
         for m in qemu_fw_cfg loop; do
-            insmod /modules/stock/$m.ko 2> $v/insmod || echo "PAGESCOPE-VMCORE-MODULE $m: $(head -1 $v/insmod)"
+            insmod /modules/$kernel/$m.ko 2> $v/insmod || echo "PAGESCOPE-VMCORE-MODULE $m: $(head -1 $v/insmod)"
         done
+    fi
+    ctl=/dev/ttyS1
+    if [ "$arch" = aarch64 ]; then
+        ctl=/dev/ttyS$(sed -n 's/^\([0-9]*\): uart:[^u].*/\1/p' /proc/tty/driver/serial | head -1)
     fi
     /pagetest --size 64M --mode anon --op write --fork 2 --hold > $v/a.out &
     vma=$!
@@ -132,7 +143,7 @@ vmcore_check() {
     fi
     echo "PAGESCOPE-VMCORE-SWAP $swapdev"
     echo "PAGESCOPE-VMCORE-READY"
-    if read -t 600 go < /dev/ttyS1; then :; fi
+    if read -t 600 go < $ctl; then :; fi
     echo "PAGESCOPE-VMCORE-RESUMED ${go:-timeout}"
     kill $vma $vmb $vmc $vmd $vme 2>/dev/null
     wait $vma $vmb $vmc $vmd $vme 2>/dev/null
@@ -146,10 +157,14 @@ vmcore_check() {
 # /proc/kcore, by the crash-dump walk) against the kernel's own accounts:
 # a held pagetest's RSS equal to its smaps_rollup Rss, and its buffer on
 # the same frames (count and digest) as a live snapshot finds them. On a
-# kernel without /proc/kcore, the one-line refusal.
+# kernel without /proc/kcore, the one-line refusal. A kernel whose
+# /proc/kallsyms lists no data symbols (no KALLSYMS_ALL: arm64's) has its
+# System.map in the initramfs, as a user would bring it.
 kcore_check() {
     k=/tmp/kc
     mkdir -p $k
+    map=
+    [ -f /System.map ] && map="--system-map /System.map"
     if [ ! -e /proc/kcore ]; then
         if /pagescope snapshot -q --kcore -o $k/k.snap 2> $k/err; then
             check kcore fail "no /proc/kcore, yet snapshot --kcore succeeded"
@@ -176,14 +191,15 @@ kcore_check() {
     }
     if ! /pagescope snapshot -q --pid $pid -o $k/live.snap 2> $k/err; then
         check kcore fail "the live snapshot failed: $(head -1 $k/err)"
-    elif /pagescope snapshot -q --kcore --pid $pid -o $k/kcore.snap 2> $k/err; [ $? -ne 0 ]; then
+    elif /pagescope snapshot -q --kcore $map --pid $pid -o $k/kcore.snap 2> $k/err; [ $? -ne 0 ]; then
         check kcore fail "$(tr '\n' ' ' < $k/err | head -c 400)"
     else
         rss=$(/pagescope report processes --input $k/kcore.snap --format csv 2>/dev/null \
             | awk -F, -v pid=$pid 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next } $h["pid"] == pid { print $h["rss_pages"] }')
         live=$(frames $k/live.snap)
         got=$(frames $k/kcore.snap)
-        if [ "$((rss * 4))" = "$rss_kb" ] && [ "$live" = "$got" ] && [ "${got%% *}" = 8192 ]; then
+        pkb=$(awk '/^KernelPageSize:/ { print $2; exit }' /proc/self/smaps)
+        if [ "$((rss * pkb))" = "$rss_kb" ] && [ "$live" = "$got" ] && [ "${got%% *}" = $((32768 / pkb)) ]; then
             check kcore pass "pid $pid: RSS $rss pages = smaps_rollup $rss_kb kB; buffer frames $got as the live snapshot's"
         else
             check kcore fail "pid $pid: RSS ${rss:-none} pages, smaps_rollup $rss_kb kB; buffer frames kcore $got, live $live"
@@ -204,7 +220,7 @@ only=$(sed -n 's/.*pagescope.only=\([a-z]*\).*/\1/p' /proc/cmdline)
 if [ -n "$only" ]; then
     case "$only" in
         kcore) kcore_check ;;
-        *) case "$kernel" in full* | stock) vmcore_check ;; esac ;;
+        *) case "$kernel" in full* | stock | arm64) vmcore_check ;; esac ;;
     esac
     exit 0
 fi
@@ -645,94 +661,107 @@ else
     refused damon damon CONFIG_DAMON_SYSFS
 fi
 
-# trace and fault: userfaultfd. Kernels before 6.8 (both guests) have no
-# UFFDIO_MOVE, so pages are evicted by copying.
-# trace: pagetest writes its 16 MiB buffer once, then reads it 3 times
-# through a 2 MiB pool: the buffer gets exactly 4 x 4096 references, the
-# first 4096 writes; the reads' checksum (3 x 4096) shows every page came
-# back with its data.
-# With MODE shm the buffer is a memfd: its pages leave by being unmapped
-# and come back on minor faults (UFFDIO_CONTINUE; before 6.4 mapped, then
-# write-protected).
-trace_check() { # NAME EVICT MODE
-    if timeout 300 /pagescope trace --evict "$2" --pool 2M -o /tmp/t.trace -- /pagetest --size 16M --mode "$3" --op read --iterations 3 --sleep 0 > /tmp/tr.out 2> /tmp/tr.err; then
-        start=$(field start < /tmp/tr.out)
-        end=$(field end < /tmp/tr.out)
-        pages=$(field pages < /tmp/tr.out)
-        sum=$(field checksum < /tmp/tr.out)
-        /pagescope analyze /tmp/t.trace refs --range "$start-$end" --format json > /tmp/tr.json 2>&1
-        refs=$(field references < /tmp/tr.json)
-        writes=$(field writes < /tmp/tr.json)
-        distinct=$(field distinct_pages < /tmp/tr.json)
-        detail="references=$refs writes=$writes distinct=$distinct checksum=$sum pages=$pages"
-        grep -q "no UFFDIO_MOVE" /tmp/tr.err && detail="$detail copying"
-        if [ -n "$pages" ] && [ "$refs" = $((4 * pages)) ] && [ "$writes" = "$pages" ] \
-            && [ "$distinct" = "$pages" ] && [ "$sum" = $((3 * pages)) ]; then
-            check "$1" pass "$detail"
-        elif [ "$3" = shm ] && grep -q "nor shared memory on this kernel" /tmp/tr.err \
-            && [ "$sum" = $((3 * pages)) ]; then
-            check "$1" refused-as-expected "$(grep 'nor shared memory' /tmp/tr.err | head -c 200)"
+# trace and fault (userfaultfd) are x86_64 only in pagescope.
+if [ "$arch" != x86_64 ]; then
+    for c in trace trace-move trace-shm trace-attach trace-programs fault; do
+        check $c skip "pagescope trace and --backend fault are x86_64 only ($arch)"
+    done
+else
+    # trace and fault: userfaultfd. Kernels before 6.8 (both guests) have no
+    # UFFDIO_MOVE, so pages are evicted by copying.
+    # trace: pagetest writes its 16 MiB buffer once, then reads it 3 times
+    # through a 2 MiB pool: the buffer gets exactly 4 x 4096 references, the
+    # first 4096 writes; the reads' checksum (3 x 4096) shows every page came
+    # back with its data.
+    # With MODE shm the buffer is a memfd: its pages leave by being unmapped
+    # and come back on minor faults (UFFDIO_CONTINUE; before 6.4 mapped, then
+    # write-protected).
+    trace_check() { # NAME EVICT MODE
+        if timeout 300 /pagescope trace --evict "$2" --pool 2M -o /tmp/t.trace -- /pagetest --size 16M --mode "$3" --op read --iterations 3 --sleep 0 > /tmp/tr.out 2> /tmp/tr.err; then
+            start=$(field start < /tmp/tr.out)
+            end=$(field end < /tmp/tr.out)
+            pages=$(field pages < /tmp/tr.out)
+            sum=$(field checksum < /tmp/tr.out)
+            /pagescope analyze /tmp/t.trace refs --range "$start-$end" --format json > /tmp/tr.json 2>&1
+            refs=$(field references < /tmp/tr.json)
+            writes=$(field writes < /tmp/tr.json)
+            distinct=$(field distinct_pages < /tmp/tr.json)
+            detail="references=$refs writes=$writes distinct=$distinct checksum=$sum pages=$pages"
+            grep -q "no UFFDIO_MOVE" /tmp/tr.err && detail="$detail copying"
+            if [ -n "$pages" ] && [ "$refs" = $((4 * pages)) ] && [ "$writes" = "$pages" ] \
+                && [ "$distinct" = "$pages" ] && [ "$sum" = $((3 * pages)) ]; then
+                check "$1" pass "$detail"
+            elif [ "$3" = shm ] && grep -q "nor shared memory on this kernel" /tmp/tr.err \
+                && [ "$sum" = $((3 * pages)) ]; then
+                check "$1" refused-as-expected "$(grep 'nor shared memory' /tmp/tr.err | head -c 200)"
+            else
+                check "$1" fail "$detail"
+            fi
+        elif [ "$2" = move ] && grep -q "feature MOVE" /tmp/tr.err && [ ! -s /tmp/tr.out ]; then
+            check "$1" refused-as-expected "$(head -1 /tmp/tr.err)"
         else
-            check "$1" fail "$detail"
+            check "$1" fail "$(grep -v '^note:' /tmp/tr.err | tail -2 | tr '\n' ' ' | head -c 400)"
         fi
-    elif [ "$2" = move ] && grep -q "feature MOVE" /tmp/tr.err && [ ! -s /tmp/tr.out ]; then
-        check "$1" refused-as-expected "$(head -1 /tmp/tr.err)"
+    }
+    trace_check trace auto anon
+    trace_check trace-move move anon
+    trace_check trace-shm auto shm
+    # trace --pid: pagetest fills 4 MiB and waits for a line on a fifo (a
+    # blocked read, which must be restarted after the attach); once the
+    # tracer is in place, its 3 read passes are logged exactly.
+    rm -f /tmp/go && mkfifo /tmp/go
+    /pagetest --size 4M --mode anon --op read --iterations 3 --wait-stdin < /tmp/go > /tmp/ap.out &
+    appid=$!
+    exec 3> /tmp/go
+    while ! grep -q ready /tmp/ap.out; do sleep 0.1; done
+    timeout 300 /pagescope trace --pool 2M -o /tmp/ap.trace --pid "$appid" 2> /tmp/ap.err &
+    trpid=$!
+    while ! grep -q "^tracing process" /tmp/ap.err && kill -0 $trpid 2>/dev/null; do sleep 0.1; done
+    echo go >&3
+    exec 3>&-
+    wait $appid
+    wait $trpid
+    start=$(field start < /tmp/ap.out)
+    end=$(field end < /tmp/ap.out)
+    pages=$(field pages < /tmp/ap.out)
+    sum=$(field checksum < /tmp/ap.out)
+    refs=$(/pagescope analyze /tmp/ap.trace refs --range "$start-$end" --format json 2>/dev/null | field references)
+    detail="references=$refs checksum=$sum pages=$pages"
+    if [ -n "$pages" ] && [ "$refs" = $((3 * pages)) ] && [ "$sum" = $((3 * pages)) ]; then
+        check trace-attach pass "$detail"
     else
-        check "$1" fail "$(grep -v '^note:' /tmp/tr.err | tail -2 | tr '\n' ' ' | head -c 400)"
+        check trace-attach fail "$detail $(grep -v '^note:' /tmp/ap.err | tail -2 | tr '\n' ' ' | head -c 300)"
     fi
-}
-trace_check trace auto anon
-trace_check trace-move move anon
-trace_check trace-shm auto shm
-# trace --pid: pagetest fills 4 MiB and waits for a line on a fifo (a
-# blocked read, which must be restarted after the attach); once the
-# tracer is in place, its 3 read passes are logged exactly.
-rm -f /tmp/go && mkfifo /tmp/go
-/pagetest --size 4M --mode anon --op read --iterations 3 --wait-stdin < /tmp/go > /tmp/ap.out &
-appid=$!
-exec 3> /tmp/go
-while ! grep -q ready /tmp/ap.out; do sleep 0.1; done
-timeout 300 /pagescope trace --pool 2M -o /tmp/ap.trace --pid "$appid" 2> /tmp/ap.err &
-trpid=$!
-while ! grep -q "^tracing process" /tmp/ap.err && kill -0 $trpid 2>/dev/null; do sleep 0.1; done
-echo go >&3
-exec 3>&-
-wait $appid
-wait $trpid
-start=$(field start < /tmp/ap.out)
-end=$(field end < /tmp/ap.out)
-pages=$(field pages < /tmp/ap.out)
-sum=$(field checksum < /tmp/ap.out)
-refs=$(/pagescope analyze /tmp/ap.trace refs --range "$start-$end" --format json 2>/dev/null | field references)
-detail="references=$refs checksum=$sum pages=$pages"
-if [ -n "$pages" ] && [ "$refs" = $((3 * pages)) ] && [ "$sum" = $((3 * pages)) ]; then
-    check trace-attach pass "$detail"
-else
-    check trace-attach fail "$detail $(grep -v '^note:' /tmp/ap.err | tail -2 | tr '\n' ' ' | head -c 300)"
+    # A static shell (busybox) that forks a child per command substitution and
+    # pipeline (running sort and md5sum in forked children, without exec),
+    # through a pool of 32 pages: the same output traced. Forked children are
+    # traced as exactly as their parent, so a sort whose heap is larger than
+    # the pool faults on every pass; 3000 lines keep that to a few thousand
+    # faults (about 5000 evictions).
+    awk 'BEGIN { srand(7); for (i = 0; i < 3000; i++) printf "%08x %d\n", int(rand() * 4294967295), i }' > /tmp/data
+    script='for i in 1 2 3 4 5 6 7 8; do x=$(sort /tmp/data | md5sum); echo "$i $x"; done'
+    /bin/sh -c "$script" > /tmp/plain.out
+    if timeout 300 /pagescope trace -q --pool 128K -o /tmp/sh.trace -- /bin/sh -c "$script" > /tmp/traced.out 2> /tmp/sh.err \
+        && cmp -s /tmp/plain.out /tmp/traced.out; then
+        check trace-programs pass "busybox sh, sort, md5sum: same output; $(/pagescope analyze /tmp/sh.trace refs --format json 2>/dev/null | field references) references"
+    else
+        check trace-programs fail "$(head -1 /tmp/sh.err) $(head -c 100 /tmp/traced.out)"
+    fi
+    # fault: the verification write run, 16 MiB (every boundary copies the
+    # buffer out under TCG); the host tests run the read run too.
+    ptsize=16M
+    record_check fault fault 2 write
+    ptsize=
 fi
-# A static shell (busybox) that forks a child per command substitution and
-# pipeline (running sort and md5sum in forked children, without exec),
-# through a pool of 32 pages: the same output traced. Forked children are
-# traced as exactly as their parent, so a sort whose heap is larger than
-# the pool faults on every pass; 3000 lines keep that to a few thousand
-# faults (about 5000 evictions).
-awk 'BEGIN { srand(7); for (i = 0; i < 3000; i++) printf "%08x %d\n", int(rand() * 4294967295), i }' > /tmp/data
-script='for i in 1 2 3 4 5 6 7 8; do x=$(sort /tmp/data | md5sum); echo "$i $x"; done'
-/bin/sh -c "$script" > /tmp/plain.out
-if timeout 300 /pagescope trace -q --pool 128K -o /tmp/sh.trace -- /bin/sh -c "$script" > /tmp/traced.out 2> /tmp/sh.err \
-    && cmp -s /tmp/plain.out /tmp/traced.out; then
-    check trace-programs pass "busybox sh, sort, md5sum: same output; $(/pagescope analyze /tmp/sh.trace refs --format json 2>/dev/null | field references) references"
-else
-    check trace-programs fail "$(head -1 /tmp/sh.err) $(head -c 100 /tmp/traced.out)"
-fi
-# fault: the verification write run, 16 MiB (every boundary copies the
-# buffer out under TCG); the host tests run the read run too.
-ptsize=16M
-record_check fault fault 2 write
-ptsize=
 
-# refs with soft-dirty writes (both guest kernels have soft-dirty).
-record_check soft-dirty refs 2
+# refs with soft-dirty writes (both x86_64 guest kernels have soft-dirty);
+# on arm64, which has no soft-dirty, references alone (writes unknown):
+# `arm64 record`.
+if [ "$arch" = x86_64 ]; then
+    record_check soft-dirty refs 2
+else
+    record_check record refs 2
+fi
 # auto: idle where the kernel has it, refs elsewhere.
 want=refs; [ -e /sys/kernel/mm/page_idle/bitmap ] && want=idle
 /pagescope record --duration 300ms -o /tmp/a.rec --pid "$sleeper" > /dev/null 2> /tmp/auto.err
@@ -741,7 +770,7 @@ if [ "$got" = "$want" ]; then check auto pass "$want"; else check auto fail "cho
 kill $sleeper
 
 kcore_check
-case "$kernel" in full* | stock) vmcore_check ;; esac
+case "$kernel" in full* | stock | arm64) vmcore_check ;; esac
 
 # The interfaces this kernel offers; the host compares them with what the
 # kernel's configuration promises.

@@ -9,12 +9,13 @@
 //! sums them. What a dump can't give is listed in `SystemInfo::missing`.
 
 use crate::dumpfile::Dump;
+use crate::dumpfile::Machine;
 use crate::kernel::Kernel;
 use crate::kernelfile::KernelFile;
+use crate::mmu::{Arch, Entry, Mmu};
 use crate::page::{Frame, Frames};
 use crate::proc::{self, TaskInfo, VmaInfo, USER_HZ};
 use crate::vmcoreinfo::VmcoreInfo;
-use crate::x86_64::{self, Entry, Mmu};
 use crate::{DumpError, Result};
 use pagescope_core::model::{
     NodeRange, PageChunk, PageRecord, PhysInfo, ProcessRecord, SmapsCounters, SnapshotSink,
@@ -109,27 +110,36 @@ fn open(
     config: &Config,
     core: &Dump,
 ) -> Result<(
+    Machine,
     VmcoreInfo,
     KernelFile,
     std::collections::HashMap<String, u64>,
 )> {
     let path = &config.vmcore;
-    if let Some(m) = core.other_machine() {
-        return Err(bad(
+    let machine = core.machine().map_err(|m| {
+        bad(
             path,
-            format!("a dump of {m}; pagescope reads x86_64 dumps only"),
-        ));
-    }
+            format!("a dump of {m}; pagescope reads x86_64 and arm64 dumps"),
+        )
+    })?;
     let text = core
         .vmcoreinfo()
         .ok_or_else(|| bad(path, core.vmcoreinfo_hint()))?;
     let info = VmcoreInfo::parse(text).map_err(|e| bad(path, e))?;
-    if info.page_size != 4096 {
+    let (sizes, in_words): (&[u64], _) = match machine {
+        Machine::X86_64 => (&[4096], "x86_64 dumps have 4 KiB pages"),
+        Machine::Arm64 => (
+            &[4096, 16384],
+            "pagescope reads arm64 dumps with 4 or 16 KiB pages",
+        ),
+    };
+    if !sizes.contains(&info.page_size) {
         return Err(bad(
             path,
-            format!("page size {}: x86_64 dumps have 4096", info.page_size),
+            format!("page size {}: {in_words}", info.page_size),
         ));
     }
+    let top = top_table(machine);
     let Some(btf_path) = &config.btf else {
         return Err(bad(
             path,
@@ -170,7 +180,7 @@ fn open(
         } else {
             info.kernel_offset
         };
-        for name in ["_stext", "init_uts_ns", "init_top_pgt"] {
+        for name in ["_stext", "init_uts_ns", top] {
             if let (Some(&m), Some(v)) = (map.get(name), info.symbol(name)) {
                 if m.wrapping_add(shift) != v {
                     return Err(bad(
@@ -202,11 +212,13 @@ fn open(
             symbols.insert(name.to_string(), a);
         }
     }
-    for name in ["init_task", "init_top_pgt", "init_uts_ns"] {
+    for name in ["init_task", top, "init_uts_ns"] {
         if !symbols.contains_key(name) {
             return Err(bad(
                 btf_path,
-                if config.system_map.is_some() {
+                if config.map_at_run_time {
+                    format!("has no symbol {name}, nor has /proc/kallsyms (a kernel built without CONFIG_KALLSYMS_ALL lists no data symbols there): bring the kernel's System.map (--system-map /boot/System.map-{})", info.release)
+                } else if config.system_map.is_some() {
                     format!("has no symbol {name}, nor has the System.map, and the dump's VMCOREINFO does not give it")
                 } else if kf.is_elf {
                     format!("has no symbol {name}, and the dump's VMCOREINFO does not give it: bring the kernel's System.map too (--system-map /boot/System.map-{})", info.release)
@@ -216,7 +228,51 @@ fn open(
             ));
         }
     }
-    Ok((info, kf, symbols))
+    Ok((machine, info, kf, symbols))
+}
+
+/// The symbol of the kernel's top-level page table.
+fn top_table(machine: Machine) -> &'static str {
+    match machine {
+        Machine::X86_64 => "init_top_pgt",
+        Machine::Arm64 => "swapper_pg_dir",
+    }
+}
+
+/// The architecture's description for the walk, from VMCOREINFO (and
+/// the kdump header's `phys_base`).
+fn arch(machine: Machine, info: &VmcoreInfo, core: &Dump, path: &Path) -> Result<Arch> {
+    let number = |name: &str| {
+        info.number(name)
+            .map(|n| n as u64)
+            .ok_or_else(|| bad(path, format!("VMCOREINFO has no NUMBER({name})")))
+    };
+    Ok(match machine {
+        Machine::X86_64 => Arch::X86_64 {
+            phys_base: number("phys_base").or_else(|e| core.phys_base().ok_or(e))?,
+            five: info.number("pgtable_l5_enabled") == Some(1),
+            sme: info.number("sme_mask").unwrap_or(0) as u64,
+        },
+        Machine::Arm64 => {
+            let va_bits = number("VA_BITS")?;
+            // The kernel's half may be smaller than VA_BITS (a 52-bit
+            // kernel on a 48-bit CPU); TCR_EL1.T1SZ says what it is.
+            if let Ok(t1sz) = number("TCR_EL1_T1SZ") {
+                if 64u64.saturating_sub(t1sz) != va_bits {
+                    return Err(bad(
+                        path,
+                        format!("VA_BITS {va_bits} with TCR_EL1.T1SZ {t1sz}: pagescope reads arm64 kernels whose address space is VA_BITS"),
+                    ));
+                }
+            }
+            Arch::Arm64 {
+                page_shift: info.page_size.trailing_zeros(),
+                va_bits: va_bits as u32,
+                kimage_voffset: number("kimage_voffset")?,
+                bits: crate::arm64::Bits::of_release(&info.release),
+            }
+        }
+    })
 }
 
 /// Collects a snapshot of the dump into `sink`; `progress(done, total,
@@ -232,16 +288,11 @@ pub fn collect(
     } else {
         Dump::open(&config.vmcore)?
     };
-    let (info, kf, symbols) = open(config, &core)?;
+    let (machine, info, kf, symbols) = open(config, &core)?;
     let btf_path = kf.path.clone();
-    let phys_base = info
-        .number("phys_base")
-        .map(|b| b as u64)
-        .or_else(|| core.phys_base())
-        .ok_or_else(|| bad(&config.vmcore, "VMCOREINFO has no NUMBER(phys_base)"))?;
-    let five = info.number("pgtable_l5_enabled") == Some(1);
-    let sme = info.number("sme_mask").unwrap_or(0) as u64;
-    let mut mmu = Mmu::new(&core, symbols["init_top_pgt"], phys_base, five, sme);
+    let arch = arch(machine, &info, &core, &config.vmcore)?;
+    let mut mmu =
+        Mmu::new(&core, arch, symbols[top_table(machine)]).map_err(|e| bad(&config.vmcore, e))?;
     // The release in the dump's own init_uts_ns, at the address the
     // brought file gives: another build puts it elsewhere.
     let uts = |s: &str, m: &str| kf.btf.field(s, m).map(|f| f.offset);
@@ -280,10 +331,15 @@ pub fn collect(
     }
     let layout = crate::layout::resolve(&kf.btf, &info).map_err(|e| bad(&btf_path, e))?;
     let zero_pfn = match symbols.get("empty_zero_page") {
-        Some(&z) => mmu.kernel_phys(z)?.map(|p| p >> 12),
+        Some(&z) => mmu.kernel_phys(z)?.map(|p| p >> mmu.page_shift()),
         None => None,
     };
-    let huge_zero = match symbols.get("huge_zero_page") {
+    // `huge_zero_page` (6.1) or `huge_zero_folio` (6.12): the head's
+    // struct page either way.
+    let huge_zero = match symbols
+        .get("huge_zero_page")
+        .or_else(|| symbols.get("huge_zero_folio"))
+    {
         Some(&h) => {
             let mut b = [0u8; 8];
             mmu.read(h, &mut b)?
@@ -455,23 +511,24 @@ fn cmdline(k: &mut Kernel<'_>, pgd_pa: u64, args: (u64, u64)) -> Result<Option<V
         return Ok(Some(Vec::new()));
     }
     let mut bytes = Vec::new();
-    let mut page = start & !0xfff;
+    let size = k.mmu.page_size();
+    let mut page = start & !(size - 1);
     while page < end {
         let mut found = None;
-        k.mmu.walk_user(pgd_pa, page, page + 4096, &mut |_, e| {
+        k.mmu.walk_user(pgd_pa, page, page + size, &mut |_, e| {
             if let Entry::Present { pfn, .. } = e {
                 found = Some(pfn);
             }
         })?;
         let Some(pfn) = found else { return Ok(None) };
-        let mut b = vec![0u8; 4096];
-        if !k.mmu.core().read_phys(pfn << 12, &mut b)? {
+        let mut b = vec![0u8; size as usize];
+        if !k.mmu.core().read_phys(pfn << k.mmu.page_shift(), &mut b)? {
             return Ok(None);
         }
         let lo = start.max(page) - page;
-        let hi = end.min(page + 4096) - page;
+        let hi = end.min(page + size) - page;
         bytes.extend_from_slice(&b[lo as usize..hi as usize]);
-        page += 4096;
+        page += size;
     }
     let text = bytes.strip_suffix(&[0]).unwrap_or(&bytes);
     Ok(Some(
@@ -544,7 +601,8 @@ fn smaps_account(
     dirty: bool,
     locked: bool,
 ) -> Result<()> {
-    let size = nr * 4096;
+    let page = k.mmu.page_size();
+    let size = nr * page;
     if f.anon {
         mss.anonymous += size;
     }
@@ -566,11 +624,11 @@ fn smaps_account(
                 None => 1,
             }
         };
-        let mut pss = 4096u64 << PSS_SHIFT;
+        let mut pss = page << PSS_SHIFT;
         if mapcount >= 2 {
             pss /= mapcount as u64;
         }
-        mss.accumulate(4096, pss, dirty, locked, mapcount < 2);
+        mss.accumulate(page, pss, dirty, locked, mapcount < 2);
     }
     Ok(())
 }
@@ -746,7 +804,7 @@ fn vma_pages(
         from = to;
     }
     if v.flags & proc::VM_SOFTDIRTY != 0 {
-        soft_dirty_hole(next, v.end, out)?;
+        soft_dirty_hole(next, v.end, k.mmu.page_size(), out)?;
     }
     Ok((mss, missing))
 }
@@ -756,6 +814,7 @@ fn vma_pages(
 fn soft_dirty_hole(
     from: u64,
     to: u64,
+    page: u64,
     out: &mut dyn FnMut(PageRecord) -> Result<()>,
 ) -> Result<()> {
     let mut a = from;
@@ -765,7 +824,7 @@ fn soft_dirty_hole(
             entry: PagemapEntry(PagemapFlags::SOFT_DIRTY.bits()),
             phys: None,
         })?;
-        a += 4096;
+        a += page;
     }
     Ok(())
 }
@@ -793,32 +852,33 @@ fn window(
         Some(a) => k.u32(a)?.map_or(23, u64::from),
         None => 23,
     };
+    let page = k.mmu.page_size();
     let mut last_head: Option<(u64, Option<Frame>)> = None;
     for &(a, e) in entries {
         if soft_vma {
-            soft_dirty_hole(*next, a, out)?;
+            soft_dirty_hole(*next, a, page, out)?;
         }
-        *next = a + 4096;
+        *next = a + page;
         let mut bits = if soft_vma {
             PagemapFlags::SOFT_DIRTY.bits()
         } else {
             0
         };
         match e {
-            Entry::Present { pfn, raw, level } => {
+            Entry::Present { pfn, level, pte } => {
                 let frame = k.frames.frame(&mut k.mmu, pfn)?;
                 bits |= PagemapFlags::PRESENT.bits() | (pfn & FRAME_MASK);
-                if raw & x86_64::SOFT_DIRTY != 0 {
+                if pte.soft_dirty {
                     bits |= PagemapFlags::SOFT_DIRTY.bits();
                 }
-                if raw & x86_64::UFFD_WP != 0 {
+                if pte.uffd_wp {
                     bits |= PagemapFlags::UFFD_WP.bits();
                 }
                 // The page pagemap and smaps look at: vm_normal_page for a
                 // PTE (none for special entries, such as the zero page),
                 // the head for a PMD (vm_normal_page_pmd for smaps, which
                 // leaves out the huge zero page).
-                let special = level == 0 && raw & (1 << 9) != 0;
+                let special = pte.special;
                 let head = if level == 0 {
                     if special {
                         None
@@ -827,7 +887,7 @@ fn window(
                     }
                 } else {
                     // The head of a huge page, once for its 512 entries.
-                    let head_pfn = pfn & !((1u64 << (9 * level as u32)) - 1);
+                    let head_pfn = pfn & !((1u64 << k.mmu.order(level)) - 1);
                     match last_head {
                         Some((p, h)) if p == head_pfn => h,
                         _ => {
@@ -841,7 +901,13 @@ fn window(
                     if !h.anon {
                         bits |= PagemapFlags::FILE_OR_SHARED.bits();
                     }
-                    if h.mapcount == 1 {
+                    // 6.1 asks the head of a huge page, 6.12 each page.
+                    let own = if level > 0 && k.frames.exclusive_per_page() {
+                        frame.as_ref()
+                    } else {
+                        Some(h)
+                    };
+                    if own.is_some_and(|f| f.mapcount == 1) {
                         bits |= PagemapFlags::EXCLUSIVE.bits();
                     }
                 }
@@ -870,20 +936,19 @@ fn window(
                 if hugetlb {
                     continue;
                 }
-                let young = raw & x86_64::ACCESSED != 0;
-                let dirty = raw & x86_64::DIRTY != 0;
+                let (young, dirty) = (pte.young, pte.dirty);
                 if level == 0 {
                     if let (false, Some(f)) = (special || (special_vma && frame.is_none()), frame) {
                         smaps_account(k, mss, pfn, &f, 1, young, dirty, locked)?;
                     }
-                } else if a & ((1u64 << (12 + 9 * level as u32)) - 1) == 0 || a == v.start {
+                } else if a & ((page << k.mmu.order(level)) - 1) == 0 || a == v.start {
                     // A PMD-mapped folio counts whole, once.
-                    let head_pfn = pfn & !((1u64 << (9 * level as u32)) - 1);
+                    let head_pfn = pfn & !((1u64 << k.mmu.order(level)) - 1);
                     let is_huge_zero = head.is_some_and(|h| h.kflags & (1 << 24) != 0);
                     if let (false, Some(h)) = (is_huge_zero, head) {
-                        let nr = 1u64 << (9 * level as u32);
+                        let nr = 1u64 << k.mmu.order(level);
                         if h.anon {
-                            mss.anonymous_thp += nr * 4096;
+                            mss.anonymous_thp += nr * page;
                         }
                         smaps_account(k, mss, head_pfn, &h, nr, young, dirty, locked)?;
                     }
@@ -892,13 +957,13 @@ fn window(
             Entry::Swap {
                 swap_type,
                 offset,
-                raw,
+                pte,
             } => {
                 bits |= PagemapFlags::SWAPPED.bits() | ((swap_type | offset << 5) & FRAME_MASK);
-                if raw & x86_64::SWP_SOFT_DIRTY != 0 {
+                if pte.soft_dirty {
                     bits |= PagemapFlags::SOFT_DIRTY.bits();
                 }
-                if raw & x86_64::SWP_UFFD_WP != 0 || (swap_type == 31 && offset & 1 == 1) {
+                if pte.uffd_wp || (swap_type == 31 && offset & 1 == 1) {
                     bits |= PagemapFlags::UFFD_WP.bits();
                 }
                 out(PageRecord {
@@ -907,8 +972,8 @@ fn window(
                     phys: None,
                 })?;
                 if swap_type < nr_swapfiles && !hugetlb {
-                    mss.swap += 4096;
-                    mss.swap_pss += 4096 << PSS_SHIFT;
+                    mss.swap += page;
+                    mss.swap_pss += page << PSS_SHIFT;
                 }
             }
         }

@@ -12,6 +12,17 @@ use std::path::Path;
 
 /// `EM_X86_64`.
 const EM_X86_64: u16 = 62;
+/// `EM_AARCH64`.
+const EM_AARCH64: u16 = 183;
+
+/// The architectures whose dumps pagescope reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Machine {
+    /// x86_64.
+    X86_64,
+    /// arm64 (aarch64).
+    Arm64,
+}
 
 /// An opened dump.
 #[derive(Debug)]
@@ -89,13 +100,15 @@ impl Dump {
         }
     }
 
-    /// `None` for an x86_64 dump, else the machine it is of, in words.
-    pub fn other_machine(&self) -> Option<String> {
+    /// The machine the dump is of; else what it is of, in words.
+    pub fn machine(&self) -> std::result::Result<Machine, String> {
         match self {
-            Dump::Elf(e) if e.machine == EM_X86_64 => None,
-            Dump::Elf(e) => Some(format!("machine type {} (ELF e_machine)", e.machine)),
-            Dump::Kdump(k) if k.header.machine == "x86_64" => None,
-            Dump::Kdump(k) => Some(format!("machine {:?} (its kdump header)", k.header.machine)),
+            Dump::Elf(e) if e.machine == EM_X86_64 => Ok(Machine::X86_64),
+            Dump::Elf(e) if e.machine == EM_AARCH64 => Ok(Machine::Arm64),
+            Dump::Elf(e) => Err(format!("machine type {} (ELF e_machine)", e.machine)),
+            Dump::Kdump(k) if k.header.machine == "x86_64" => Ok(Machine::X86_64),
+            Dump::Kdump(k) if k.header.machine == "aarch64" => Ok(Machine::Arm64),
+            Dump::Kdump(k) => Err(format!("machine {:?} (its kdump header)", k.header.machine)),
         }
     }
 

@@ -114,6 +114,16 @@ impl ElfCore {
         })?;
         let mut segments = Vec::new();
         let mut vmcoreinfo = None;
+        // In /proc/kcore, RAM's segments (KCORE_RAM) are the direct map,
+        // each at `__va` of its physical address: one offset between the
+        // two for all, and the lowest addresses that have one. The kernel
+        // image's segment (KCORE_TEXT) has a physical address too, at
+        // another offset, over the same RAM; the others have none.
+        let direct = phdrs
+            .iter()
+            .filter(|ph| ph.p_type(endian) == elf::PT_LOAD && ph.p_paddr(endian) != u64::MAX)
+            .min_by_key(|ph| ph.p_vaddr(endian))
+            .map(|ph| ph.p_vaddr(endian).wrapping_sub(ph.p_paddr(endian)));
         for ph in phdrs {
             match ph.p_type(endian) {
                 elf::PT_LOAD => {
@@ -139,8 +149,8 @@ impl ElfCore {
                             ))
                         }
                     }
-                    let physical =
-                        s.paddr != u64::MAX && ph.p_vaddr(endian) < crate::x86_64::START_KERNEL_MAP;
+                    let physical = s.paddr != u64::MAX
+                        && Some(ph.p_vaddr(endian).wrapping_sub(s.paddr)) == direct;
                     if s.memsz > 0 && (!kcore || physical) {
                         // Every sum of a kept segment's start and size is
                         // then in range.

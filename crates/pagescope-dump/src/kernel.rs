@@ -3,9 +3,9 @@
 //! small typed reads that say `None` where memory is not in the dump.
 
 use crate::layout::Layout;
+use crate::mmu::Mmu;
 use crate::page::Frames;
 use crate::vmcoreinfo::VmcoreInfo;
-use crate::x86_64::Mmu;
 use crate::Result;
 
 /// The kernel of a dump, ready to be read.

@@ -68,9 +68,7 @@ pub struct Layout {
     pub page_mapcount: u64,
     pub page_mapping: u64,
     pub page_compound_head: u64,
-    pub page_compound_dtor: u64,
-    pub page_compound_order: u64,
-    pub page_compound_mapcount: u64,
+    pub page_compound: Compound,
     pub uts_name: u64,
     pub utsname_nodename: u64,
     pub utsname_release: u64,
@@ -79,6 +77,43 @@ pub struct Layout {
     pub resource_name: u64,
     pub resource_sibling: u64,
     pub resource_child: u64,
+}
+
+/// Where a compound page keeps its order and mapcounts: in its first
+/// tail page, as fields of `struct page` (6.1) or of `struct folio`
+/// (6.12). Offsets from the head page's `struct page`.
+#[derive(Clone, Copy, Debug)]
+pub enum Compound {
+    /// `page.compound_dtor`, `page.compound_order` (bytes) and
+    /// `page.compound_mapcount`.
+    Page {
+        /// `compound_dtor`.
+        dtor: u64,
+        /// `compound_order`.
+        order: u64,
+        /// `compound_mapcount`.
+        mapcount: u64,
+    },
+    /// `folio._flags_1` (the order in its low byte, the second page's
+    /// flags), `folio._large_mapcount`, `folio._entire_mapcount`.
+    Folio {
+        /// `_flags_1`.
+        flags_1: u64,
+        /// `_large_mapcount`.
+        large_mapcount: u64,
+        /// `_entire_mapcount`.
+        entire_mapcount: u64,
+    },
+}
+
+impl Default for Compound {
+    fn default() -> Self {
+        Compound::Page {
+            dtor: 0,
+            order: 0,
+            mapcount: 0,
+        }
+    }
 }
 
 /// Finds every offset, or says which one is missing from the BTF.
@@ -108,7 +143,7 @@ pub fn resolve(btf: &Btf, info: &VmcoreInfo) -> Result<Layout, String> {
     }
     let f = |s: &str, m: &str| -> Result<u64, String> {
         btf.field(s, m).map(|f| f.offset).ok_or_else(|| {
-            format!("it has no {s}.{m} (pagescope reads the structures of Linux 6.1)")
+            format!("it has no {s}.{m} (pagescope reads the structures of Linux 6.1 and 6.12)")
         })
     };
     let note_or = |key: &str, s: &str, m: &str| -> Result<u64, String> {
@@ -189,9 +224,19 @@ pub fn resolve(btf: &Btf, info: &VmcoreInfo) -> Result<Layout, String> {
         page_mapcount: note_or("page._mapcount", "page", "_mapcount")?,
         page_mapping: note_or("page.mapping", "page", "mapping")?,
         page_compound_head: note_or("page.compound_head", "page", "compound_head")?,
-        page_compound_dtor: note_or("page.compound_dtor", "page", "compound_dtor")?,
-        page_compound_order: note_or("page.compound_order", "page", "compound_order")?,
-        page_compound_mapcount: f("page", "compound_mapcount")?,
+        page_compound: if btf.field("folio", "_large_mapcount").is_some() {
+            Compound::Folio {
+                flags_1: f("folio", "_flags_1")?,
+                large_mapcount: f("folio", "_large_mapcount")?,
+                entire_mapcount: f("folio", "_entire_mapcount")?,
+            }
+        } else {
+            Compound::Page {
+                dtor: note_or("page.compound_dtor", "page", "compound_dtor")?,
+                order: note_or("page.compound_order", "page", "compound_order")?,
+                mapcount: f("page", "compound_mapcount")?,
+            }
+        },
         uts_name: note_or("uts_namespace.name", "uts_namespace", "name")?,
         utsname_nodename: f("new_utsname", "nodename")?,
         utsname_release: f("new_utsname", "release")?,

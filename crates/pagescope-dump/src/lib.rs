@@ -9,8 +9,9 @@
 //! an ELF core, [`kdump`] makedumpfile's compressed format (its pages
 //! decoded by [`codec`] and [`lzo`]), and [`dumpfile`] either, told apart
 //! by its first bytes; [`kernelfile`] the vmlinux or BTF brought along;
-//! [`layout`] finds the offsets the walk needs; [`x86_64`] walks page
-//! tables; [`page`] reads `struct page`s as kpageflags and kpagecount;
+//! [`layout`] finds the offsets the walk needs; [`mmu`] walks page
+//! tables, whose entries [`x86_64`] and [`arm64`] decode into [`entry`]'s
+//! terms; [`page`] reads `struct page`s as kpageflags and kpagecount;
 //! [`kernel`] ties these into one readable kernel; [`proc`] reads tasks,
 //! VMAs and paths; [`physmap`] classes every frame; [`collect`] makes the
 //! stream.
@@ -23,16 +24,19 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod arm64;
 pub mod btf;
 pub mod codec;
 pub mod collect;
 pub mod dumpfile;
 pub mod elfcore;
+pub mod entry;
 pub mod kdump;
 pub mod kernel;
 pub mod kernelfile;
 pub mod layout;
 pub mod lzo;
+pub mod mmu;
 pub mod page;
 pub mod pagecache;
 pub mod physmap;

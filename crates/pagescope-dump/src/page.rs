@@ -2,11 +2,13 @@
 //! found from `mem_section`), turned into what a live snapshot reads from
 //! `/proc/kpageflags` and `/proc/kpagecount`, by the rules of 6.1's
 //! fs/proc/page.c (`stable_page_flags`, `kpagecount_read`) and
-//! include/linux/mm.h (`page_mapcount`).
+//! include/linux/mm.h (`page_mapcount`), or of 6.12's, whose compound
+//! pages are folios (`folio_precise_page_mapcount`, page types in the
+//! top byte of `page_type`).
 
-use crate::layout::Layout;
+use crate::layout::{Compound, Layout};
+use crate::mmu::Mmu;
 use crate::vmcoreinfo::VmcoreInfo;
-use crate::x86_64::Mmu;
 use crate::Result;
 use std::collections::HashMap;
 
@@ -15,6 +17,12 @@ const PAGE_TYPE_BASE: u32 = 0xf000_0000;
 /// `PG_offline` and `PG_table` page types (include/linux/page-flags.h).
 const PG_OFFLINE_TYPE: u32 = 0x100;
 const PG_TABLE_TYPE: u32 = 0x200;
+/// 6.12's page types (`enum pagetype`), the top byte of `page_type`.
+const PGTY_BUDDY: u8 = 0xf0;
+const PGTY_OFFLINE: u8 = 0xf1;
+const PGTY_TABLE: u8 = 0xf2;
+const PGTY_HUGETLB: u8 = 0xf4;
+const PGTY_SLAB: u8 = 0xf5;
 /// `PAGE_MAPPING_ANON`, and with `PAGE_MAPPING_MOVABLE` a KSM page.
 const MAPPING_ANON: u64 = 1;
 const MAPPING_KSM: u64 = 3;
@@ -31,7 +39,10 @@ struct Raw {
     refcount: i32,
     dtor: u8,
     order: u8,
+    /// `compound_mapcount` (6.1), `_entire_mapcount` (6.12).
     compound_mapcount: i32,
+    /// `_large_mapcount` (6.12).
+    large_mapcount: i32,
 }
 
 /// What a frame is, as a live snapshot would have read it, and what
@@ -88,10 +99,45 @@ struct Pg {
     young: Option<u32>,
     double_map: Option<u32>,
     swapcache: Option<u32>,
+    owner_2: Option<u32>,
+    arch_3: Option<u32>,
+    large_rmappable: Option<u32>,
 }
 
 fn bit(flags: u64, b: Option<u32>) -> bool {
     b.is_some_and(|b| b < 64 && flags >> b & 1 == 1)
+}
+
+impl Pg {
+    /// The kpageflags bits both 6.1 and 6.12 copy from `flags` as they
+    /// are (`kpf_copy_bit`).
+    fn copied(&self, flags: u64) -> u64 {
+        let mut u = 0;
+        for (kpf, b) in [
+            (0, self.locked),
+            (4, self.dirty),
+            (3, self.uptodate),
+            (8, self.writeback),
+            (5, self.lru),
+            (2, self.referenced),
+            (6, self.active),
+            (9, self.reclaim),
+            (14, self.swapbacked),
+            (18, self.unevictable),
+            (33, self.mlocked),
+            (32, self.reserved),
+            (35, self.private),
+            (36, self.private_2),
+            (37, self.owner_priv_1),
+            (38, self.arch_1),
+            (41, self.arch_2),
+        ] {
+            if bit(flags, b) {
+                u |= 1 << kpf;
+            }
+        }
+        u
+    }
 }
 
 /// Reads frames.
@@ -166,6 +212,9 @@ impl Frames {
             idle: e("PG_idle"),
             young: e("PG_young"),
             double_map: e("PG_double_map"),
+            owner_2: e("PG_owner_2"),
+            arch_3: e("PG_arch_3"),
+            large_rmappable: e("PG_large_rmappable"),
             swapcache: info
                 .number("PG_swapcache")
                 .map(|v| v as u32)
@@ -282,15 +331,38 @@ impl Frames {
                 .map_or(0, |s| i32::from_le_bytes(s.try_into().expect("4")))
         };
         let u8_at = |o: u64| b.get(o as usize).copied().unwrap_or(0);
+        // The first tail page's fields, as offsets into its own struct
+        // page (the folio's are from the head's).
+        let (dtor, order, compound_mapcount, large_mapcount) = match l.page_compound {
+            Compound::Page {
+                dtor,
+                order,
+                mapcount,
+            } => (u8_at(dtor), u8_at(order), i32_at(mapcount), 0),
+            Compound::Folio {
+                flags_1,
+                large_mapcount,
+                entire_mapcount,
+            } => {
+                let ps = l.page_size;
+                (
+                    0,
+                    u8_at(flags_1.wrapping_sub(ps)),
+                    i32_at(entire_mapcount.wrapping_sub(ps)),
+                    i32_at(large_mapcount.wrapping_sub(ps)),
+                )
+            }
+        };
         let raw = Raw {
             flags: u64_at(l.page_flags),
             compound_head: u64_at(l.page_compound_head),
             mapping: u64_at(l.page_mapping),
             mapcount: i32_at(l.page_mapcount),
             refcount: i32_at(l.page_refcount),
-            dtor: u8_at(l.page_compound_dtor),
-            order: u8_at(l.page_compound_order),
-            compound_mapcount: i32_at(l.page_compound_mapcount),
+            dtor,
+            order,
+            compound_mapcount,
+            large_mapcount,
         };
         self.buf = b;
         Ok(ok.then_some(raw))
@@ -328,6 +400,11 @@ impl Frames {
         } else {
             Raw::default()
         };
+        if matches!(self.layout.page_compound, Compound::Folio { .. }) {
+            return Ok(Some(
+                self.folio_frame(pfn, &page, &head, &second, tail, is_head, head_va),
+            ));
+        }
         let pg = self.pg.clone();
         let anon = head.mapping & MAPPING_ANON != 0;
         let ksm = head.mapping & 3 == MAPPING_KSM;
@@ -397,29 +474,13 @@ impl Frames {
         set(&mut u, 26, is_type(PG_TABLE_TYPE));
         set(&mut u, 25, bit(head.flags, pg.idle));
         let k = page.flags;
+        u |= pg.copied(k);
         for (kpf, b) in [
-            (0, pg.locked),
             (7, pg.slab),
             (1, pg.error),
-            (4, pg.dirty),
-            (3, pg.uptodate),
-            (8, pg.writeback),
-            (5, pg.lru),
-            (2, pg.referenced),
-            (6, pg.active),
-            (9, pg.reclaim),
-            (14, pg.swapbacked),
-            (18, pg.unevictable),
-            (33, pg.mlocked),
             (19, pg.hwpoison),
             (39, pg.uncached),
-            (32, pg.reserved),
             (34, pg.mappedtodisk),
-            (35, pg.private),
-            (36, pg.private_2),
-            (37, pg.owner_priv_1),
-            (38, pg.arch_1),
-            (41, pg.arch_2),
         ] {
             set(&mut u, kpf, bit(k, b));
         }
@@ -442,5 +503,101 @@ impl Frames {
             referenced: bit(head.flags, pg.referenced) || bit(head.flags, pg.young),
             nr,
         }))
+    }
+
+    /// Whether pagemap's exclusive bit is the page's own (6.12: its
+    /// precise mapcount is 1) rather than its compound head's (6.1).
+    pub fn exclusive_per_page(&self) -> bool {
+        matches!(self.layout.page_compound, Compound::Folio { .. })
+    }
+
+    /// The frame by 6.12's rules (fs/proc/page.c `stable_page_flags`,
+    /// fs/proc/internal.h `folio_precise_page_mapcount`): flags from the
+    /// folio's head, page types in the top byte of `page_type`.
+    #[allow(clippy::too_many_arguments)]
+    fn folio_frame(
+        &self,
+        pfn: u64,
+        page: &Raw,
+        head: &Raw,
+        second: &Raw,
+        tail: bool,
+        is_head: bool,
+        head_va: u64,
+    ) -> Frame {
+        let pg = &self.pg;
+        let large = tail || is_head;
+        // `page_type_has_type` and the type of a page (PGTY_*).
+        let has_type = |t: i32| t < (0xffu32 << 24) as i32;
+        let type_of = |r: &Raw| (r.mapcount as u32 >> 24) as u8;
+        let hugetlb = large && type_of(head) == PGTY_HUGETLB;
+        let slab = type_of(head) == PGTY_SLAB;
+        let k = head.flags;
+        let anon = head.mapping & MAPPING_ANON != 0;
+        // `folio_precise_page_mapcount`.
+        let mut mapcount = page.mapcount as i64 + 1;
+        if has_type(page.mapcount) {
+            mapcount = 0;
+        }
+        if large {
+            mapcount += second.compound_mapcount as i64 + 1;
+        }
+        // `folio_mapped`: `folio_mapcount` at least 1.
+        let mapped = if large {
+            second.large_mapcount as i64 + 1 >= 1
+        } else {
+            !has_type(head.mapcount) && head.mapcount as i64 + 1 >= 1
+        };
+        let nr = if large {
+            1u64 << second.order.min(20)
+        } else {
+            1
+        };
+        let mut u: u64 = 0;
+        let set = |u: &mut u64, b: u32, on: bool| {
+            if on {
+                *u |= 1 << b
+            }
+        };
+        set(&mut u, 11, mapped);
+        set(&mut u, 12, anon);
+        // `mapping & PAGE_MAPPING_KSM` (both low bits), as 6.12 tests it.
+        set(&mut u, 21, anon && head.mapping & MAPPING_KSM != 0);
+        set(&mut u, 15, !tail && k & self.head_mask != 0);
+        set(&mut u, 16, tail);
+        if hugetlb {
+            set(&mut u, 17, true);
+        } else if large && bit(second.flags, pg.large_rmappable) {
+            set(&mut u, 22, true);
+        } else if large && self.huge_zero == Some(head_va) {
+            set(&mut u, 24, true);
+            set(&mut u, 22, true);
+        } else if !large && self.zero_pfn == Some(pfn) {
+            set(&mut u, 24, true);
+        }
+        set(&mut u, 10, type_of(page) == PGTY_BUDDY);
+        set(&mut u, 23, type_of(page) == PGTY_OFFLINE);
+        set(&mut u, 26, type_of(page) == PGTY_TABLE);
+        set(&mut u, 7, slab);
+        set(&mut u, 25, bit(k, pg.idle));
+        u |= pg.copied(k);
+        for (kpf, b) in [(34, pg.owner_2), (42, pg.arch_3)] {
+            set(&mut u, kpf, bit(k, b));
+        }
+        let hwpoison = if hugetlb { k } else { page.flags };
+        set(&mut u, 19, bit(hwpoison, pg.hwpoison));
+        let swapbacked = bit(k, pg.swapbacked);
+        set(&mut u, 13, swapbacked && bit(k, pg.swapcache));
+        Frame {
+            kflags: u,
+            kcount: mapcount.max(0) as u64,
+            mapcount,
+            refcount: head.refcount as i64,
+            anon,
+            swapbacked,
+            dirty: bit(k, pg.dirty),
+            referenced: bit(k, pg.referenced) || bit(k, pg.young),
+            nr,
+        }
     }
 }

@@ -286,7 +286,8 @@ pub fn vmas(k: &mut Kernel<'_>, mm: u64, notes: &mut Vec<String>) -> Result<Vec<
             ops: at(l.vma_ops),
             private: at(l.vma_private),
         };
-        if at(l.vma_mm) != mm || v.start >= v.end || v.start & 0xfff != 0 || v.end & 0xfff != 0 {
+        let off = k.mmu.page_size() - 1;
+        if at(l.vma_mm) != mm || v.start >= v.end || v.start & off != 0 || v.end & off != 0 {
             notes.push(format!(
                 "a VMA entry at {p:#x} does not belong to its mm; skipped"
             ));
@@ -476,7 +477,7 @@ pub fn vma_record(k: &mut Kernel<'_>, mm: &MmInfo, v: &VmaInfo) -> Result<Vma> {
             vma.dev_minor = minor;
             vma.inode = ino;
         }
-        vma.offset = v.pgoff << 12;
+        vma.offset = v.pgoff << k.mmu.page_shift();
         return Ok(vma);
     }
     let special = k.symbol("special_mapping_vmops");

@@ -1,11 +1,10 @@
-//! x86_64 page tables as the kernel writes them
-//! (arch/x86/include/asm/pgtable_types.h, pgtable_64.h): the walk from a
-//! top-level table to each page, 4 or 5 levels, huge pages at PMD (2 MiB)
-//! and PUD (1 GiB) level, PROT_NONE entries (whose frame is stored
-//! inverted, the L1TF mitigation) and swap entries.
+//! x86_64 page table entries as the kernel writes them
+//! (arch/x86/include/asm/pgtable_types.h, pgtable_64.h), for the walk of
+//! [`crate::mmu`]: 4 or 5 levels, huge pages at PMD (2 MiB) and PUD
+//! (1 GiB) level, PROT_NONE entries (whose frame is stored inverted, the
+//! L1TF mitigation) and swap entries.
 
-use crate::dumpfile::Dump;
-use crate::Result;
+use crate::entry::{Desc, Pte};
 
 /// `_PAGE_PRESENT`.
 pub const PRESENT: u64 = 1 << 0;
@@ -31,42 +30,11 @@ pub const SWP_UFFD_WP: u64 = 1 << 2;
 const ERRATUM: u64 = ACCESSED | DIRTY;
 /// `PTE_PFN_MASK` for 52 physical address bits.
 const PFN_MASK: u64 = 0x000f_ffff_ffff_f000;
-/// Slots of the kernel TLB (a power of two): translations for up to
-/// 64 MiB of kernel memory (struct pages, tables) in 256 KiB.
-const TLB_SLOTS: usize = 1 << 14;
-/// A TLB slot's mark for a page that is not mapped (no physical address
-/// has all these bits).
-const NO_PAGE: u64 = u64::MAX;
 /// The part of the kernel image's mapping read by its offset rather than
 /// the tables: `KERNEL_IMAGE_SIZE` without KASLR, below the modules.
-const IMAGE_FAST: u64 = 512 << 20;
+pub const IMAGE_FAST: u64 = 512 << 20;
 /// `__START_KERNEL_map`: where the kernel image is mapped.
 pub const START_KERNEL_MAP: u64 = 0xffff_ffff_8000_0000;
-
-/// What a walk finds for one virtual page.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Entry {
-    /// A page in memory (or PROT_NONE): its frame, the entry's raw bits,
-    /// and the level it was mapped at (0 a PTE, 1 a PMD, 2 a PUD).
-    Present {
-        /// Page frame number of this page.
-        pfn: u64,
-        /// The entry.
-        raw: u64,
-        /// 0 PTE, 1 PMD (2 MiB), 2 PUD (1 GiB).
-        level: u8,
-    },
-    /// A swap entry (or another non-present entry: migration, marker).
-    Swap {
-        /// Swap type (`__swp_type`).
-        swap_type: u64,
-        /// Swap offset (`__swp_offset`), plus the page's index for an
-        /// entry above PTE level.
-        offset: u64,
-        /// The entry.
-        raw: u64,
-    },
-}
 
 /// `pte_none`: nothing there.
 pub fn is_none(raw: u64) -> bool {
@@ -92,195 +60,55 @@ pub fn swap_entry(raw: u64) -> (u64, u64) {
     (raw >> 59, (!raw << 5) >> 14)
 }
 
-/// Reads memory through page tables.
-#[derive(Debug)]
-pub struct Mmu<'a> {
-    core: &'a Dump,
-    /// Physical address of `init_top_pgt`.
-    top: u64,
-    phys_base: u64,
-    levels: u8,
-    addr_mask: u64,
-    /// Kernel translations by virtual page, direct-mapped: each slot
-    /// holds a page and its physical page ([`NO_PAGE`]: not mapped);
-    /// an empty slot holds page 0, which the kernel never maps.
-    tlb: Vec<(u64, u64)>,
-    table: Vec<u8>,
+/// `_PAGE_SPECIAL` (`_PAGE_BIT_SOFTW1`).
+pub const SPECIAL: u64 = 1 << 9;
+
+/// The address mask of a level's entries (0 PTE, 1 PMD, 2 PUD), without
+/// the memory-encryption bit.
+fn mask(level: u8, sme: u64) -> u64 {
+    PFN_MASK & !sme & !((1u64 << (12 + 9 * level as u32)) - 1)
 }
 
-impl<'a> Mmu<'a> {
-    /// The kernel's address space: `init_top_pgt` (a run-time address),
-    /// `phys_base`, 5 levels or 4, and the memory-encryption mask.
-    pub fn new(core: &'a Dump, init_top_pgt: u64, phys_base: u64, five: bool, sme: u64) -> Self {
-        Mmu {
-            core,
-            top: init_top_pgt
-                .wrapping_sub(START_KERNEL_MAP)
-                .wrapping_add(phys_base),
-            phys_base,
-            levels: if five { 5 } else { 4 },
-            addr_mask: PFN_MASK & !sme,
-            tlb: vec![(0, NO_PAGE); TLB_SLOTS],
-            table: vec![0; 4096],
+/// What entry `raw` of a table at `level` holds. A kernel table's entry
+/// counts only if present (`_PAGE_PRESENT`); a user table's PROT_NONE
+/// entries are pages, and its other non-empty entries swap entries.
+pub fn decode(raw: u64, level: u8, kernel: bool, sme: u64) -> Desc {
+    let leaf = level == 0 || (level <= 2 && raw & PSE != 0);
+    if kernel {
+        return match (raw & PRESENT != 0, leaf) {
+            (false, _) => Desc::None,
+            (true, true) => Desc::Leaf(raw & mask(level, sme), Pte::default()),
+            (true, false) => Desc::Table(raw & mask(0, sme)),
+        };
+    }
+    if is_none(raw) {
+        return Desc::None;
+    }
+    if is_present(raw) {
+        if !leaf {
+            return Desc::Table(raw & mask(0, sme));
         }
+        return Desc::Leaf(
+            frame(raw, mask(level, sme)),
+            Pte {
+                young: raw & ACCESSED != 0,
+                dirty: raw & DIRTY != 0,
+                soft_dirty: raw & SOFT_DIRTY != 0,
+                uffd_wp: raw & UFFD_WP != 0,
+                special: level == 0 && raw & SPECIAL != 0,
+            },
+        );
     }
-
-    /// The dump.
-    pub fn core(&self) -> &'a Dump {
-        self.core
-    }
-
-    /// The address mask of a level's entries (0 PTE, 1 PMD, 2 PUD).
-    fn mask(&self, level: u8) -> u64 {
-        self.addr_mask & !((1u64 << (12 + 9 * level as u32)) - 1)
-    }
-
-    fn read_table(&mut self, pa: u64) -> Result<bool> {
-        let mut t = std::mem::take(&mut self.table);
-        let ok = self.core.read_phys(pa, &mut t);
-        self.table = t;
-        ok
-    }
-
-    fn entry(&self, i: usize) -> u64 {
-        u64::from_le_bytes(self.table[i * 8..i * 8 + 8].try_into().expect("8 bytes"))
-    }
-
-    /// The physical address of a kernel virtual address, `None` where
-    /// nothing is mapped or the tables are not in the dump.
-    pub fn kernel_phys(&mut self, va: u64) -> Result<Option<u64>> {
-        // The kernel image, by its fixed offset; above its first 512 MiB
-        // (modules, the fixmap; a pointer that is garbage) through the
-        // tables, like any address.
-        if va >= START_KERNEL_MAP && va - START_KERNEL_MAP < IMAGE_FAST {
-            return Ok((va - START_KERNEL_MAP).checked_add(self.phys_base));
-        }
-        let page = va & !0xfff;
-        let slot = ((va >> 12) as usize) & (TLB_SLOTS - 1);
-        let (tag, pa) = self.tlb[slot];
-        if tag == page && page != 0 {
-            return Ok((pa != NO_PAGE).then_some(pa + (va & 0xfff)));
-        }
-        let mut table = self.top;
-        let mut found = None;
-        for level in (0..self.levels).rev() {
-            let shift = 12 + 9 * level as u32;
-            let i = ((va >> shift) & 0x1ff) as usize;
-            if !self.read_table(table)? {
-                break;
-            }
-            let e = self.entry(i);
-            if e & PRESENT == 0 {
-                break;
-            }
-            if level == 0 || (level <= 2 && e & PSE != 0) {
-                let base = e & self.mask(level);
-                found = Some(base + (page & ((1u64 << shift) - 1)));
-                break;
-            }
-            table = e & self.addr_mask;
-        }
-        self.tlb[slot] = (page, found.unwrap_or(NO_PAGE));
-        Ok(found.map(|p| p + (va & 0xfff)))
-    }
-
-    /// Reads kernel memory at `va`; `Ok(false)` if any page of it is not
-    /// mapped or not in the dump.
-    pub fn read(&mut self, mut va: u64, mut buf: &mut [u8]) -> Result<bool> {
-        while !buf.is_empty() {
-            let n = ((0x1000 - (va & 0xfff)) as usize).min(buf.len());
-            let (now, rest) = buf.split_at_mut(n);
-            match self.kernel_phys(va)? {
-                Some(pa) if self.core.read_phys(pa, now)? => {}
-                _ => return Ok(false),
-            }
-            va += n as u64;
-            buf = rest;
-        }
-        Ok(true)
-    }
-
-    /// Walks the user page tables at `top` (physical) over `[start, end)`
-    /// and calls `f` for every page with an entry, in address order. Tables
-    /// the dump does not hold are counted in the return value (pages whose
-    /// residency is unknown).
-    pub fn walk_user(
-        &mut self,
-        top: u64,
-        start: u64,
-        end: u64,
-        f: &mut dyn FnMut(u64, Entry),
-    ) -> Result<u64> {
-        let mut missing = 0;
-        self.walk_level(top, self.levels - 1, start, end, f, &mut missing)?;
-        Ok(missing)
-    }
-
-    fn walk_level(
-        &mut self,
-        table: u64,
-        level: u8,
-        start: u64,
-        end: u64,
-        f: &mut dyn FnMut(u64, Entry),
-        missing: &mut u64,
-    ) -> Result<()> {
-        let shift = 12 + 9 * level as u32;
-        let span = 1u64 << shift;
-        if !self.read_table(table)? {
-            *missing += (end - start) / 4096;
-            return Ok(());
-        }
-        let entries: Vec<u64> = (0..512).map(|i| self.entry(i)).collect();
-        let mut va = start;
-        while va < end {
-            let i = ((va >> shift) & 0x1ff) as usize;
-            let next = ((va & !(span - 1)).wrapping_add(span)).min(end);
-            let next = if next <= va { end } else { next };
-            let e = entries[i];
-            if !is_none(e) {
-                let leaf = is_present(e) && (level == 0 || (level <= 2 && e & PSE != 0));
-                if leaf {
-                    let base = frame(e, self.mask(level)) >> 12;
-                    let mut a = va;
-                    while a < next {
-                        let idx = (a & (span - 1)) >> 12;
-                        f(
-                            a,
-                            Entry::Present {
-                                pfn: base + idx,
-                                raw: e,
-                                level,
-                            },
-                        );
-                        a += 4096;
-                    }
-                } else if is_present(e) && level > 0 {
-                    let child = e & self.addr_mask;
-                    self.walk_level(child, level - 1, va, next, f, missing)?;
-                } else if level <= 1 {
-                    // A swap or migration entry (above PTE level only for a
-                    // huge page that is migrating).
-                    let (swap_type, offset) = swap_entry(e);
-                    let mut a = va;
-                    while a < next {
-                        let idx = (a & (span - 1)) >> 12;
-                        f(
-                            a,
-                            Entry::Swap {
-                                swap_type,
-                                offset: offset + idx,
-                                raw: e,
-                            },
-                        );
-                        a += 4096;
-                    }
-                }
-            }
-            va = next;
-        }
-        Ok(())
-    }
+    let (swap_type, offset) = swap_entry(raw);
+    Desc::Swap(
+        swap_type,
+        offset,
+        Pte {
+            soft_dirty: raw & SWP_SOFT_DIRTY != 0,
+            uffd_wp: raw & SWP_UFFD_WP != 0,
+            ..Pte::default()
+        },
+    )
 }
 
 #[cfg(test)]
@@ -305,5 +133,29 @@ mod tests {
         let raw = ((!off << 14) >> 5) | (1u64 << 59);
         assert_eq!(swap_entry(raw), (1, 0x777));
         assert!(!is_present(raw) && !is_none(raw));
+        assert_eq!(
+            decode(raw, 0, false, 0),
+            Desc::Swap(1, 0x777, Pte::default())
+        );
+        // Decoded as pages: the frame, young and dirty.
+        match decode(pte, 0, false, 0) {
+            Desc::Leaf(pa, p) => {
+                assert_eq!(pa, 0x1234_5000);
+                assert!(p.young && p.dirty && !p.special && !p.soft_dirty);
+            }
+            d => panic!("{d:?}"),
+        }
+        assert!(matches!(
+            decode(protnone, 0, false, 0),
+            Desc::Leaf(0x1234_5000, _)
+        ));
+        // In a kernel table, PROT_NONE's bit is the global bit: no page.
+        assert_eq!(decode(protnone, 0, true, 0), Desc::None);
+        // A 2 MiB page and a table at PMD level.
+        assert!(matches!(
+            decode(0x4020_00e7, 1, false, 0),
+            Desc::Leaf(0x4020_0000, _)
+        ));
+        assert_eq!(decode(0x4020_1067, 1, false, 0), Desc::Table(0x4020_1000));
     }
 }

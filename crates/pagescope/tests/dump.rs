@@ -8,6 +8,7 @@ use std::process::Command;
 
 const EM_X86_64: u16 = 62;
 const EM_AARCH64: u16 = 183;
+const EM_RISCV: u16 = 243;
 
 /// A note: name, type, text.
 fn note(name: &str, text: &str) -> Vec<u8> {
@@ -184,13 +185,37 @@ fn a_dump_without_vmcoreinfo_is_refused() {
 fn a_dump_of_another_architecture_is_refused() {
     let d = Dir::new();
     let core = elf_core(
-        EM_AARCH64,
+        EM_RISCV,
         Some(note("VMCOREINFO", &vmcoreinfo("6.1.0", 80))),
         &[0; 4096],
         4096,
     );
+    let dump = d.file("riscv.core", &core);
+    refused(
+        &d,
+        &dump,
+        None,
+        "machine type 243 (ELF e_machine); pagescope reads x86_64 and arm64 dumps",
+    );
+}
+
+#[test]
+fn an_arm64_dump_with_pages_of_64_kib_is_refused() {
+    let d = Dir::new();
+    let info = vmcoreinfo("6.1.0", 80).replace("PAGESIZE=4096", "PAGESIZE=65536");
+    let core = elf_core(
+        EM_AARCH64,
+        Some(note("VMCOREINFO", &info)),
+        &[0; 4096],
+        4096,
+    );
     let dump = d.file("arm64.core", &core);
-    refused(&d, &dump, None, "x86_64 dumps only");
+    refused(
+        &d,
+        &dump,
+        None,
+        "page size 65536: pagescope reads arm64 dumps with 4 or 16 KiB pages",
+    );
 }
 
 #[test]
@@ -403,13 +428,18 @@ fn a_compressed_dump_without_vmcoreinfo_is_refused() {
 fn a_compressed_dump_of_another_architecture_is_refused() {
     let d = Dir::new();
     let core = kdump_file(
-        "aarch64",
+        "riscv64",
         Some(&vmcoreinfo("6.1.0", 80)),
         &[0; 8192],
         |_| Kpage::Raw,
     );
-    let dump = d.file("arm64.kdump", &core);
-    refused(&d, &dump, None, "x86_64 dumps only");
+    let dump = d.file("riscv.kdump", &core);
+    refused(
+        &d,
+        &dump,
+        None,
+        "machine \"riscv64\" (its kdump header); pagescope reads x86_64 and arm64 dumps",
+    );
 }
 
 #[test]
