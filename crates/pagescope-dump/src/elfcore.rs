@@ -275,3 +275,74 @@ impl ElfCore {
         Ok(true)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An ELF core of `machine` with one PT_LOAD per (vaddr, paddr,
+    /// size), each segment's bytes all its index.
+    fn core(machine: u16, loads: &[(u64, u64, u64)]) -> Vec<u8> {
+        let phoff = 64u64;
+        let data = phoff + 56 * loads.len() as u64;
+        let mut f = vec![0u8; 64];
+        f[..4].copy_from_slice(b"\x7fELF");
+        f[4] = 2; // 64-bit
+        f[5] = 1; // little-endian
+        f[6] = 1;
+        f[16..18].copy_from_slice(&elf::ET_CORE.to_le_bytes());
+        f[18..20].copy_from_slice(&machine.to_le_bytes());
+        f[20..24].copy_from_slice(&1u32.to_le_bytes());
+        f[32..40].copy_from_slice(&phoff.to_le_bytes());
+        f[52..54].copy_from_slice(&64u16.to_le_bytes());
+        f[54..56].copy_from_slice(&56u16.to_le_bytes());
+        f[56..58].copy_from_slice(&(loads.len() as u16).to_le_bytes());
+        let mut at = data;
+        for &(vaddr, paddr, size) in loads {
+            for v in [
+                elf::PT_LOAD as u64 | (7 << 32),
+                at,
+                vaddr,
+                paddr,
+                size,
+                size,
+                4096,
+            ] {
+                f.extend(v.to_le_bytes());
+            }
+            at += size;
+        }
+        for (i, &(_, _, size)) in loads.iter().enumerate() {
+            f.extend(std::iter::repeat_n(i as u8, size as usize));
+        }
+        f
+    }
+
+    #[test]
+    fn kcore_keeps_the_direct_map_and_leaves_the_image_alias_out() {
+        // arm64's /proc/kcore: RAM at __va (the linear map, lowest), the
+        // kernel image at its own address over the same RAM, vmalloc
+        // without a physical address.
+        let loads = [
+            (0xffff_8000_0800_0000, 0x4000_2000, 0x2000), // KCORE_TEXT
+            (0xffff_0000_0000_0000, 0x4000_0000, 0x4000), // KCORE_RAM
+            (0xffff_0000_1000_0000, 0x5000_0000, 0x1000), // KCORE_RAM
+            (0xffff_8000_1000_0000, u64::MAX, 0x1000),    // KCORE_VMALLOC
+        ];
+        let path = std::env::temp_dir().join(format!("pagescope-kcore-{}", std::process::id()));
+        std::fs::write(&path, core(183, &loads)).unwrap();
+        let kcore = ElfCore::open_kcore(&path);
+        // Read as a dump, the alias overlaps RAM: refused.
+        let dump = ElfCore::open(&path);
+        std::fs::remove_file(&path).unwrap();
+        let kcore = kcore.unwrap();
+        assert_eq!(
+            kcore.ranges().collect::<Vec<_>>(),
+            [(0x4000_0000, 0x4000_4000), (0x5000_0000, 0x5000_1000)]
+        );
+        let mut b = [9u8; 2];
+        assert!(kcore.read_phys(0x4000_2000, &mut b).unwrap());
+        assert_eq!(b, [1, 1]);
+        assert!(dump.is_err());
+    }
+}

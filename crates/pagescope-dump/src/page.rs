@@ -241,7 +241,9 @@ impl Frames {
             .ok_or("VMCOREINFO has no LENGTH(mem_section)")?;
         let section_bits = num("SECTION_SIZE_BITS")? as u32;
         let phys_bits = num("MAX_PHYSMEM_BITS")? as u32;
-        if section_bits < 12 || phys_bits <= section_bits || phys_bits > 60 || roots == 0 {
+        // PFN_SECTION_SHIFT is SECTION_SIZE_BITS less PAGE_SHIFT.
+        let page_shift = info.page_size.trailing_zeros();
+        if section_bits < page_shift || phys_bits <= section_bits || phys_bits > 60 || roots == 0 {
             return Err("VMCOREINFO's mem_section figures make no sense".into());
         }
         let nr = 1u64 << (phys_bits - section_bits);
@@ -258,7 +260,7 @@ impl Frames {
             head_mask,
             buddy,
             hugetlb_dtor: info.number("HUGETLB_PAGE_DTOR").map(|v| v as u8),
-            sections: (addr, per_root, roots, size, off, section_bits - 12),
+            sections: (addr, per_root, roots, size, off, section_bits - page_shift),
             section_cache: HashMap::new(),
             last_section: None,
             zero_pfn,
