@@ -1,7 +1,8 @@
 //! arm64 page table entries as Linux writes them
 //! (arch/arm64/include/asm/pgtable-hwdef.h, pgtable-prot.h, pgtable.h),
 //! for the walk of [`crate::mmu`]: the VMSAv8-64 descriptors of the 4 KiB
-//! and 16 KiB translation granules with 48-bit physical addresses, blocks
+//! and 16 KiB translation granules with 48-bit physical addresses (or
+//! 52-bit ones with LPA2, which 52-bit virtual addresses imply), blocks
 //! above PTE level, PROT_NONE entries (not valid, with a software bit) and
 //! swap entries. Linux 6.10 moved the software bits of entries that are
 //! not valid ([`Bits`]).
@@ -64,11 +65,18 @@ impl Bits {
     }
 }
 
-/// The output address of a descriptor at `level` (`PTE_ADDR_LOW`:
-/// bits 47 down to the level's size).
-fn address(raw: u64, level: u8, page_shift: u32) -> u64 {
+/// The output address of a descriptor at `level`: bits 47 down to the
+/// level's size (`PTE_ADDR_LOW`), or with LPA2 (52-bit addresses with 4
+/// or 16 KiB pages) bits 49 down, and bits 51-50 from the descriptor's
+/// bits 9-8 (`__pte_to_phys`).
+fn address(raw: u64, level: u8, page_shift: u32, lpa2: bool) -> u64 {
     let low = page_shift + (page_shift - 3) * level as u32;
-    raw & ((1u64 << 48) - 1) & !((1u64 << low) - 1)
+    let below = !((1u64 << low) - 1);
+    if lpa2 {
+        (raw & ((1u64 << 50) - 1) & below) | (((raw >> 8) & 3) << 50)
+    } else {
+        raw & ((1u64 << 48) - 1) & below
+    }
 }
 
 /// `__swp_type` and `__swp_offset` (5 bits of type, 50 of offset).
@@ -84,7 +92,7 @@ pub fn swap_entry(raw: u64, bits: Bits) -> (u64, u64) {
 /// kernel table's entry counts only if valid; a user table's PROT_NONE
 /// entries (and a huge page's present-but-invalid PMD) are pages, its
 /// other non-empty entries swap entries.
-pub fn decode(raw: u64, level: u8, kernel: bool, page_shift: u32, bits: Bits) -> Desc {
+pub fn decode(raw: u64, level: u8, kernel: bool, page_shift: u32, bits: Bits, lpa2: bool) -> Desc {
     if raw == 0 {
         return Desc::None;
     }
@@ -94,7 +102,7 @@ pub fn decode(raw: u64, level: u8, kernel: bool, page_shift: u32, bits: Bits) ->
         return Desc::None;
     }
     if valid && table {
-        return Desc::Table(address(raw, 0, page_shift));
+        return Desc::Table(address(raw, 0, page_shift, lpa2));
     }
     let present = valid
         || match bits {
@@ -105,7 +113,7 @@ pub fn decode(raw: u64, level: u8, kernel: bool, page_shift: u32, bits: Bits) ->
         };
     if present && !table {
         return Desc::Leaf(
-            address(raw, level, page_shift),
+            address(raw, level, page_shift, lpa2),
             Pte {
                 young: raw & AF != 0,
                 // pte_sw_dirty, or pte_hw_dirty: writable and not read-only.
@@ -139,7 +147,7 @@ mod tests {
         // A user page of frame 0x4_5678 (4 KiB): valid, page, user,
         // non-global, accessed, writable and hardware-dirty, no execute.
         let pte = 0x0068_0000_4567_8fc3u64 & !RDONLY | DBM;
-        match decode(pte, 0, false, 12, B) {
+        match decode(pte, 0, false, 12, B, false) {
             Desc::Leaf(pa, p) => {
                 assert_eq!(pa, 0x4567_8000);
                 assert!(p.young && p.dirty && !p.special);
@@ -147,45 +155,45 @@ mod tests {
             d => panic!("{d:?}"),
         }
         // Clean: read-only with DBM, no software dirty bit.
-        match decode(pte | RDONLY, 0, false, 12, B) {
+        match decode(pte | RDONLY, 0, false, 12, B, false) {
             Desc::Leaf(_, p) => assert!(!p.dirty),
             d => panic!("{d:?}"),
         }
         // PROT_NONE (mprotect): not valid, still a page.
         let none = (pte & !VALID & !AF) | PROT_NONE;
-        match decode(none, 0, false, 12, B) {
+        match decode(none, 0, false, 12, B, false) {
             Desc::Leaf(pa, p) => assert_eq!((pa, p.young), (0x4567_8000, false)),
             d => panic!("{d:?}"),
         }
         // ... but not in a kernel table.
-        assert_eq!(decode(none, 0, true, 12, B), Desc::None);
+        assert_eq!(decode(none, 0, true, 12, B, false), Desc::None);
         // A swap entry of type 1, offset 0x777 (__swp_entry).
         let swp = (1u64 << 3) | (0x777 << 8);
         assert_eq!(
-            decode(swp, 0, false, 12, B),
+            decode(swp, 0, false, 12, B, false),
             Desc::Swap(1, 0x777, Pte::default())
         );
         // At PMD level: a table, and a 2 MiB block (4 KiB granule) whose
         // address drops the bits below 2 MiB.
         assert_eq!(
-            decode(0x4020_1003, 1, false, 12, B),
+            decode(0x4020_1003, 1, false, 12, B, false),
             Desc::Table(0x4020_1000)
         );
         assert!(matches!(
-            decode(0x4020_0f01, 1, false, 12, B),
+            decode(0x4020_0f01, 1, false, 12, B, false),
             Desc::Leaf(0x4020_0000, _)
         ));
         // A 32 MiB block of the 16 KiB granule.
-        match decode(0x8300_0f01, 1, false, 14, B) {
+        match decode(0x8300_0f01, 1, false, 14, B, false) {
             Desc::Leaf(pa, _) => assert_eq!(pa, 0x8200_0000),
             d => panic!("{d:?}"),
         }
         // A huge page split in progress: present, not valid.
         assert!(matches!(
-            decode(0x4020_0f00 | PMD_PRESENT_INVALID, 1, false, 12, B),
+            decode(0x4020_0f00 | PMD_PRESENT_INVALID, 1, false, 12, B, false),
             Desc::Leaf(0x4020_0000, _)
         ));
-        assert_eq!(decode(0, 2, false, 12, B), Desc::None);
+        assert_eq!(decode(0, 2, false, 12, B, false), Desc::None);
     }
 
     #[test]
@@ -197,20 +205,37 @@ mod tests {
         assert_eq!(Bits::of_release("6.1.0-40-cloud-arm64"), B);
         // A user page (16 KiB) with uffd-wp.
         let pte = 0x0068_0000_4567_cfc3u64 | UFFD_WP;
-        match decode(pte, 0, false, 14, n) {
+        match decode(pte, 0, false, 14, n, false) {
             Desc::Leaf(pa, p) => assert_eq!((pa, p.uffd_wp), (0x4567_c000, true)),
             d => panic!("{d:?}"),
         }
         // PROT_NONE: not valid, PTE_NG set.
         let none = (pte & !VALID) | PRESENT_INVALID;
         assert!(matches!(
-            decode(none, 0, false, 14, n),
+            decode(none, 0, false, 14, n, false),
             Desc::Leaf(0x4567_c000, _)
         ));
         // A swap entry of type 2, offset 0x99, uffd-wp.
         let swp = (2u64 << 6) | (0x99 << 12) | SWP_UFFD_WP;
-        match decode(swp, 0, false, 14, n) {
+        match decode(swp, 0, false, 14, n, false) {
             Desc::Swap(2, 0x99, p) => assert!(p.uffd_wp),
+            d => panic!("{d:?}"),
+        }
+    }
+
+    #[test]
+    fn lpa2_entries_carry_the_top_address_bits_in_bits_9_and_8() {
+        // A 16 KiB page at physical 0x000d_0000_4567_c000: bits 51-50
+        // (0b11) in bits 9-8, bits 49-14 in place.
+        let pa: u64 = 0x000d_0000_4567_c000;
+        let raw = (pa & ((1 << 50) - 1)) | (3 << 8) | 0x403;
+        match decode(raw, 0, false, 14, Bits::Since610, true) {
+            Desc::Leaf(got, _) => assert_eq!(got, pa),
+            d => panic!("{d:?}"),
+        }
+        // The same bits without LPA2 are shareability, not address.
+        match decode(raw, 0, false, 14, Bits::Since610, false) {
+            Desc::Leaf(got, _) => assert_eq!(got, pa & ((1 << 48) - 1)),
             d => panic!("{d:?}"),
         }
     }

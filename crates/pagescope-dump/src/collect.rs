@@ -95,7 +95,7 @@ fn missing_notes(vmcore: &Path, kcore: bool) -> Vec<String> {
             "read from {what} {}: the smaps counters are computed from its page tables and struct pages by smaps' rules (SwapPss takes every page in swap as unshared; shared memory in swap is not counted)",
             vmcore.display()
         ),
-        "a dump has no meminfo, slabinfo, memory cgroups (kpagecgroup), task times or fault counts: they are not read".into(),
+        "a dump has no slabinfo, memory cgroups (kpagecgroup), task times or fault counts: they are not read; of meminfo, only the lines the kernel's vm_stat counters give (MemTotal, MemFree, Buffers, Cached, SwapCached, AnonPages, Shmem, SReclaimable, SUnreclaim, KernelStack, PageTables, SecPageTables)".into(),
         "a dump has no mapped files' ELF headers: VMAs are classed by their permissions".into(),
     ];
     if kcore {
@@ -139,17 +139,12 @@ fn open(
             format!("page size {}: {in_words}", info.page_size),
         ));
     }
-    let top = top_table(machine);
-    let Some(btf_path) = &config.btf else {
-        return Err(bad(
-            path,
-            format!(
-                "the dump's VMCOREINFO gives no task list or structure layouts: bring the crashed kernel's vmlinux with BTF (--btf vmlinux, release {}; Debian ships it in linux-image-{}-dbg as /usr/lib/debug/boot/vmlinux-{})",
-                info.release, info.release, info.release
-            ),
-        ));
+    let top = machine.top_table();
+    let kf = match &config.btf {
+        Some(p) => KernelFile::open(p)?,
+        None => KernelFile::from_dump(core, machine, &info)?,
     };
-    let kf = KernelFile::open(btf_path)?;
+    let btf_path = &kf.path.clone();
     if let (Some(a), Some(b)) = (&kf.build_id, &info.build_id) {
         if !b.starts_with(a.as_str()) && !a.starts_with(b.as_str()) {
             return Err(bad(
@@ -216,7 +211,9 @@ fn open(
         if !symbols.contains_key(name) {
             return Err(bad(
                 btf_path,
-                if config.map_at_run_time {
+                if kf.from_dump {
+                    format!("the kernel's own kallsyms has no {name} (a kernel built without CONFIG_KALLSYMS_ALL lists no data symbols): bring the crashed kernel's vmlinux (--btf vmlinux, release {r}; Debian ships it in linux-image-{r}-dbg as /usr/lib/debug/boot/vmlinux-{r})", r = info.release)
+                } else if config.map_at_run_time {
                     format!("has no symbol {name}, nor has /proc/kallsyms (a kernel built without CONFIG_KALLSYMS_ALL lists no data symbols there): bring the kernel's System.map (--system-map /boot/System.map-{})", info.release)
                 } else if config.system_map.is_some() {
                     format!("has no symbol {name}, nor has the System.map, and the dump's VMCOREINFO does not give it")
@@ -229,50 +226,6 @@ fn open(
         }
     }
     Ok((machine, info, kf, symbols))
-}
-
-/// The symbol of the kernel's top-level page table.
-fn top_table(machine: Machine) -> &'static str {
-    match machine {
-        Machine::X86_64 => "init_top_pgt",
-        Machine::Arm64 => "swapper_pg_dir",
-    }
-}
-
-/// The architecture's description for the walk, from VMCOREINFO (and
-/// the kdump header's `phys_base`).
-fn arch(machine: Machine, info: &VmcoreInfo, core: &Dump, path: &Path) -> Result<Arch> {
-    let number = |name: &str| {
-        info.number(name)
-            .map(|n| n as u64)
-            .ok_or_else(|| bad(path, format!("VMCOREINFO has no NUMBER({name})")))
-    };
-    Ok(match machine {
-        Machine::X86_64 => Arch::X86_64 {
-            phys_base: number("phys_base").or_else(|e| core.phys_base().ok_or(e))?,
-            five: info.number("pgtable_l5_enabled") == Some(1),
-            sme: info.number("sme_mask").unwrap_or(0) as u64,
-        },
-        Machine::Arm64 => {
-            let va_bits = number("VA_BITS")?;
-            // The kernel's half may be smaller than VA_BITS (a 52-bit
-            // kernel on a 48-bit CPU); TCR_EL1.T1SZ says what it is.
-            if let Ok(t1sz) = number("TCR_EL1_T1SZ") {
-                if 64u64.saturating_sub(t1sz) != va_bits {
-                    return Err(bad(
-                        path,
-                        format!("VA_BITS {va_bits} with TCR_EL1.T1SZ {t1sz}: pagescope reads arm64 kernels whose address space is VA_BITS"),
-                    ));
-                }
-            }
-            Arch::Arm64 {
-                page_shift: info.page_size.trailing_zeros(),
-                va_bits: va_bits as u32,
-                kimage_voffset: number("kimage_voffset")?,
-                bits: crate::arm64::Bits::of_release(&info.release),
-            }
-        }
-    })
 }
 
 /// Collects a snapshot of the dump into `sink`; `progress(done, total,
@@ -290,9 +243,9 @@ pub fn collect(
     };
     let (machine, info, kf, symbols) = open(config, &core)?;
     let btf_path = kf.path.clone();
-    let arch = arch(machine, &info, &core, &config.vmcore)?;
+    let arch = Arch::of(machine, &info, core.phys_base()).map_err(|e| bad(&config.vmcore, e))?;
     let mut mmu =
-        Mmu::new(&core, arch, symbols[top_table(machine)]).map_err(|e| bad(&config.vmcore, e))?;
+        Mmu::new(&core, arch, symbols[machine.top_table()]).map_err(|e| bad(&config.vmcore, e))?;
     // The release in the dump's own init_uts_ns, at the address the
     // brought file gives: another build puts it elsewhere.
     let uts = |s: &str, m: &str| kf.btf.field(s, m).map(|f| f.offset);
@@ -357,7 +310,8 @@ pub fn collect(
         frames,
         symbols,
     };
-    let system = system_info(&mut k, config)?;
+    let items = crate::vmstat::Items::new(&kf.btf);
+    let system = system_info(&mut k, config, &items)?;
     sink.system(&system)?;
     let mut notes = Vec::new();
     let init_task = k.symbols["init_task"];
@@ -400,8 +354,13 @@ pub fn collect(
 }
 
 /// The machine: release and host name from `init_uts_ns`, System RAM
-/// from `iomem_resource`, NUMA nodes from `node_data`.
-fn system_info(k: &mut Kernel<'_>, config: &Config) -> Result<SystemInfo> {
+/// from `iomem_resource`, NUMA nodes from `node_data`, meminfo's totals
+/// from the vm_stat counters.
+fn system_info(
+    k: &mut Kernel<'_>,
+    config: &Config,
+    items: &crate::vmstat::Items,
+) -> Result<SystemInfo> {
     let l = k.layout.clone();
     let uts = k.symbols["init_uts_ns"] + l.uts_name;
     let hostname = k.cstr(uts + l.utsname_nodename, 65)?.unwrap_or_default();
@@ -493,7 +452,7 @@ fn system_info(k: &mut Kernel<'_>, config: &Config) -> Result<SystemInfo> {
             m.extend(k.mmu.core().open_notes());
             m
         },
-        meminfo: Vec::new(),
+        meminfo: crate::vmstat::meminfo(k, items, info.page_size)?,
         slabs: Vec::new(),
         ram_ranges,
         memory_block_size: block,

@@ -24,6 +24,16 @@ pub enum Machine {
     Arm64,
 }
 
+impl Machine {
+    /// The symbol of the kernel's top-level page table.
+    pub fn top_table(self) -> &'static str {
+        match self {
+            Machine::X86_64 => "init_top_pgt",
+            Machine::Arm64 => "swapper_pg_dir",
+        }
+    }
+}
+
 /// An opened dump.
 #[derive(Debug)]
 pub enum Dump {

@@ -7,6 +7,9 @@
 //! the kernel's `System.map` (`--system-map`) gives those addresses.
 
 use crate::btf::Btf;
+use crate::dumpfile::{Dump, Machine};
+use crate::mmu::{Arch, Mmu};
+use crate::vmcoreinfo::VmcoreInfo;
 use crate::{DumpError, Result};
 use object::{Object, ObjectSection, ObjectSymbol};
 use std::collections::HashMap;
@@ -27,6 +30,10 @@ pub const SYMBOLS: &[&str] = &[
     "mem_section",
     "vmemmap_base",
     "node_data",
+    "vm_zone_stat",
+    "vm_node_stat",
+    "_totalram_pages",
+    "blockdev_superblock",
     "nr_swapfiles",
 ];
 
@@ -45,6 +52,9 @@ pub struct KernelFile {
     pub release: Option<String>,
     /// Whether it is a vmlinux (an ELF file) rather than raw BTF.
     pub is_elf: bool,
+    /// Whether it is the kernel's own, read from the dump
+    /// ([`KernelFile::from_dump`]).
+    pub from_dump: bool,
 }
 
 fn bad(path: &Path, why: impl Into<String>) -> DumpError {
@@ -74,6 +84,7 @@ impl KernelFile {
                 build_id: None,
                 release: None,
                 is_elf: false,
+                from_dump: false,
             });
         }
         if n < 4 || head != *b"\x7fELF" {
@@ -118,9 +129,81 @@ impl KernelFile {
             build_id,
             release,
             is_elf: true,
+            from_dump: false,
+        })
+    }
+
+    /// The kernel's own types and symbols, read from the dump: kallsyms'
+    /// tables, whose addresses VMCOREINFO gives, then the BTF between
+    /// `__start_BTF` and `__stop_BTF`. Symbols are kept at link time, as
+    /// a vmlinux's are. Refused, naming the file to bring, where the dump
+    /// does not have them.
+    pub fn from_dump(core: &Dump, machine: Machine, info: &VmcoreInfo) -> Result<KernelFile> {
+        let path = core.path();
+        let bring = |why: String| {
+            bad(
+                path,
+                format!(
+                    "{why}: bring the crashed kernel's vmlinux with BTF (--btf vmlinux, release {r}; Debian ships it in linux-image-{r}-dbg as /usr/lib/debug/boot/vmlinux-{r})",
+                    r = info.release
+                ),
+            )
+        };
+        if !crate::kallsyms::available(info) {
+            return Err(bring(
+                "the dump's VMCOREINFO gives no task list or structure layouts, nor the kernel's kallsyms tables to find them in the dump".into(),
+            ));
+        }
+        let top = info
+            .symbol(machine.top_table())
+            .ok_or_else(|| bring(format!("VMCOREINFO has no SYMBOL({})", machine.top_table())))?;
+        let arch = Arch::of(machine, info, core.phys_base()).map_err(|e| bad(path, e))?;
+        let mut mmu = Mmu::new(core, arch, top).map_err(|e| bad(path, e))?;
+        let mut wanted: Vec<&str> = SYMBOLS.to_vec();
+        wanted.extend(["__start_BTF", "__stop_BTF"]);
+        // x86_64 keeps per-CPU symbols absolute (KALLSYMS_ABSOLUTE_PERCPU).
+        let absolute = machine == Machine::X86_64;
+        let found = crate::kallsyms::lookup(&mut mmu, info, absolute, &wanted)?.map_err(|e| {
+            bring(format!(
+                "the kernel's kallsyms in the dump can't be read ({e})"
+            ))
+        })?;
+        let (Some(&start), Some(&stop)) = (found.get("__start_BTF"), found.get("__stop_BTF"))
+        else {
+            return Err(bring("the kernel's own kallsyms has no __start_BTF (a kernel built without CONFIG_KALLSYMS_ALL lists no data symbols, one without CONFIG_DEBUG_INFO_BTF has no BTF)".into()));
+        };
+        let len = stop.wrapping_sub(start);
+        if len == 0 || len > MAX_BTF {
+            return Err(bring(format!(
+                "the kernel's BTF in the dump has {len} bytes"
+            )));
+        }
+        let mut bytes = vec![0u8; len as usize];
+        if !mmu.read(start, &mut bytes)? {
+            return Err(bring("the kernel's BTF is not in the dump".into()));
+        }
+        let btf =
+            Btf::parse(&bytes).map_err(|e| bring(format!("the kernel's BTF in the dump: {e}")))?;
+        let symbols = found
+            .into_iter()
+            .filter(|(n, _)| !n.ends_with("_BTF"))
+            .map(|(n, a)| (n, a.wrapping_sub(info.kernel_offset)))
+            .collect();
+        Ok(KernelFile {
+            path: path.to_path_buf(),
+            btf,
+            symbols,
+            build_id: None,
+            release: None,
+            is_elf: false,
+            from_dump: true,
         })
     }
 }
+
+/// The largest BTF read from a dump (a distribution kernel's is 5 to 10
+/// MB).
+const MAX_BTF: u64 = 64 << 20;
 
 /// The link-time addresses of [`SYMBOLS`] in a vmlinux's `.symtab`. The
 /// table and its names are read whole, each in one read (a distribution's

@@ -68,6 +68,7 @@ pub struct Layout {
     pub page_mapcount: u64,
     pub page_mapping: u64,
     pub page_compound_head: u64,
+    pub page_private: u64,
     pub page_compound: Compound,
     pub uts_name: u64,
     pub utsname_nodename: u64,
@@ -224,6 +225,7 @@ pub fn resolve(btf: &Btf, info: &VmcoreInfo) -> Result<Layout, String> {
         page_mapcount: note_or("page._mapcount", "page", "_mapcount")?,
         page_mapping: note_or("page.mapping", "page", "mapping")?,
         page_compound_head: note_or("page.compound_head", "page", "compound_head")?,
+        page_private: note_or("page.private", "page", "private")?,
         page_compound: if btf.field("folio", "_large_mapcount").is_some() {
             Compound::Folio {
                 flags_1: f("folio", "_flags_1")?,

@@ -8,12 +8,13 @@
 //! [`vmcoreinfo`] parse the kernel's self-descriptions; [`elfcore`] reads
 //! an ELF core, [`kdump`] makedumpfile's compressed format (its pages
 //! decoded by [`codec`] and [`lzo`]), and [`dumpfile`] either, told apart
-//! by its first bytes; [`kernelfile`] the vmlinux or BTF brought along;
+//! by its first bytes; [`kernelfile`] the vmlinux or BTF brought along, or [`kallsyms`] the
+//! kernel's own symbols and BTF from the dump;
 //! [`layout`] finds the offsets the walk needs; [`mmu`] walks page
 //! tables, whose entries [`x86_64`] and [`arm64`] decode into [`entry`]'s
 //! terms; [`page`] reads `struct page`s as kpageflags and kpagecount;
 //! [`kernel`] ties these into one readable kernel; [`proc`] reads tasks,
-//! VMAs and paths; [`physmap`] classes every frame; [`collect`] makes the
+//! VMAs and paths; [`physmap`] classes every frame; [`vmstat`] reads the machine's totals; [`collect`] makes the
 //! stream.
 //!
 //! The dump is never loaded into memory: its headers and notes are read
@@ -31,6 +32,7 @@ pub mod collect;
 pub mod dumpfile;
 pub mod elfcore;
 pub mod entry;
+pub mod kallsyms;
 pub mod kdump;
 pub mod kernel;
 pub mod kernelfile;
@@ -42,6 +44,7 @@ pub mod pagecache;
 pub mod physmap;
 pub mod proc;
 pub mod vmcoreinfo;
+pub mod vmstat;
 pub mod x86_64;
 
 pub use collect::{collect, Config};

@@ -3,8 +3,9 @@
 //! process's, page by page. The walk is the same on every architecture;
 //! what an entry means is [`crate::x86_64`]'s or [`crate::arm64`]'s.
 
-use crate::dumpfile::Dump;
+use crate::dumpfile::{Dump, Machine};
 pub use crate::entry::{Desc, Entry, Pte};
+use crate::vmcoreinfo::VmcoreInfo;
 use crate::Result;
 
 /// The architecture of the dumped kernel and what its walk needs.
@@ -29,7 +30,56 @@ pub enum Arch {
         kimage_voffset: u64,
         /// Where its software bits are.
         bits: crate::arm64::Bits,
+        /// 52-bit addresses with 4 or 16 KiB pages (FEAT_LPA2).
+        lpa2: bool,
     },
+}
+
+impl Arch {
+    /// The architecture's description for the walk, from VMCOREINFO (and
+    /// for x86_64 the kdump header's `phys_base`, where VMCOREINFO has
+    /// none).
+    pub fn of(
+        machine: Machine,
+        info: &VmcoreInfo,
+        phys_base: Option<u64>,
+    ) -> std::result::Result<Arch, String> {
+        let number = |name: &str| {
+            info.number(name)
+                .map(|n| n as u64)
+                .ok_or_else(|| format!("VMCOREINFO has no NUMBER({name})"))
+        };
+        Ok(match machine {
+            Machine::X86_64 => Arch::X86_64 {
+                phys_base: number("phys_base").or_else(|e| phys_base.ok_or(e))?,
+                five: info.number("pgtable_l5_enabled") == Some(1),
+                sme: info.number("sme_mask").unwrap_or(0) as u64,
+            },
+            Machine::Arm64 => {
+                // VA_BITS is what the kernel was built for; a 52-bit kernel
+                // on a CPU without 52-bit addresses runs with fewer, which
+                // TCR_EL1.T1SZ says (and so many table levels it walks).
+                let built = number("VA_BITS")?;
+                let va_bits = match number("TCR_EL1_T1SZ") {
+                    Ok(t1sz) => 64u64.saturating_sub(t1sz),
+                    Err(_) => built,
+                };
+                if va_bits > built {
+                    return Err(format!(
+                        "TCR_EL1.T1SZ gives {va_bits} address bits, more than VA_BITS {built}"
+                    ));
+                }
+                let page_shift = info.page_size.trailing_zeros();
+                Arch::Arm64 {
+                    page_shift,
+                    va_bits: va_bits.min(64) as u32,
+                    kimage_voffset: number("kimage_voffset")?,
+                    bits: crate::arm64::Bits::of_release(&info.release),
+                    lpa2: va_bits > 48 && page_shift < 16,
+                }
+            }
+        })
+    }
 }
 
 /// Slots of the kernel TLB (a power of two): translations for up to
@@ -123,9 +173,9 @@ impl<'a> Mmu<'a> {
                         (1u64 << page_shift.min(40)) >> 10
                     ));
                 }
-                if !(36..=48).contains(&va_bits) {
+                if !(36..=52).contains(&va_bits) {
                     return Err(format!(
-                        "VA_BITS {va_bits}: pagescope reads arm64 address spaces of 36 to 48 bits"
+                        "VA_BITS {va_bits}: pagescope reads arm64 address spaces of 36 to 52 bits"
                     ));
                 }
                 (page_shift, va_bits, top_va.wrapping_sub(kimage_voffset))
@@ -182,8 +232,11 @@ impl<'a> Mmu<'a> {
         match self.arch {
             Arch::X86_64 { sme, .. } => crate::x86_64::decode(raw, level, kernel, sme),
             Arch::Arm64 {
-                page_shift, bits, ..
-            } => crate::arm64::decode(raw, level, kernel, page_shift, bits),
+                page_shift,
+                bits,
+                lpa2,
+                ..
+            } => crate::arm64::decode(raw, level, kernel, page_shift, bits, lpa2),
         }
     }
 
@@ -365,6 +418,10 @@ mod tests {
         // table of 2 entries.
         assert_eq!(g(14, 47), (3, 11));
         assert_eq!(g(14, 48), (4, 1));
+        // 52 bits (LPA2): 16 KiB pages in 4 levels with a top table of 32
+        // entries, 4 KiB pages in 5 with 16.
+        assert_eq!(g(14, 52), (4, 5));
+        assert_eq!(g(12, 52), (5, 4));
         // x86_64: 4 or 5 levels of 9 bits.
         assert_eq!(g(12, 57), (5, 9));
         // A kernel address's top index stays within its table.

@@ -17,6 +17,8 @@ const PAGE_TYPE_BASE: u32 = 0xf000_0000;
 /// `PG_offline` and `PG_table` page types (include/linux/page-flags.h).
 const PG_OFFLINE_TYPE: u32 = 0x100;
 const PG_TABLE_TYPE: u32 = 0x200;
+/// `KPF_BUDDY`.
+const KPF_BUDDY: u64 = 1 << 10;
 /// 6.12's page types (`enum pagetype`), the top byte of `page_type`.
 const PGTY_BUDDY: u8 = 0xf0;
 const PGTY_OFFLINE: u8 = 0xf1;
@@ -43,6 +45,8 @@ struct Raw {
     compound_mapcount: i32,
     /// `_large_mapcount` (6.12).
     large_mapcount: i32,
+    /// `private`: a free buddy block's order, on its first page.
+    private: u64,
 }
 
 /// What a frame is, as a live snapshot would have read it, and what
@@ -159,6 +163,10 @@ pub struct Frames {
     huge_zero: Option<u64>,
     mapped_cache: HashMap<u64, bool>,
     buf: Vec<u8>,
+    /// Orders of the buddy allocator (`LENGTH(zone.free_area)`).
+    orders: u32,
+    /// The free buddy block found last, `[first, end)` frames.
+    buddy_block: Option<(u64, u64)>,
 }
 
 impl Frames {
@@ -267,6 +275,10 @@ impl Frames {
             huge_zero,
             mapped_cache: HashMap::new(),
             buf: vec![0; layout.page_size as usize],
+            orders: info
+                .length("zone.free_area")
+                .map_or(11, |n| n.clamp(1, 20) as u32),
+            buddy_block: None,
         })
     }
 
@@ -365,6 +377,7 @@ impl Frames {
             order,
             compound_mapcount,
             large_mapcount,
+            private: u64_at(l.page_private),
         };
         self.buf = b;
         Ok(ok.then_some(raw))
@@ -373,11 +386,60 @@ impl Frames {
     /// Forgets what was cached about folios (between processes).
     pub fn forget(&mut self) {
         self.mapped_cache.clear();
+        self.buddy_block = None;
+    }
+
+    /// `PageBuddy`: the first page of a free block (6.1's page type
+    /// bits, or 6.12's type byte).
+    fn is_buddy(&self, r: &Raw) -> bool {
+        let t = r.mapcount as u32;
+        match self.layout.page_compound {
+            Compound::Folio { .. } => (t >> 24) as u8 == PGTY_BUDDY,
+            Compound::Page { .. } => t & (PAGE_TYPE_BASE | self.buddy) == PAGE_TYPE_BASE,
+        }
+    }
+
+    /// `is_free_buddy_page`: whether `pfn` lies in a free buddy block,
+    /// whose first page has the order in `private`.
+    fn free_buddy(&mut self, mmu: &mut Mmu<'_>, pfn: u64) -> Result<bool> {
+        if let Some((s, e)) = self.buddy_block {
+            if (s..e).contains(&pfn) {
+                return Ok(true);
+            }
+        }
+        for order in 0..self.orders {
+            let first = pfn & !((1u64 << order) - 1);
+            let Some(va) = self.page_addr(mmu, first)? else {
+                break;
+            };
+            let Some(r) = self.raw(mmu, va)? else {
+                break;
+            };
+            if self.is_buddy(&r) && r.private >= u64::from(order) {
+                let n = 1u64 << r.private.min(u64::from(self.orders));
+                self.buddy_block = Some((first, first.saturating_add(n)));
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// The frame `pfn`, or `None` where it has no `struct page` in the
     /// dump (kpageflags' NOPAGE).
     pub fn frame(&mut self, mmu: &mut Mmu<'_>, pfn: u64) -> Result<Option<Frame>> {
+        let Some(mut f) = self.frame_of(mmu, pfn)? else {
+            return Ok(None);
+        };
+        // KPF_BUDDY on the other pages of a free block too, which have
+        // no count (`page_count(page) == 0 && is_free_buddy_page(page)`).
+        if f.kflags & KPF_BUDDY == 0 && f.refcount == 0 && self.free_buddy(mmu, pfn)? {
+            f.kflags |= KPF_BUDDY;
+        }
+        Ok(Some(f))
+    }
+
+    /// The frame `pfn` but for the buddy tail pages' flag.
+    fn frame_of(&mut self, mmu: &mut Mmu<'_>, pfn: u64) -> Result<Option<Frame>> {
         let Some(va) = self.page_addr(mmu, pfn)? else {
             return Ok(None);
         };
