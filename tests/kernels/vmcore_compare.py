@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compares `snapshot --vmcore` of the full guest's dump with what the
+"""Compares `snapshot --vmcore` of a guest's dump with what the
 guest printed from its live snapshot (tests/kernels/guest.sh, vmcore).
 
     vmcore_compare.py CONSOLE PAGESCOPE DUMP-SNAPSHOT
@@ -12,7 +12,9 @@ pagetest's buffer maps the same frames (count and digest of the sorted
 list) with the same pagemap flags, kpageflags and kpagecount (a
 digest of every page's); and a held process has pages in swap (so that
 swap is compared), at the same swap types and offsets; `report total`
-gives user pages, and null for meminfo's figures; `report physmap` (both
+gives user pages, and meminfo's figures from the dump's vm_stat counters
+as the guest's /proc/meminfo, printed just before the dump, gives them
+(MemTotal equal, the others within 1% of it); `report physmap` (both
 snapshots taken with --physmap) classes as many frames, and each class
 within 1% of them of the live snapshot's count (the dump is taken a few
 seconds after the live snapshot, whose own pagescope has exited since).
@@ -26,7 +28,7 @@ import sys
 def main():
     console, pagescope, snap = sys.argv[1:4]
     live, pfns, pids, swapdev, swapped_entries = {}, None, None, None, None
-    physmap = None
+    physmap, meminfo = None, None
     for line in open(console, errors="replace"):
         w = line.split()
         if not w:
@@ -41,6 +43,8 @@ def main():
             swapped_entries = (int(w[1]), int(w[2]), w[3])
         elif w[0] == "PAGESCOPE-VMCORE-PHYSMAP":
             physmap = {k: int(v) for k, v in (x.split("=") for x in w[1:])}
+        elif w[0] == "PAGESCOPE-VMCORE-MEMINFO":
+            meminfo = {k: int(v) for k, v in (x.split("=") for x in w[1:])}
         elif w[0] == "PAGESCOPE-VMCORE-SWAP":
             swapdev = w[1]
         elif w[0] == "PAGESCOPE-VMCORE-LIVE-FAILED":
@@ -105,18 +109,48 @@ def main():
         mine = hashlib.md5("".join(e + "\n" for e in entries).encode()).hexdigest()
         if (len(entries), mine) != (n, digest):
             bad.append("swap entries of pid %d: dump %d %s, live %d %s" % (dpid, len(entries), mine, n, digest))
-    # The total view: user pages from the pages; meminfo's figures, which
-    # a dump has not, null.
+    # The total view: user pages from the pages; meminfo's figures from
+    # the dump's vm_stat counters against the guest's /proc/meminfo,
+    # printed just before the dump.
     total = json.loads(subprocess.run(
         [pagescope, "report", "total", "--input", snap, "--format", "json"],
         check=True, capture_output=True, text=True).stdout)
-    if total["user_pages"] is None or total["page_cache_pages"] is not None:
-        bad.append("total: user_pages %s, page_cache_pages %s" % (
-            total["user_pages"], total["page_cache_pages"]))
+    if total["user_pages"] is None:
+        bad.append("total: no user_pages")
+    mem = compare_meminfo(total, meminfo, bad)
     phys = compare_physmap(pagescope, snap, physmap, bad)
-    summary = "processes=%d held rss/pss/uss/swap %s; buffer frames=%d; %s" % (
-        len(users), " ".join(detail), len(frames), phys)
+    summary = "processes=%d held rss/pss/uss/swap %s; buffer frames=%d; %s; %s" % (
+        len(users), " ".join(detail), len(frames), mem, phys)
     print(("fail " + "; ".join(bad) + " | " if bad else "pass ") + summary)
+
+
+def compare_meminfo(total, meminfo, bad):
+    """The total view's meminfo figures, read from the dump's vm_stat
+    counters, against the guest's /proc/meminfo: MemTotal equal, the rest
+    within 1% of MemTotal (the guest's last commands ran between the two);
+    returns a summary."""
+    if not meminfo:
+        bad.append("the guest printed no meminfo")
+        return "no meminfo"
+    kpp = total["page_size"] // 1024
+    m = lambda *keys: sum(meminfo.get(k, 0) for k in keys) // kpp
+    pairs = [
+        ("mem_total_pages", m("MemTotal")),
+        ("free_pages", m("MemFree")),
+        ("page_cache_pages", m("Cached", "Buffers")),
+        ("shmem_pages", m("Shmem")),
+        ("kernel_slab_pages", m("SReclaimable", "SUnreclaim")),
+        ("kernel_page_table_pages", m("PageTables", "SecPageTables")),
+        ("kernel_stack_pages", m("KernelStack")),
+    ]
+    allowed = m("MemTotal") // 100
+    out = []
+    for key, live in pairs:
+        dump = total.get(key)
+        out.append("%s %s/%s" % (key.replace("_pages", ""), dump, live))
+        if dump is None or abs(dump - live) > (0 if key == "mem_total_pages" else allowed):
+            bad.append("meminfo %s: dump %s, live %s" % (key, dump, live))
+    return "meminfo dump/live " + " ".join(out)
 
 
 def compare_physmap(pagescope, snap, live, bad):
