@@ -24,7 +24,8 @@ pub enum Arch {
     Arm64 {
         /// `PAGE_SHIFT`: 12 or 14.
         page_shift: u32,
-        /// `VA_BITS`: the size of an address space.
+        /// The address bits the kernel runs with (64 less
+        /// `TCR_EL1.T1SZ`; `VA_BITS` where VMCOREINFO has no T1SZ).
         va_bits: u32,
         /// `kimage_voffset`: kernel-image virtual minus physical.
         kimage_voffset: u64,
