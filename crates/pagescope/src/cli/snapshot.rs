@@ -22,9 +22,10 @@ pub struct SnapshotArgs {
     /// Threads reading processes (default: one per CPU).
     #[arg(short, long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub jobs: Option<u16>,
-    /// Read a kernel crash dump (an ELF core: qemu's `dump-guest-memory`,
-    /// `virsh dump`, /proc/vmcore, `makedumpfile -E`) instead of the live
-    /// system (docs/dumps.md).
+    /// Read a kernel crash dump of an x86_64 or arm64 machine (an ELF
+    /// core: qemu's `dump-guest-memory`, `virsh dump`, /proc/vmcore,
+    /// `makedumpfile -E`; or makedumpfile's compressed kdump file) instead
+    /// of the live system (docs/dumps.md).
     #[arg(long, value_name = "FILE", group = "dump")]
     pub vmcore: Option<PathBuf>,
     /// Read the running kernel's memory through /proc/kcore (root) by the
@@ -33,7 +34,9 @@ pub struct SnapshotArgs {
     #[arg(long, group = "dump")]
     pub kcore: bool,
     /// The crashed kernel's vmlinux (with its .BTF section and symbols),
-    /// or its BTF (`/sys/kernel/btf/vmlinux`), for `--vmcore`.
+    /// or its BTF (`/sys/kernel/btf/vmlinux`), for `--vmcore`. Without it,
+    /// the kernel's own BTF and symbols are read from the dump, where its
+    /// VMCOREINFO gives kallsyms and kallsyms lists data symbols.
     #[arg(long, value_name = "FILE", requires = "dump")]
     pub btf: Option<PathBuf>,
     /// The crashed kernel's System.map (/boot/System.map-RELEASE), for
