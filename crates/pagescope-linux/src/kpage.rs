@@ -118,6 +118,14 @@ impl KPageReader {
         })
     }
 
+    /// Opens kpageflags and kpagecount alone: lookups leave `memcg` 0
+    /// and cost a `pread` less per run of frames.
+    pub fn open_without_cgroup(proc_root: &Path) -> Result<KPageReader> {
+        let mut r = KPageReader::open(proc_root)?;
+        r.cgroup = None;
+        Ok(r)
+    }
+
     /// Whether kpagecgroup is available.
     pub fn has_cgroup(&self) -> bool {
         self.cgroup.is_some()

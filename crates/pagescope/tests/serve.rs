@@ -375,6 +375,92 @@ fn a_process_above_the_working_set_cap_keeps_its_referenced_bits() {
     );
 }
 
+/// Processes above `--pagemap-above` are read from their pagemap and
+/// kpagecount, paced, and their figures are smaps_rollup's all the same:
+/// anonymous memory alone and shared with a forked child, a memfd shared
+/// with a child, a shared file mapping, a buffer inside a mostly empty
+/// 8 TiB reservation. Such a process has no refs
+/// working set, and its referenced bits are left alone.
+#[test]
+fn figures_read_from_pagemap_are_smaps_rollup() {
+    let _g = serial();
+    let mut pts = Vec::new();
+    for args in [
+        &["--size", "64M", "--hold"][..],
+        &["--size", "64M", "--fork", "1", "--hold"],
+        &["--size", "64M", "--mode", "shm", "--fork", "1", "--hold"],
+        &["--size", "64M", "--mode", "file", "--hold"],
+        // In an 8 TiB reservation: its populated part found first.
+        &["--size", "64M", "--reserve", "8T", "--hold"],
+    ] {
+        pts.push(Pagetest::start(&[], args, "done"));
+    }
+    let serve = Serve::start(&[
+        "--interval",
+        "300ms",
+        "--budget",
+        "100",
+        "--pagemap-above",
+        "32M",
+    ]);
+    let text = serve.wait_for(
+        |m| {
+            pts.iter()
+                .all(|p| process_value(m, "pagescope_process_pss_bytes", p.pid()).is_some())
+        },
+        "the pagetests",
+    );
+    // Each pagetest, and the forked children, were read from pagemap in
+    // the collection that first saw them.
+    let paced: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("pagescope_pagemap_processes "))
+        .expect("pagescope_pagemap_processes")
+        .parse()
+        .unwrap();
+    assert!(paced >= 7, "{paced} processes read from pagemap");
+    let pids: Vec<u32> = pts.iter().map(|p| p.pid()).collect();
+    let text = matches_rollup_soon(&serve, text, &pids);
+    for pt in &pts[1..3] {
+        let pss = process_value(&text, "pagescope_process_pss_bytes", pt.pid()).unwrap();
+        assert!(pss < 40 * MIB, "pss {pss} of {}: not shared", pt.pid());
+    }
+    for pt in &pts {
+        assert_eq!(
+            process_value(&text, "pagescope_process_working_set_bytes", pt.pid()),
+            None,
+            "a working set for {}, read from pagemap",
+            pt.pid()
+        );
+        let referenced = smaps_rollup(pt.pid())["Referenced"] * 1024;
+        assert!(
+            referenced >= 64 * MIB,
+            "the referenced bits of {} were cleared: {referenced} bytes referenced",
+            pt.pid()
+        );
+    }
+    // The children die with their parents; wait until they are gone, so
+    // that their exit does not move the next test's figures (they map
+    // the same pagetest binary and C library).
+    let forked: Vec<i32> = pts[1..3].iter().flat_map(children).collect();
+    drop(pts);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // Alive: its stat readable, and not a zombie (whose memory is gone).
+    let alive = |c: &i32| {
+        std::fs::read_to_string(format!("/proc/{c}/stat")).is_ok_and(|s| {
+            s.rsplit_once(") ")
+                .is_some_and(|(_, r)| !r.starts_with('Z'))
+        })
+    };
+    while forked.iter().any(alive) {
+        assert!(
+            Instant::now() < deadline,
+            "the forked children outlived their parents"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn working_set_is_what_pagetest_writes_per_interval() {
     let _g = serial();

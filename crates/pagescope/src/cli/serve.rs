@@ -38,6 +38,18 @@ pub struct ServeArgs {
     /// `pagescope_skipped_processes`. `0` walks every process.
     #[arg(long, value_name = "SIZE", default_value = "16G", value_parser = pagescope_core::units::parse_size)]
     pub max_process_size: u64,
+    /// Sum the figures of a process whose resident and swapped memory is
+    /// above this from its pagemap and /proc/kpagecount, read 16 MiB at a
+    /// time with pauses, rather than from its smaps_rollup. smaps_rollup
+    /// holds the process's memory map lock while it walks each whole
+    /// mapping (about 14 ms per GiB here), and the process's mmap, munmap
+    /// and mprotect wait for it; the paced walk lets them in within about
+    /// half a millisecond (docs/performance.md). The figures are the
+    /// same; such a process has no refs working set (pagemap has no
+    /// accessed bit) and is counted in `pagescope_pagemap_processes`.
+    /// Needs root (frame numbers); `0` reads every smaps_rollup.
+    #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = pagescope_core::units::parse_size)]
+    pub pagemap_above: u64,
     /// With `refs`, leave out the working set of a process whose resident
     /// memory is above this. Clearing a process's referenced bits
     /// (`clear_refs`) flushes its TLB, and its next pass over its memory

@@ -39,6 +39,12 @@ pub struct TopArgs {
     /// PSS, USS and working set show `-`. `0` walks every process.
     #[arg(long, value_name = "SIZE", default_value = "16G", value_parser = pagescope_core::units::parse_size)]
     pub max_process_size: u64,
+    /// Sum the figures of a process whose resident and swapped memory is
+    /// above this from its pagemap, read with pauses so as not to hold up
+    /// its mmap and munmap, as `serve --pagemap-above` does (its WSET
+    /// shows `-`). `0` reads every smaps_rollup.
+    #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = pagescope_core::units::parse_size)]
+    pub pagemap_above: u64,
     /// With `refs`, leave out the working set (WSET `-`) of a process
     /// whose resident memory is above this, as `serve` does: clearing its
     /// referenced bits flushes its TLB, which stalls it about 10 ms per

@@ -42,6 +42,7 @@ pub fn run(args: ServeArgs) -> Result<u8> {
     let settings = Settings {
         root: Root::default(),
         max_process_size: args.max_process_size,
+        pagemap_above: args.pagemap_above,
         max_working_set_size: args.max_working_set_size,
         cmdline: args.cmdline,
         max_age: args.max_age,

@@ -33,6 +33,7 @@ pub fn run(args: TopArgs) -> Result<u8> {
     let settings = Settings {
         root,
         max_process_size: args.max_process_size,
+        pagemap_above: args.pagemap_above,
         max_working_set_size: args.max_working_set_size,
         cmdline: false,
         max_age: args.max_age,

@@ -1,6 +1,7 @@
 //! One collection of `pagescope serve` (and `top`): every process's
-//! kernel sums from `smaps_rollup` (or, above the size cap, only the
-//! counters of `status`, which take no page-table walk), its working set
+//! kernel sums from `smaps_rollup` (or, above `--pagemap-above`, the same
+//! sums from its pagemap, read paced so as not to stop it; above the size
+//! cap, only the counters of `status`, which take no page-table walk), its working set
 //! since the last collection, the sums per cgroup, and the machine's
 //! totals from meminfo, computed by `report total`'s own code.
 //!
@@ -12,6 +13,7 @@
 //! ([`super::refresh`] says which signals and why they suffice).
 
 use super::figures::{Figures, Seen};
+use super::paced::Frames;
 use super::refresh::{self, Gone, Machine, Reason};
 use super::text::{self, Events};
 use super::tracked::{pread_all, Opened, Signals, Tracked};
@@ -44,6 +46,9 @@ pub struct Collection {
     pub working_set_skipped: Option<u64>,
     /// Processes walked in this collection, by reason.
     pub walked: BTreeMap<&'static str, u64>,
+    /// Of those, the processes whose pagemap was read (paced) instead of
+    /// their smaps_rollup.
+    pub paced: u64,
     /// Wall time the collection took.
     pub elapsed: Duration,
     /// CPU time the collecting thread spent on it.
@@ -74,6 +79,10 @@ pub struct Settings {
     /// Above this resident + swapped size a process's smaps_rollup is not
     /// read (0: no cap).
     pub max_process_size: u64,
+    /// Above this resident + swapped size a process's figures are summed
+    /// from its pagemap, read paced, instead of its smaps_rollup (0:
+    /// never).
+    pub pagemap_above: u64,
     /// Above this resident size the refs backend leaves a process's
     /// referenced bits alone (0: no cap): clearing them flushes its TLB,
     /// and its next pass over its memory refills it, a stop that grows
@@ -93,6 +102,9 @@ pub struct Collector {
     page_size: u64,
     working_set: WorkingSet,
     buf: Vec<u8>,
+    /// kpageflags and kpagecount, for paced walks (`None`: not readable
+    /// here, and every process's smaps_rollup is read).
+    frames: Option<Frames>,
     /// The user processes followed.
     procs: HashMap<u32, Tracked>,
     /// Kernel threads and zombies: their stat, and start time.
@@ -105,11 +117,16 @@ pub struct Collector {
 impl Collector {
     /// A collector with these settings and working-set backend.
     pub fn new(settings: Settings, working_set: WorkingSet) -> Collector {
+        let frames = match settings.pagemap_above {
+            0 => None,
+            _ => Frames::open(&settings.root.proc).ok(),
+        };
         Collector {
             settings,
             page_size: pagescope_linux::system::page_size(),
             working_set,
             buf: Vec::with_capacity(64 * 1024),
+            frames,
             procs: HashMap::new(),
             no_memory: HashMap::new(),
             events: None,
@@ -272,10 +289,12 @@ impl Collector {
         let mut names = Vec::new();
         for ((pid, _, _), reason) in order.iter().zip(reasons) {
             let t = self.procs.get_mut(pid).expect("listed above");
-            match Self::refresh(t, reason, &self.settings, refs, &mut self.buf) {
+            let frames = self.frames.as_mut();
+            match Self::refresh(t, reason, &self.settings, refs, frames, &mut self.buf) {
                 Ok(true) => {
                     let r = reason.expect("a walk has a reason");
                     *out.walked.entry(reason_name(r)).or_default() += 1;
+                    out.paced += u64::from(t.paced);
                 }
                 Ok(false) => {}
                 Err(e) if e.is_gone() => continue,
@@ -359,6 +378,7 @@ impl Collector {
         reason: Option<Reason>,
         settings: &Settings,
         refs: bool,
+        frames: Option<&mut Frames>,
         buf: &mut Vec<u8>,
     ) -> Result<bool> {
         let Some(reason) = reason else {
@@ -392,7 +412,16 @@ impl Collector {
             }
         }
         let at = Instant::now();
-        let Some(r) = t.read_rollup(buf)? else {
+        let mut r = None;
+        t.paced = false;
+        if let (Some(frames), true) = (frames, paced(t, settings)) {
+            r = t.read_paced(frames, page, buf)?;
+            t.paced = r.is_some();
+        }
+        if r.is_none() {
+            r = t.read_rollup(buf)?;
+        }
+        let Some(r) = r else {
             // Refused: RSS and swap from status.
             let status = t.dir.status(buf)?;
             t.figures = Figures {
@@ -447,11 +476,22 @@ impl Collector {
     }
 }
 
-/// Whether `t` is above the working-set size cap (its resident size as
-/// `statm` says), where the refs backend leaves its referenced bits alone.
+/// Whether the refs backend leaves `t`'s referenced bits alone: above the
+/// working-set size cap (its resident size as `statm` says), or read from
+/// its pagemap, which has no accessed bit.
 fn no_working_set(t: &Tracked, settings: &Settings) -> bool {
     let cap = settings.max_working_set_size;
-    cap != 0 && t.signals.resident * pagescope_linux::system::page_size() > cap
+    (cap != 0 && t.signals.resident * pagescope_linux::system::page_size() > cap)
+        || paced(t, settings)
+}
+
+/// Whether `t`'s figures are summed from its pagemap: its resident and
+/// swapped size (statm, and the swap of its last walk) above
+/// `--pagemap-above`.
+fn paced(t: &Tracked, settings: &Settings) -> bool {
+    let cap = settings.pagemap_above;
+    let swap = t.rollup_last.map_or(0, |r| r.swap * 1024);
+    cap != 0 && t.signals.resident * pagescope_linux::system::page_size() + swap > cap
 }
 
 fn reason_name(r: Reason) -> &'static str {

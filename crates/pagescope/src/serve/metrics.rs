@@ -20,10 +20,13 @@ const FIGURES: [(&str, &str); 5] = [
         "rss",
         "resident memory (smaps_rollup Rss; status VmRSS if skipped)",
     ),
-    ("pss", "proportional set size (smaps_rollup Pss)"),
+    (
+        "pss",
+        "proportional set size (smaps_rollup Pss, or its sum from pagemap)",
+    ),
     (
         "uss",
-        "unique set size (smaps_rollup Private_Clean + Private_Dirty)",
+        "unique set size (smaps_rollup Private_Clean + Private_Dirty, or their sum from pagemap)",
     ),
     (
         "swap",
@@ -137,6 +140,14 @@ pub fn render(c: &Collection, cpu_total: Duration) -> String {
         "Processes whose smaps_rollup was not read in the last collection (above \
          --max-process-size, or refused): no PSS, USS or working set",
         skipped,
+    );
+    let paced = Gauge::<i64>::default();
+    paced.set(c.paced as i64);
+    r.register(
+        "pagescope_pagemap_processes",
+        "Processes the last collection read from their pagemap, paced, instead of \
+         their smaps_rollup (above --pagemap-above): the same figures, no refs working set",
+        paced,
     );
     if let Some(n) = c.working_set_skipped {
         let ws_skipped = Gauge::<i64>::default();

@@ -17,6 +17,7 @@ pub mod collect;
 pub mod figures;
 pub mod http;
 pub mod metrics;
+pub mod paced;
 pub mod refresh;
 pub mod schedule;
 pub mod text;

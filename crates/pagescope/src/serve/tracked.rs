@@ -10,8 +10,10 @@
 //! process, opened afresh.
 
 use super::figures::Figures;
+use super::paced::{self, Frames, Unread};
 use super::text::{self, Mapped, Rollup};
 use pagescope_core::{Error, Result};
+use pagescope_linux::pagemap::{Pacer, PagemapReader};
 use pagescope_linux::procfs::ProcDir;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -78,6 +80,8 @@ pub struct Tracked {
     rollup: Option<File>,
     /// clear_refs, for the refs working set (opened at its first use).
     clear_refs: Option<File>,
+    /// pagemap, for a paced walk (opened at its first use).
+    pagemap: Option<PagemapReader>,
     /// Its start time (ticks after boot).
     pub start_time: u64,
     /// Its parent.
@@ -102,6 +106,8 @@ pub struct Tracked {
     pub max_age: Duration,
     /// Its referenced bits were cleared at its last walk.
     pub cleared: bool,
+    /// Its last walk read its pagemap, paced, not its smaps_rollup.
+    pub paced: bool,
     /// The collection that last saw it.
     pub generation: u64,
 }
@@ -142,6 +148,7 @@ impl Tracked {
             cgroup,
             rollup: None,
             clear_refs: None,
+            pagemap: None,
             start_time,
             ppid,
             comm,
@@ -154,6 +161,7 @@ impl Tracked {
             read_at: None,
             max_age: Duration::ZERO,
             cleared: false,
+            paced: false,
             generation: 0,
         })))
     }
@@ -226,6 +234,41 @@ impl Tracked {
         text::rollup(buf)
             .map(Some)
             .ok_or_else(|| corrupt(&self.dir, "smaps_rollup"))
+    }
+
+    /// Walks the process paced: the sums of smaps_rollup made from its
+    /// pagemap and the frames' map counts ([`paced`]). `Ok(None)` if this
+    /// reader may not read its pagemap or see its frame numbers.
+    pub fn read_paced(
+        &mut self,
+        frames: &mut Frames,
+        page_size: u64,
+        buf: &mut Vec<u8>,
+    ) -> Result<Option<Rollup>> {
+        if self.pagemap.is_none() {
+            let file = match self.dir.open_file("pagemap") {
+                Ok(f) => f,
+                Err(Error::PermissionDenied { .. }) => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            let path = self.dir.file_path("pagemap");
+            self.pagemap = Some(PagemapReader::new(file, path, page_size));
+        }
+        self.dir.read_into("maps", buf)?;
+        let ranges = paced::ranges(buf).ok_or_else(|| corrupt(&self.dir, "maps"))?;
+        if ranges.is_empty() {
+            // No memory any more: it exited meanwhile.
+            return Err(Error::NotFound {
+                path: self.dir.file_path("maps"),
+            });
+        }
+        let pagemap = self.pagemap.as_mut().expect("opened above");
+        let resident =
+            self.signals.resident * page_size + self.rollup_last.map_or(0, |r| r.swap * 1024);
+        match frames.sum(pagemap, &ranges, resident, page_size, &mut Pacer::default())? {
+            Ok(r) => Ok(Some(r)),
+            Err(Unread::NoFrames) => Ok(None),
+        }
     }
 
     /// Clears its referenced bits (`clear_refs`, `1`); `false` if refused.
