@@ -6,8 +6,8 @@
  * writing; the write is a fault, which moves the counters `pagescope
  * serve` watches, so that it walks this process at every collection).
  * Prints `ready` once the mapping is written, then each round longer
- * than 2 ms with its time since the start, then the round count and the
- * longest round.
+ * than 2 ms (`slow MS at NS`, NS its start on CLOCK_MONOTONIC), then the
+ * round count and the longest round.
  *
  *   cc -O2 -o map_loop bench/map_loop.c && ./map_loop SIZE_MIB SECONDS
  */
@@ -57,8 +57,10 @@ int main(int argc, char **argv)
 		if (d > longest)
 			longest = d;
 		rounds++;
-		if (d > 2e-3)
-			printf("slow %.3f ms at %.3f s\n", d * 1e3, t - start);
+		if (d > 2e-3) {
+			printf("slow %.3f at %.0f\n", d * 1e3, t * 1e9);
+			fflush(stdout);
+		}
 	}
 	printf("rounds %ld longest %.3f ms\n", rounds, longest * 1e3);
 	return 0;

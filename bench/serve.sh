@@ -12,18 +12,31 @@
 #   exporter     process-exporter, every process tracked, scraped every
 #                INTERVAL seconds (bash /dev/tcp)
 #
+# Then the stalls: one more 4 GiB process (bench/map_loop.c) maps, writes
+# and unmaps a page in a loop; its mmap and munmap wait for any walk that
+# holds its memory-map lock (the writer's passes over its buffer do not),
+# and its faults get it walked at every collection. Four more phases,
+# with it running:
+#
+#   stall-baseline          nothing collects
+#   stall-pagescope         pagescope serve (it is read from its pagemap,
+#                           paced: --pagemap-above 256M, the default)
+#   stall-pagescope-rollup  the same with --pagemap-above 0 (smaps_rollup)
+#   stall-exporter          process-exporter
+#
 # Per phase: CPU time per collection (utime + stime of the collector's
 # process over the phase, divided by its collections), and the watched
 # process's iteration times (pagetest's iteration events): the longest
 # iteration against the median of the baseline is the longest stop; the
 # load average at the phase's end; for pagescope, the processes its last
-# collection walked, by reason (pagescope_walked_processes).
+# collection walked, by reason (pagescope_walked_processes). For the
+# stall phases, map_loop's longest round (rounds over 2 ms are printed).
 #
 # The script itself starts no process while a phase runs (it scrapes with
 # bash's /dev/tcp and waits with `read -t`): a process that starts or
 # ends maps or unmaps pages of the C library that every process shares,
 # which changes their PSS and makes pagescope walk them again.
-# Needs root, curl, python3, prometheus-process-exporter.
+# Needs root, curl, python3, a C compiler, prometheus-process-exporter.
 #
 #   bench/serve.sh [PROCESSES] [SIZE_PER_PROCESS]     (default 200 40M)
 set -euo pipefail
@@ -33,7 +46,7 @@ SIZE=${2:-40M}
 DURATION=${DURATION:-60}
 INTERVAL=${INTERVAL:-5}
 . bench/common.sh
-need curl python3 prometheus-process-exporter
+need curl python3 cc prometheus-process-exporter
 start_pagetests "$N" "$SIZE"
 "$BIN/pagetest" --size 4G --mode anon --op write --iterations 100000000 --sleep 10ms \
     > "$WORK/watched" &
@@ -83,37 +96,57 @@ phase() {
     [ -z "$WALKED" ] || echo "$name walked in its last collection:$WALKED" >> "$WORK/walked"
 }
 
-mark baseline-start
-pause "$DURATION"
-mark baseline-end
-echo "baseline 0 0 $(cut -d' ' -f1-3 /proc/loadavg | tr ' ' /)" >> "$WORK/cpu"
-
-for backend in refs none; do
+# serve_phase NAME ARGS...: pagescope serve with ARGS for a phase.
+serve_phase() {
+    local name=$1 P S
+    shift
     P=$(port)
-    "$BIN/pagescope" serve --listen "127.0.0.1:$P" --interval "${INTERVAL}s" --backend "$backend" \
-        2>/dev/null &
+    "$BIN/pagescope" serve --listen "127.0.0.1:$P" --interval "${INTERVAL}s" "$@" 2>/dev/null &
     S=$!
     PIDS+=("$S")
-    name=pagescope; [ "$backend" = none ] && name=pagescope-none
     phase "$name" "$S" "$P"
     kill "$S"; wait "$S" || true
-done
-
-P=$(port)
+}
 cat > "$WORK/pe.yml" <<'YML'
 process_names:
   - name: "{{.Comm}}"
     cmdline:
       - '.+'
 YML
-prometheus-process-exporter -config.path "$WORK/pe.yml" -gather-smaps=true -threads=false \
-    -web.listen-address "127.0.0.1:$P" >/dev/null 2>&1 &
-E=$!
-PIDS+=("$E")
-phase exporter "$E" "$P"
-curl -s "http://127.0.0.1:$P/metrics" | grep -c '^namedprocess_namegroup_memory_bytes' \
-    > "$WORK/pe.series" || true
-kill "$E"; wait "$E" || true
+# exporter_phase NAME: process-exporter for a phase.
+exporter_phase() {
+    local P E
+    P=$(port)
+    prometheus-process-exporter -config.path "$WORK/pe.yml" -gather-smaps=true -threads=false \
+        -web.listen-address "127.0.0.1:$P" >/dev/null 2>&1 &
+    E=$!
+    PIDS+=("$E")
+    phase "$1" "$E" "$P"
+    curl -s "http://127.0.0.1:$P/metrics" | grep -c '^namedprocess_namegroup_memory_bytes' \
+        > "$WORK/pe.series" || true
+    kill "$E"; wait "$E" || true
+}
+# baseline_phase NAME: nothing collects.
+baseline_phase() {
+    mark "$1-start"
+    pause "$DURATION"
+    mark "$1-end"
+    echo "$1 0 0 $(cut -d' ' -f1-3 /proc/loadavg | tr ' ' /)" >> "$WORK/cpu"
+}
+
+baseline_phase baseline
+serve_phase pagescope
+serve_phase pagescope-none --backend none
+exporter_phase exporter
+
+cc -O2 -o "$WORK/map_loop" bench/map_loop.c
+"$WORK/map_loop" 4096 $((4 * DURATION + 60)) > "$WORK/map_loop.out" &
+PIDS+=("$!")
+until grep -q ready "$WORK/map_loop.out" 2>/dev/null; do sleep 0.1; done
+baseline_phase stall-baseline
+serve_phase stall-pagescope
+serve_phase stall-pagescope-rollup --pagemap-above 0
+exporter_phase stall-exporter
 
 python3 - "$WORK" "$N" "$SIZE" "$(getconf CLK_TCK)" <<'PY'
 import json, sys, statistics
@@ -122,6 +155,12 @@ marks = {}
 for line in open(f"{work}/phases"):
     k, v = line.split(); marks[k] = int(v)
 iters = [json.loads(l) for l in open(f"{work}/watched") if '"iteration"' in l]
+slow = [(float(l.split()[1]), int(float(l.split()[3])))
+        for l in open(f"{work}/map_loop.out") if l.startswith("slow ")]
+def stall(name):
+    s, e = marks[f"{name}-start"], marks[f"{name}-end"]
+    r = [ms for ms, at in slow if s <= at <= e]
+    return f"{max(r):.1f} ms ({len(r)} rounds over 2 ms)" if r else "under 2 ms"
 def rows(name):
     s, e = marks[f"{name}-start"], marks[f"{name}-end"]
     out = []
@@ -132,7 +171,7 @@ def rows(name):
 cpu, load = {}, {}
 for line in open(f"{work}/cpu"):
     name, count, ticks, la = line.split(); cpu[name] = (int(count), int(ticks)); load[name] = la
-del cpu["baseline"]
+del cpu["baseline"], cpu["stall-baseline"]
 base = rows("baseline")
 print(f"{n} x pagetest --size {size} held, one 4 GiB pagetest writing its buffer in a loop")
 print()
@@ -148,6 +187,16 @@ for name in ["baseline", "pagescope", "pagescope-none", "exporter"]:
         print(f"| {name} | {cc} | {per} | {statistics.median(r):.1f} ms | {max(r):.1f} ms | {max(r) - bmed:+.1f} ms | {load[name]} |")
     else:
         print(f"| {name} | {cc} | {per} | - | - | - | {load[name]} |")
+print()
+print("Stalls: one more 4 GiB process mapping, writing and unmapping a page in a loop (bench/map_loop.c)")
+print()
+print("| phase | collections | CPU per collection | map_loop: longest round | load average (1/5/15 min) at its end |")
+print("|---|---|---|---|---|")
+for name in ["stall-baseline", "stall-pagescope", "stall-pagescope-rollup", "stall-exporter"]:
+    c = cpu.get(name)
+    cc = f"{c[0]}" if c else "-"
+    per = f"{c[1] / hz / max(c[0], 1) * 1000:.0f} ms" if c else "-"
+    print(f"| {name} | {cc} | {per} | {stall(name)} | {load[name]} |")
 PY
 echo "process-exporter series of memory: $(cat "$WORK/pe.series")"
 cat "$WORK/walked" 2>/dev/null || true

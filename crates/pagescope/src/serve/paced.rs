@@ -12,9 +12,12 @@
 //! The sums follow the kernel's `smaps_account` (fs/proc/task_mmu.c) page
 //! by page:
 //!
-//! - a page counts when it is present and a normal page: not the zero
-//!   page, not a frame of a `VM_PFNMAP`/`VM_IO` mapping (kpagecount 0 for
-//!   both, where smaps has no `struct page` to count);
+//! - a page counts when it is present and a normal page (smaps'
+//!   `vm_normal_page`): not the zero page, not a frame of a
+//!   `VM_PFNMAP`/`VM_IO` mapping (kpagecount 0 for both), not a special
+//!   page such as the vDSO's (pagemap marks it neither file nor
+//!   exclusive, as a shared anonymous page, but kpageflags has no
+//!   `ANON` for it);
 //! - its map count is 1 when pagemap marks it exclusively mapped (bit
 //!   56, set by the same test smaps' private/shared split makes), and
 //!   kpagecount's (the same `folio_precise_page_mapcount`) otherwise: only
@@ -175,7 +178,13 @@ impl Frames {
         self.kpage
             .lookup(&self.pending, &mut self.keys, &mut self.info)?;
         for (f, &anon) in self.info.iter().zip(&self.anon) {
-            if f.count == 0 || f.flags.contains(KPageFlags::ZERO_PAGE) {
+            // Not a page smaps counts: the zero page, a frame with no
+            // map count (a `VM_PFNMAP` mapping's), or a special page
+            // mapped without its `struct page` being counted (the vDSO's:
+            // pagemap leaves the file bit clear as for anonymous memory,
+            // but the frame is not anonymous).
+            let special = anon && !f.flags.contains(KPageFlags::ANON);
+            if f.count == 0 || f.flags.contains(KPageFlags::ZERO_PAGE) || special {
                 continue;
             }
             s.rss += 1;
