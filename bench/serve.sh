@@ -54,9 +54,16 @@ WATCHED=$!
 PIDS+=("$WATCHED")
 until grep -q '"iteration"' "$WORK/watched" 2>/dev/null; do sleep 0.1; done
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# Nothing below starts a process while a phase runs, not even a subshell
+# (a fork is a process mapping the C library): values come back in
+# variables (printf -v), times from bash's $EPOCHREALTIME.
+# cpu_ticks VAR PID: VAR = utime + stime of PID (no space in its name).
+cpu_ticks() { local -a f; read -r -a f < "/proc/$2/stat"; printf -v "$1" '%d' $((f[13] + f[14])); }
+# load VAR: VAR = the 1, 5 and 15 minute load averages, joined by /.
+load() { local a b c _; read -r a b c _ < /proc/loadavg; printf -v "$1" '%s/%s/%s' "$a" "$b" "$c"; }
 # pagetest's start_ns/end_ns are CLOCK_MONOTONIC, as Python's monotonic_ns.
-mark() { echo "$1 $(python3 -c 'import time; print(time.monotonic_ns())')" >> "$WORK/phases"; }
+OFFSET=$(python3 -c 'import time; print(time.time_ns() - time.monotonic_ns())')
+mark() { local t=${EPOCHREALTIME/./}; printf '%s %d\n' "$1" $((t * 1000 - OFFSET)) >> "$WORK/phases"; }
 
 # A descriptor that never has input: `read -t` on it sleeps in the shell.
 exec {NEVER}<> <(:)
@@ -80,19 +87,25 @@ scrape() {
 # phase NAME PID PORT: scrapes PORT every INTERVAL s for DURATION s (PID's
 # CPU time measured around it); for pagescope, counts its collections.
 phase() {
-    local name=$1 pid=$2 port=$3 t0 t1 n=0 last=""
+    local name=$1 pid=$2 port=$3 t0 t1 la n=0 last=""
     pause 2
-    t0=$(cpu_ticks "$pid")
+    cpu_ticks t0 "$pid"
     mark "$name-start"
     local end=$((SECONDS + DURATION))
     while [ $SECONDS -lt $end ]; do
         scrape "$port"
-        if [ -z "$CUR" ]; then n=$((n + 1)); elif [ "$CUR" != "$last" ]; then n=$((n + 1)); last=$CUR; fi
+        if [ -z "$CUR" ]; then
+            n=$((n + 1))
+        elif [ "$CUR" != "$last" ]; then
+            n=$((n + 1)); last=$CUR
+            [ -z "$WALKED" ] || echo "$name$WALKED" >> "$WORK/walks"
+        fi
         pause "$INTERVAL"
     done
     mark "$name-end"
-    t1=$(cpu_ticks "$pid")
-    echo "$name $n $((t1 - t0)) $(cut -d' ' -f1-3 /proc/loadavg | tr ' ' /)" >> "$WORK/cpu"
+    cpu_ticks t1 "$pid"
+    load la
+    echo "$name $n $((t1 - t0)) $la" >> "$WORK/cpu"
     [ -z "$WALKED" ] || echo "$name walked in its last collection:$WALKED" >> "$WORK/walked"
 }
 
@@ -131,7 +144,9 @@ baseline_phase() {
     mark "$1-start"
     pause "$DURATION"
     mark "$1-end"
-    echo "$1 0 0 $(cut -d' ' -f1-3 /proc/loadavg | tr ' ' /)" >> "$WORK/cpu"
+    local la
+    load la
+    echo "$1 0 0 $la" >> "$WORK/cpu"
 }
 
 baseline_phase baseline
@@ -199,4 +214,15 @@ for name in ["stall-baseline", "stall-pagescope", "stall-pagescope-rollup", "sta
     print(f"| {name} | {cc} | {per} | {stall(name)} | {load[name]} |")
 PY
 echo "process-exporter series of memory: $(cat "$WORK/pe.series")"
+# Every collection's walks seen in a phase, summed by reason.
+python3 - "$WORK/walks" <<'PY'
+import re, sys, collections
+sums = collections.defaultdict(collections.Counter)
+for line in open(sys.argv[1]):
+    name, rest = line.split(" ", 1)
+    for reason, n in re.findall(r'reason="(\w+)"\} (\d+)', rest):
+        sums[name][reason] += int(n)
+for name, c in sums.items():
+    print(f"{name}: processes walked in the phase's collections: " + ", ".join(f"{r} {n}" for r, n in c.most_common()))
+PY
 cat "$WORK/walked" 2>/dev/null || true
