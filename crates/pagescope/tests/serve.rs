@@ -429,7 +429,12 @@ fn figures_read_from_pagemap_are_smaps_rollup() {
         // A held process's resident pages do not move: its RSS is exact,
         // each page smaps counts and no other (not the vDSO's).
         let rss = process_value(&text, "pagescope_process_rss_bytes", pt.pid()).unwrap();
-        assert_eq!(rss, smaps_rollup(pt.pid())["Rss"] * 1024, "rss of {}", pt.pid());
+        assert_eq!(
+            rss,
+            smaps_rollup(pt.pid())["Rss"] * 1024,
+            "rss of {}",
+            pt.pid()
+        );
         assert_eq!(
             process_value(&text, "pagescope_process_working_set_bytes", pt.pid()),
             None,

@@ -43,8 +43,10 @@ pub struct ServeArgs {
     /// time with pauses, rather than from its smaps_rollup. smaps_rollup
     /// holds the process's memory map lock while it walks each whole
     /// mapping (about 14 ms per GiB here), and the process's mmap, munmap
-    /// and mprotect wait for it; the paced walk lets them in within about
-    /// half a millisecond (docs/performance.md). The figures are the
+    /// and mprotect wait for it; the paced walk lets them in between its
+    /// 16 MiB steps (a 4 GiB process's longest stall: about 50 ms with
+    /// smaps_rollup, the machine's own few ms paced; docs/performance.md).
+    /// The figures are the
     /// same; such a process has no refs working set (pagemap has no
     /// accessed bit) and is counted in `pagescope_pagemap_processes`.
     /// Needs root (frame numbers); `0` reads every smaps_rollup.

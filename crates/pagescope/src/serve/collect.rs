@@ -1,9 +1,10 @@
 //! One collection of `pagescope serve` (and `top`): every process's
 //! kernel sums from `smaps_rollup` (or, above `--pagemap-above`, the same
 //! sums from its pagemap, read paced so as not to stop it; above the size
-//! cap, only the counters of `status`, which take no page-table walk), its working set
-//! since the last collection, the sums per cgroup, and the machine's
-//! totals from meminfo, computed by `report total`'s own code.
+//! cap, only the counters of `status`, which take no page-table walk),
+//! its working set since the last collection, the sums per cgroup, and
+//! the machine's totals from meminfo, computed by `report total`'s own
+//! code.
 //!
 //! The collector follows each process across collections
 //! ([`Tracked`]): its `/proc/PID` files stay open and are read again with
