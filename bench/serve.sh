@@ -88,7 +88,19 @@ scrape() {
 # CPU time measured around it); for pagescope, counts its collections.
 phase() {
     local name=$1 pid=$2 port=$3 t0 t1 la n=0 last=""
+    # Warm-up, not measured: the collector's first collections, and this
+    # shell's first runs of its scrape code, which map more pages of bash
+    # and the C library (moving the PSS of every process that maps them,
+    # so the next collection walks them all again: once per run of a
+    # shell, not per phase of a long-running collector).
     pause 2
+    scrape "$port"
+    pause $((INTERVAL + 1))
+    # Counted from here: collections whose result differs from the one a
+    # scrape sees now (a first collection that took long can still be
+    # the last one; its CPU time is before t0).
+    scrape "$port"
+    last=$CUR
     cpu_ticks t0 "$pid"
     mark "$name-start"
     local end=$((SECONDS + DURATION))

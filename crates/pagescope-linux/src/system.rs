@@ -7,6 +7,7 @@ use crate::{kpage::KPageReader, node, pagemap::PagemapReader, Root};
 use pagescope_core::model::{Origin, SystemInfo};
 use pagescope_core::parse;
 use pagescope_core::{Error, Result};
+use std::io;
 
 /// The note printed when page frame numbers are hidden.
 pub const PFNS_HIDDEN: &str = "page frame numbers are hidden (needs CAP_SYS_ADMIN, e.g. run as root): no per-page flags, share counts, memcg or NUMA node; distinct user pages and USS/PSS from pages are missing, RSS/PSS/USS/swap come from smaps instead";
@@ -48,6 +49,44 @@ pub fn kernel_release() -> String {
         .release()
         .to_string_lossy()
         .into_owned()
+}
+
+/// Maps in every page of this process's private file mappings (its
+/// executable, its shared libraries, locale files) with
+/// `MADV_POPULATE_READ`, and returns the bytes they span.
+///
+/// A collector of other processes' figures calls it once, at start. A
+/// process that maps more pages of a file moves the PSS of every other
+/// process mapping them, the C library's above all, so the first run of
+/// each code path of a collector would make it walk every such process
+/// again. With its files mapped up front, its own running maps no more
+/// file pages (reclaim may unmap some, which moves the counters of every
+/// process that mapped them, and is seen as such).
+///
+/// A mapping the kernel refuses (a file shorter than its mapping; a
+/// kernel before 5.14, which refuses them all) is left as it is: the
+/// error is returned only if no mapping could be mapped in.
+pub fn map_own_files() -> io::Result<u64> {
+    let text = std::fs::read_to_string("/proc/self/maps")?;
+    let lines =
+        parse::maps::parse(&text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    let mut bytes = 0;
+    let mut refused = None;
+    for l in lines {
+        let private_readable = l.perms.starts_with('r') && l.perms.ends_with('p');
+        if l.inode == 0 || !private_readable {
+            continue;
+        }
+        let len = l.end - l.start;
+        match pagescope_sys::mem::populate_read(l.start as usize, len as usize) {
+            Ok(()) => bytes += len,
+            Err(e) => refused = Some(e),
+        }
+    }
+    match refused {
+        Some(e) if bytes == 0 => Err(e),
+        _ => Ok(bytes),
+    }
 }
 
 /// This machine and its boot: the host name (`uname -n`) and the boot
@@ -161,4 +200,39 @@ pub fn collect(root: &Root, selected_pids: &[u32]) -> Result<SystemInfo> {
             .push("memory cgroup per page: /proc/kpagecgroup absent (needs CONFIG_MEMCG)".into());
     }
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// After `map_own_files`, the kernel's own accounting (smaps) has
+    /// every page of this process's executable and C library resident.
+    /// (Other tests of this process may map other files meanwhile.)
+    #[test]
+    fn own_file_mappings_are_mapped_in_whole() {
+        let bytes = map_own_files().expect("MADV_POPULATE_READ (Linux 5.14)");
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let smaps = ProcDir::live(std::process::id())
+            .smaps(&mut Vec::new())
+            .unwrap();
+        let mut spanned = 0;
+        let mut files = std::collections::BTreeSet::new();
+        for e in &smaps {
+            let l = &e.map;
+            let ours = l.path == exe.to_string_lossy() || l.path.contains("/libc.so");
+            if l.inode == 0 || !ours || !l.perms.starts_with('r') || !l.perms.ends_with('p') {
+                continue;
+            }
+            spanned += l.end - l.start;
+            files.insert(l.path.clone());
+            assert_eq!(
+                e.counters.rss, e.counters.size,
+                "{} at {:x} is not wholly resident",
+                l.path, l.start
+            );
+        }
+        assert_eq!(files.len(), 2, "{files:?}");
+        assert!(bytes >= spanned, "{bytes} < {spanned}");
+    }
 }

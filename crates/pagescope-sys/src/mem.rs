@@ -1,6 +1,6 @@
 //! Memory of this process for workloads and tests: regions that live
-//! until the process exits, touched one word at a time; paging out; and
-//! switching swap on and off.
+//! until the process exits, touched one word at a time; paging out;
+//! mapping pages in for reading; and switching swap on and off.
 
 use std::ffi::CString;
 use std::io;
@@ -172,6 +172,27 @@ impl Region {
         };
         Ok(())
     }
+}
+
+/// `MADV_POPULATE_READ` (Linux 5.14) of this process's `len` bytes at
+/// `addr`: every page of the range is mapped as a read would map it (a
+/// file's pages from its page cache, the zero page for untouched
+/// anonymous memory), and no byte changes. A range that is not mapped
+/// readable, wholly, is an error (`ENOMEM`, `EINVAL`, `EFAULT`), as is a
+/// kernel without the advice (`EINVAL`).
+pub fn populate_read(addr: usize, len: usize) -> io::Result<()> {
+    // SAFETY: MADV_POPULATE_READ only faults pages in for reading: it
+    // writes no memory, breaks no copy-on-write sharing and changes no
+    // mapping, so no reference into the range can observe it; a range
+    // that is not wholly mapped readable is refused by the kernel.
+    unsafe {
+        rustix::mm::madvise(
+            addr as *mut std::ffi::c_void,
+            len,
+            rustix::mm::Advice::LinuxPopulateRead,
+        )?
+    };
+    Ok(())
 }
 
 fn c_path(path: &Path) -> io::Result<CString> {

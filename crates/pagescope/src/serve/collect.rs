@@ -118,6 +118,12 @@ pub struct Collector {
 impl Collector {
     /// A collector with these settings and working-set backend.
     pub fn new(settings: Settings, working_set: WorkingSet) -> Collector {
+        // The collector's own first runs of its code paths would map more
+        // pages of the C library and walk every process that maps it
+        // again (`Reason::FileSharer`); mapped up front, they map none.
+        // Where the kernel refuses, those walks happen: no figure
+        // depends on it.
+        let _ = pagescope_linux::system::map_own_files();
         let frames = match settings.pagemap_above {
             0 => None,
             _ => Frames::open(&settings.root.proc).ok(),
