@@ -75,7 +75,24 @@ impl<'a> Column<'a> {
         }
     }
 
+    #[inline]
     pub(crate) fn next(&mut self) -> Result<u64, String> {
+        // Most values of most columns are one byte, most of the rest two.
+        match self.bytes.get(self.pos..self.pos + 2) {
+            Some(&[b, _]) if b < 0x80 => {
+                self.pos += 1;
+                Ok(b.into())
+            }
+            Some(&[b, c]) if c < 0x80 => {
+                self.pos += 2;
+                Ok((b & 0x7f) as u64 | (c as u64) << 7)
+            }
+            _ => self.next_long(),
+        }
+    }
+
+    #[inline(never)]
+    fn next_long(&mut self) -> Result<u64, String> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
             let Some(&b) = self.bytes.get(self.pos) else {

@@ -174,6 +174,28 @@ pub struct FrameReader<R: Read> {
     kind: Kind,
     version: u16,
     offset: u64,
+    zstd: Dctx,
+}
+
+/// A zstd decompression context kept from frame to frame (making one
+/// costs more than decompressing a small frame), made at first use.
+#[derive(Default)]
+struct Dctx(Option<zstd::bulk::Decompressor<'static>>);
+
+impl std::fmt::Debug for Dctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Dctx")
+    }
+}
+
+impl Dctx {
+    fn decompress(&mut self, stored: &[u8], raw_len: usize) -> io::Result<Vec<u8>> {
+        let d = match &mut self.0 {
+            Some(d) => d,
+            none => none.insert(zstd::bulk::Decompressor::new()?),
+        };
+        d.decompress(stored, raw_len)
+    }
 }
 
 /// Reads until `buf` is full or the input ends; returns bytes read.
@@ -231,6 +253,7 @@ impl<R: Read> FrameReader<R> {
             kind,
             version,
             offset: FILE_HEADER as u64,
+            zstd: Dctx::default(),
         })
     }
 
@@ -304,7 +327,9 @@ impl<R: Read> FrameReader<R> {
         let payload = if known.is_none() {
             Vec::new()
         } else if flags & FLAG_ZSTD != 0 {
-            let out = zstd::bulk::decompress(&stored, raw_len as usize)
+            let out = self
+                .zstd
+                .decompress(&stored, raw_len as usize)
                 .map_err(|e| bad(format!("cannot decompress: {e}")))?;
             if out.len() != raw_len as usize {
                 return Err(bad("decompressed size differs from the header".into()));

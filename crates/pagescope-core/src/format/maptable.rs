@@ -11,18 +11,46 @@
 //! wrong prediction costs bytes, never correctness.
 
 use crate::trace::Mapping;
+use rustc_hash::FxHashMap;
 use std::cell::Cell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+/// Sets of the cache of recent predictions.
+const RECENT: usize = 256;
+
+/// A range a prediction found: `(pid, start, end, id)`.
+type Found = Option<(u32, u64, u64, u32)>;
 
 /// Per process, address ranges to mapping ids; later records replace the
 /// parts of earlier ones they overlap.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct MappingTable {
-    by_pid: HashMap<u32, BTreeMap<u64, (u64, u32)>>,
-    /// The range the last prediction found, `(pid, start, end, id)`:
-    /// consecutive references mostly fall in one mapping, and checking it
-    /// first spares a hash and a tree lookup. Cleared by every insert.
-    last: Cell<Option<(u32, u64, u64, u32)>>,
+    by_pid: FxHashMap<u32, BTreeMap<u64, (u64, u32)>>,
+    /// The ranges recent predictions found, per 1 MiB block of address
+    /// (consecutive blocks in consecutive sets), the two newest of each:
+    /// references mostly fall in mappings referenced just before, and a
+    /// hit spares a hash and a tree lookup. A program that touches many
+    /// mappings at random finds them all here: python3's heap is arenas
+    /// of 1 MiB, each a mapping, not aligned (so a block holds parts of
+    /// two), and one entry for the last range missed about every other
+    /// time. Cleared by every insert.
+    recent: [[Cell<Found>; 2]; RECENT],
+}
+
+impl Default for MappingTable {
+    fn default() -> MappingTable {
+        MappingTable {
+            by_pid: FxHashMap::default(),
+            recent: std::array::from_fn(|_| [Cell::new(None), Cell::new(None)]),
+        }
+    }
+}
+
+/// The set of the cache of recent predictions that `addr` in `pid` uses:
+/// its 1 MiB block, offset by a hash of the process.
+#[inline]
+fn way(pid: u32, addr: u64) -> usize {
+    ((addr >> 20) ^ (pid as u64).wrapping_mul(0x9e37_79b9)) as usize % RECENT
 }
 
 impl MappingTable {
@@ -31,7 +59,9 @@ impl MappingTable {
         if m.end <= m.start {
             return;
         }
-        self.last.set(None);
+        for w in self.recent.iter().flatten() {
+            w.set(None);
+        }
         let ranges = self.by_pid.entry(m.pid).or_default();
         // Every range that overlaps [start, end): the last one starting
         // before `start`, and those starting inside.
@@ -54,15 +84,30 @@ impl MappingTable {
     }
 
     /// The mapping id that the records so far give `addr` in `pid`.
+    #[inline]
     pub fn predict(&self, pid: u32, addr: u64) -> Option<u32> {
-        if let Some((p, start, end, id)) = self.last.get() {
+        let [newest, older] = &self.recent[way(pid, addr)];
+        if let Some((p, start, end, id)) = newest.get() {
             if p == pid && (start..end).contains(&addr) {
                 return Some(id);
             }
         }
+        if let Some((p, start, end, id)) = older.get() {
+            if p == pid && (start..end).contains(&addr) {
+                newest.swap(older);
+                return Some(id);
+            }
+        }
+        self.look_up(pid, addr)
+    }
+
+    /// [`MappingTable::predict`] past the cache, which it fills.
+    #[inline(never)]
+    fn look_up(&self, pid: u32, addr: u64) -> Option<u32> {
         let (&start, &(end, id)) = self.by_pid.get(&pid)?.range(..=addr).next_back()?;
         if addr < end {
-            self.last.set(Some((pid, start, end, id)));
+            let [newest, older] = &self.recent[way(pid, addr)];
+            older.set(newest.replace(Some((pid, start, end, id))));
             Some(id)
         } else {
             None

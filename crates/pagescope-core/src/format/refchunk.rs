@@ -107,36 +107,57 @@ pub fn encode_refs_folded(
 /// In a chunk of type 28, each page number is stored against the last
 /// page of the same thread in the chunk (threads that interleave each
 /// keep their own run), else against the previous reference's; in older
-/// chunks, always the previous reference's.
+/// chunks, always the previous reference's. The running thread's page is
+/// kept apart from the others': the map is touched only when the thread
+/// changes.
 struct ThreadPages {
-    last: Option<rustc_hash::FxHashMap<u32, u64>>,
+    per_thread: bool,
+    /// The thread of the last reference and its page.
+    current: Option<(u32, u64)>,
+    others: rustc_hash::FxHashMap<u32, u64>,
 }
 
 impl ThreadPages {
     fn new(per_thread: bool) -> ThreadPages {
         ThreadPages {
-            last: per_thread.then(Default::default),
+            per_thread,
+            current: None,
+            others: Default::default(),
         }
     }
 
     /// The page a reference of `tid` is stored against; `previous` is
     /// the previous reference's.
+    #[inline]
     fn base(&self, tid: u32, previous: u64) -> u64 {
-        self.last
-            .as_ref()
-            .and_then(|m| m.get(&tid).copied())
-            .unwrap_or(previous)
+        if !self.per_thread {
+            return previous;
+        }
+        match self.current {
+            Some((t, page)) if t == tid => page,
+            _ => self.others.get(&tid).copied().unwrap_or(previous),
+        }
     }
 
+    #[inline]
     fn set(&mut self, tid: u32, page: u64) {
-        if let Some(m) = self.last.as_mut() {
-            m.insert(tid, page);
+        if !self.per_thread {
+            return;
+        }
+        match &mut self.current {
+            Some((t, p)) if *t == tid => *p = page,
+            current => {
+                if let Some((t, p)) = current.replace((tid, page)) {
+                    self.others.insert(t, p);
+                }
+            }
         }
     }
 }
 
 /// The mapping id a reference's is stored against: the table's
 /// prediction, else the previous reference's.
+#[inline]
 fn predicted(table: Option<&MappingTable>, pid: u32, addr: u64, previous: u32) -> u32 {
     table.and_then(|t| t.predict(pid, addr)).unwrap_or(previous)
 }
@@ -203,11 +224,13 @@ fn encode(
 
 /// `v` changed by `delta`, or an error where the sum leaves 64 bits (it
 /// must then be out of the 32 bits [`to_u32`] takes anyway).
+#[inline]
 fn moved(v: i64, delta: i64, what: &str) -> std::result::Result<i64, String> {
     v.checked_add(delta)
         .ok_or_else(|| format!("reference chunk: {what} change {delta} out of range"))
 }
 
+#[inline]
 fn to_u32(v: i64, what: &str) -> std::result::Result<u32, String> {
     u32::try_from(v).map_err(|_| format!("reference chunk: {what} {v} out of range"))
 }
