@@ -2,7 +2,8 @@
 # `pagescope analyze TRACE mrc`: references per second of the exact LRU
 # curve (--lru-only), of LRU with FIFO and CLOCK, and of SHARDS samples
 # (--sample 0.01, 0.001), and the samples' mean absolute error against
-# the exact LRU curve.
+# the exact LRU curve (over the report's sizes and over libCacheSim's 100
+# evenly spaced ones).
 #
 # The traces are real programs traced with `pagescope trace`:
 #   - python3 sorting 2 000 000 random floats, pool 8 MiB: about 12 M

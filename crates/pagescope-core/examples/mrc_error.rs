@@ -1,7 +1,10 @@
 //! The error of SHARDS curves (`analyze mrc --sample RATE`) against the
 //! exact one, on a trace: the mean absolute error of the LRU miss ratio
 //! over the sizes the report gives (all of them, and those at or above
-//! the tracer's pool), the largest, and the time of each. The figures of
+//! the tracer's pool), the largest, and the time of each; and the mean
+//! absolute error over libCacheSim's grid (`mrcProfiler --size=0.01,1,100`:
+//! 100 sizes evenly spaced from 1% to 100% of the distinct pages), the
+//! one its published SHARDS errors are measured on. The figures of
 //! docs/performance.md come from it:
 //!
 //! ```text
@@ -30,6 +33,11 @@ fn main() {
     let sizes = exact.sizes();
     let pool = exact.maps.header.as_ref().map_or(0, |h| h.pool_pages);
     let e = exact.lru_curve(&sizes);
+    let distinct = exact.distinct_pages();
+    let grid: Vec<u64> = (1..=100u64)
+        .map(|i| ((i * distinct) as f64 / 100.0).round().max(1.0) as u64)
+        .collect();
+    let eg = exact.lru_curve(&grid);
     println!(
         "exact: {} references, {} pages, {} sizes, {secs:.3} s ({:.1} M refs/s)",
         exact.references(),
@@ -42,6 +50,9 @@ fn main() {
         let mut m = Mrc::new().sampled(Sampling::new(rate).expect("a rate in (0, 1]"));
         let secs = read(path, &mut m);
         let s = m.lru_curve(&sizes);
+        let sg = m.lru_curve(&grid);
+        let grid_mae =
+            eg.iter().zip(&sg).map(|(a, b)| (a - b).abs()).sum::<f64>() / grid.len() as f64;
         let err: Vec<(u64, f64)> = sizes
             .iter()
             .zip(e.iter().zip(&s))
@@ -53,7 +64,8 @@ fn main() {
         };
         println!(
             "rate {rate}: {} sampled references, {secs:.3} s ({:.1} M refs/s); mean absolute \
-             error {:.5} over all sizes, {:.5} at or above the pool ({pool} pages); largest {:.5}",
+             error {:.5} over all sizes, {:.5} at or above the pool ({pool} pages); largest {:.5}; \
+             {grid_mae:.5} over libCacheSim's grid",
             m.sampled_references(),
             m.references() as f64 / secs / 1e6,
             mae(&|_| true),
