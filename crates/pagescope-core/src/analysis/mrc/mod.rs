@@ -218,7 +218,11 @@ pub struct Mrc {
     /// Header and mappings.
     pub maps: TraceMaps,
     ids: PageIds,
+    /// The page ids of the references kept, in order: all of them, or,
+    /// with LRU alone, those not yet handed to the stack distances.
     stream: Vec<u32>,
+    /// References kept (in the sample, or all).
+    kept: u64,
     lru: Lru,
     pid: Option<u32>,
     sample: Option<Sampling>,
@@ -264,7 +268,7 @@ impl Mrc {
 
     /// References in the sample (all of them, unsampled).
     pub fn sampled_references(&self) -> u64 {
-        self.stream.len() as u64
+        self.kept
     }
 
     /// Distinct pages seen (exact, sampled or not).
@@ -319,7 +323,7 @@ impl Mrc {
         let (rate, expected) = match self.sample {
             Some(_) => (
                 self.ids.numbered as f64 / self.ids.seen.max(1) as f64,
-                self.stream.len() as f64,
+                self.kept as f64,
             ),
             None => (1.0, self.references as f64),
         };
@@ -408,16 +412,20 @@ struct Lru {
     sender: Mutex<Option<SyncSender<Vec<u32>>>>,
     worker: Mutex<Option<JoinHandle<StackDistance>>>,
     done: OnceLock<StackDistance>,
-    /// Page ids of the stream handed on so far.
+    /// Page ids of the stream handed on so far, where the stream is kept.
     sent: usize,
+    /// Page ids were handed on and not kept.
+    moved: bool,
     /// No thread could be made: count at the end.
     inline: bool,
 }
 
 impl Lru {
     /// Hands on the page ids of `stream` not yet handed on, once there
-    /// are [`SEND`] of them.
-    fn send(&mut self, stream: &[u32]) {
+    /// are [`SEND`] of them: copies where the stream is to be `kept`
+    /// (FIFO and CLOCK read it), else the ids themselves, which leave
+    /// the stream.
+    fn send(&mut self, stream: &mut Vec<u32>, kept: bool) {
         if self.inline || stream.len() - self.sent < SEND {
             return;
         }
@@ -444,18 +452,24 @@ impl Lru {
                 }
             }
         }
-        if let Some(tx) = sender {
-            if tx.send(stream[self.sent..].to_vec()).is_err() {
-                // The thread is gone (it panicked): count at the end.
-                *sender = None;
-                self.inline = true;
-            }
+        let Some(tx) = sender else { return };
+        let ids = if kept {
+            let ids = stream[self.sent..].to_vec();
             self.sent = stream.len();
+            ids
+        } else {
+            self.moved = true;
+            std::mem::replace(stream, Vec::with_capacity(SEND))
+        };
+        if tx.send(ids).is_err() {
+            // The thread is gone (it panicked): count at the end.
+            *sender = None;
+            self.inline = true;
         }
     }
 
-    /// The distances of every reference of `stream`: those handed on,
-    /// counted by the thread, and the rest.
+    /// The distances of every reference: those handed on, counted by the
+    /// thread, and the rest, in `stream`.
     fn stack(&self, stream: &[u32]) -> &StackDistance {
         self.done.get_or_init(|| {
             // The thread ends when its channel closes.
@@ -463,6 +477,9 @@ impl Lru {
             let worker = self.worker.lock().expect("not poisoned").take();
             let mut s = match worker.map(JoinHandle::join) {
                 Some(Ok(s)) if !self.inline => s,
+                // The ids it was handed are gone with it: its panic is
+                // the only answer.
+                Some(Err(panic)) if self.moved => std::panic::resume_unwind(panic),
                 _ => {
                     let mut s = StackDistance::default();
                     s.push_all(&stream[..self.sent]);
@@ -550,8 +567,9 @@ impl TraceVisitor for Mrc {
                 continue;
             };
             self.stream.push(id);
+            self.kept += 1;
         }
-        self.lru.send(&self.stream);
+        self.lru.send(&mut self.stream, !self.lru_only);
         Ok(())
     }
 }
@@ -736,17 +754,20 @@ mod tests {
                 }
             })
             .collect();
-        let mut m = Mrc::new().lru_only();
-        for c in pages.chunks(10_000) {
-            let refs: Vec<Ref> = c.iter().map(|&p| at(p)).collect();
-            m.refs(&refs).unwrap();
-        }
         let mut whole = StackDistance::default();
         whole.push_all(&pages.iter().map(|&p| p as u32).collect::<Vec<_>>());
         let n = pages.len() as f64;
         let sizes = [1, 10, 1_000, 5_999, 6_000, 8_000, 9_000, 20_000];
-        for (&size, lru) in sizes.iter().zip(m.lru_curve(&sizes)) {
-            assert_eq!(lru, whole.lru_misses(size) as f64 / n, "{size} pages");
+        // LRU alone hands its ids on; with FIFO and CLOCK it keeps them.
+        for mut m in [Mrc::new().lru_only(), Mrc::new()] {
+            for c in pages.chunks(10_000) {
+                let refs: Vec<Ref> = c.iter().map(|&p| at(p)).collect();
+                m.refs(&refs).unwrap();
+            }
+            assert_eq!(m.sampled_references(), pages.len() as u64);
+            for (&size, lru) in sizes.iter().zip(m.lru_curve(&sizes)) {
+                assert_eq!(lru, whole.lru_misses(size) as f64 / n, "{size} pages");
+            }
         }
     }
 
