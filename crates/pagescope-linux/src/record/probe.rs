@@ -4,6 +4,7 @@
 
 use pagescope_core::record::{Backend, Granularity, Interval, WriteSource};
 use pagescope_core::{Error, Result};
+use std::time::Instant;
 
 /// A source of reference bits.
 pub trait Probe {
@@ -21,6 +22,14 @@ pub trait Probe {
     /// Adds what `pids` referenced since the last reset or collect to
     /// `out`, and clears the bits again for the next interval.
     fn collect(&mut self, pids: &[u32], out: &mut Interval) -> Result<()>;
+    /// When the interval just collected ended, for a backend that cuts
+    /// it at one instant of its own inside [`Probe::collect`] (the fault
+    /// backend holds faults there): what came in until then is in the
+    /// interval, whatever came later is in the next. `None` where the
+    /// cut is the recorder's, taken before collecting.
+    fn cut(&self) -> Option<Instant> {
+        None
+    }
     /// What the backend does not see of the targets' memory, for the
     /// header's notes, where it says so itself.
     fn coverage_note(&self) -> Option<String> {

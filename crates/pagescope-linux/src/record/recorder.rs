@@ -297,7 +297,11 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         let pids: Vec<u32> = denied_at_start.iter().copied().collect();
         notes.push(procfs::denied_note(&pids, DENIED_MISSING));
     }
+    // Read together, so that times in the recording (from `start`) and
+    // the header's clocks agree: the header takes a while to build.
     let start = Instant::now();
+    let (start_unix_ns, start_monotonic_ns) =
+        (now_ns(ClockId::Realtime), now_ns(ClockId::Monotonic));
     let backend = rec.probe.backend();
     let header = RecordHeader {
         sample: Some(if backend == Backend::Fault {
@@ -314,8 +318,8 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         writes: rec.probe.writes(),
         frozen,
         scope,
-        start_unix_ns: now_ns(ClockId::Realtime),
-        start_monotonic_ns: now_ns(ClockId::Monotonic),
+        start_unix_ns,
+        start_monotonic_ns,
         kernel: crate::system::kernel_release(),
         notes,
         nodes: crate::node::block_size(&rec.root.sys)
@@ -443,7 +447,7 @@ fn run(
                 rec.on_exit(e);
             }
         }
-        let ended = Instant::now();
+        let mut ended = Instant::now();
         let pids = rec.targets()?;
         let mut interval = Interval {
             seq,
@@ -459,6 +463,10 @@ fn run(
             .filter(|p| rec.seen.contains(p))
             .collect();
         let collected = rec.probe.collect(&known, &mut interval);
+        if let Some(cut) = rec.probe.cut() {
+            ended = cut.max(begun);
+            interval.end_ns = (ended - start).as_nanos() as u64;
+        }
         // New processes are attached and reset while everything is stopped.
         let attached = rec.attach_new(&pids);
         let fresh: Vec<u32> = pids

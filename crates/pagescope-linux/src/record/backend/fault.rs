@@ -32,6 +32,7 @@ use pagescope_core::record::{Backend, Granularity, Interval, WriteSource};
 use pagescope_core::Result;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// See the module documentation.
 #[derive(Debug)]
@@ -45,6 +46,8 @@ pub struct Fault {
     /// What the tracer logged after the last boundary when the program
     /// ended (taken as the tracer was stopped), for the last interval.
     last: Vec<crate::trace::Sampled>,
+    /// When the last boundary held the faults (see [`Probe::cut`]).
+    cut: Option<Instant>,
     buf: Vec<u8>,
 }
 
@@ -59,6 +62,7 @@ impl Fault {
             fraction,
             sampler: None,
             last: Vec::new(),
+            cut: None,
             buf: Vec::new(),
         }
     }
@@ -114,9 +118,18 @@ impl Probe for Fault {
 
     fn collect(&mut self, _pids: &[u32], out: &mut Interval) -> Result<()> {
         let sampler = self.sampler.as_ref();
+        // The interval ends once faults are held: a fault served later
+        // comes in the next one.
         let mut refs = match sampler {
-            Some(s) => s.take(),
-            None => std::mem::take(&mut self.last),
+            Some(s) => {
+                let refs = s.take();
+                self.cut = Some(Instant::now());
+                refs
+            }
+            None => {
+                self.cut = None;
+                std::mem::take(&mut self.last)
+            }
         };
         if refs.is_empty() && sampler.is_none() {
             return Ok(());
@@ -192,6 +205,10 @@ impl Probe for Fault {
         }
         tally.finish(out);
         Ok(())
+    }
+
+    fn cut(&self) -> Option<Instant> {
+        self.cut
     }
 }
 
