@@ -147,14 +147,8 @@ fn process_value(text: &str, name: &str, pid: u32) -> Option<u64> {
         .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
 }
 
-/// The held pagetest's figures against its smaps_rollup, within a page.
-fn assert_matches_rollup(text: &str, pid: u32) {
-    if let Err(e) = matches_rollup(text, pid) {
-        panic!("{e}");
-    }
-}
-
-/// As [`assert_matches_rollup`], for `pids`, at the first of up to ten
+/// Asserts that the figures of each of `pids` match its smaps_rollup
+/// within a page ([`matches_rollup`]), at the first of up to ten
 /// collections from `text` on: on a machine where other programs start and
 /// end, their shared libraries' pages change every process's PSS by a few
 /// pages between a collection and the test's own read of smaps_rollup.
@@ -206,7 +200,7 @@ fn process_figures_are_smaps_rollup() {
         |m| process_value(m, "pagescope_process_pss_bytes", pid).is_some(),
         "pagetest",
     );
-    assert_matches_rollup(&text, pid);
+    let text = matches_rollup_soon(&serve, text, &[pid]);
     // Labels: pid and comm, no command line unless asked; no kernel
     // thread (kthreadd, pid 2).
     let line = text
@@ -356,7 +350,7 @@ fn a_process_above_the_working_set_cap_keeps_its_referenced_bits() {
     while age_of(&text, pid).unwrap() >= first_age {
         text = serve.next_collection(&text);
     }
-    assert_matches_rollup(&text, pid);
+    text = matches_rollup_soon(&serve, text, &[pid]);
     assert_eq!(
         process_value(&text, "pagescope_process_working_set_bytes", pid),
         None
