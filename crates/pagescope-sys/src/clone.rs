@@ -242,21 +242,30 @@ pub fn fork() -> io::Result<Forked> {
 /// Forks a child that stops itself (`SIGSTOP`) and, once continued,
 /// runs `path` with arguments `argv` (`execv`: the environment is this
 /// process's); where the exec fails it writes `pagescope: exec failed`
-/// to its standard error and exits with status 127. Returns the child's
-/// pid. Any process may call it, threaded or not: the child makes only
-/// async-signal-safe calls, on memory prepared before the fork.
+/// to its standard error and exits with status 127. The program starts
+/// with the signals as this process was given them: the mask from
+/// before pagescope blocked its own ([`crate::signals::launch_mask`]),
+/// and SIGPIPE at its default (the Rust runtime ignores it, and an
+/// ignored signal stays ignored across exec: a program writing into a
+/// closed pipe would see EPIPE where it would have died quietly).
+/// Returns the child's pid. Any process may call it, threaded or not:
+/// the child makes only async-signal-safe calls, on memory prepared
+/// before the fork.
 pub fn fork_exec_stopped(path: &CStr, argv: &[CString]) -> io::Result<i32> {
     let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     ptrs.push(std::ptr::null());
     let msg = b"pagescope: exec failed\n";
-    // SAFETY: the child only calls async-signal-safe functions (raise,
-    // execv, write, _exit) on memory prepared before the fork (`path`,
-    // the NUL-terminated `ptrs` to `argv`'s strings, `msg`), and never
-    // returns.
+    let mask = crate::signals::launch_mask();
+    // SAFETY: the child only calls async-signal-safe functions (signal,
+    // sigprocmask, raise, execv, write, _exit) on memory prepared before
+    // the fork (`path`, the NUL-terminated `ptrs` to `argv`'s strings,
+    // `msg`, `mask`), and never returns.
     match unsafe { libc::fork() } {
         pid if pid < 0 => Err(io::Error::last_os_error()),
         // SAFETY: as above.
         0 => unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            libc::sigprocmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut());
             libc::raise(libc::SIGSTOP);
             libc::execv(path.as_ptr(), ptrs.as_ptr());
             libc::write(2, msg.as_ptr().cast(), msg.len());

@@ -7,6 +7,7 @@
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// `pid` as the `pid_t` of one process or thread: not 0 nor above
@@ -105,8 +106,16 @@ pub fn any_pending(signals: &[i32]) -> bool {
     }
 }
 
+/// The signal mask of the thread that first blocked signals here
+/// ([`block_in_thread`]), as it was before: the mask this process was
+/// given (pagescope blocks its signals in its first thread before any
+/// other starts), which the programs it launches get back.
+static GIVEN_MASK: OnceLock<libc::sigset_t> = OnceLock::new();
+
 /// Blocks `signals` in the calling thread (`block`), or unblocks them;
-/// threads it starts later inherit its mask.
+/// threads it starts later inherit its mask. The first time it blocks,
+/// the mask before is kept for the programs this process launches
+/// ([`launch_with_given_signals`]).
 pub fn block_in_thread(signals: &[i32], block: bool) -> io::Result<()> {
     let set = set_of(signals);
     let how = if block {
@@ -114,11 +123,51 @@ pub fn block_in_thread(signals: &[i32], block: bool) -> io::Result<()> {
     } else {
         libc::SIG_UNBLOCK
     };
-    // SAFETY: `set` is a valid set for the call; the old mask is not asked
-    // for (null).
-    match unsafe { libc::pthread_sigmask(how, &set, std::ptr::null_mut()) } {
-        0 => Ok(()),
+    // SAFETY: an all-zero set is a valid place for the old mask.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid set for the call, `old` a valid place for
+    // the old mask.
+    match unsafe { libc::pthread_sigmask(how, &set, &mut old) } {
+        0 => {
+            if block {
+                let _ = GIVEN_MASK.set(old);
+            }
+            Ok(())
+        }
         e => Err(io::Error::from_raw_os_error(e)),
+    }
+}
+
+/// The mask a launched program starts with: the one this process was
+/// given, or, if it never blocked a signal, the calling thread's.
+pub(crate) fn launch_mask() -> libc::sigset_t {
+    if let Some(&mask) = GIVEN_MASK.get() {
+        return mask;
+    }
+    let mut now = set_of(&[]);
+    // SAFETY: a null new set only asks for the current mask, into `now`.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut now) };
+    now
+}
+
+/// Makes `cmd`'s program start with the signal mask this process was
+/// given ([`launch_mask`]), not the one pagescope blocks its own signals
+/// with: a program launched with SIGINT and SIGTERM blocked could not be
+/// interrupted nor ended. (`Command` resets SIGPIPE, which the Rust
+/// runtime ignores, to its default itself.)
+pub fn launch_with_given_signals(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let mask = launch_mask();
+    // SAFETY: the closure runs in the child between fork and exec, and
+    // makes one async-signal-safe call (sigprocmask) on a copy of the
+    // mask made before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::sigprocmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut()) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }
 

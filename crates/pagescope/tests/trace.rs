@@ -2232,3 +2232,59 @@ fn full_filesystem_mid_trace_ends_the_traced_program() {
     require_trace!();
     full_filesystem_ends_the_traced_program(4096);
 }
+
+/// A program pagescope launches (`trace`, and `record` with the refs and
+/// the fault backends) starts with the signals it would have been given
+/// without pagescope: the mask pagescope was given, not the one it blocks
+/// SIGINT, SIGTERM and SIGCHLD with for itself, and SIGPIPE at its
+/// default, not ignored as the Rust runtime ignores it. The truth is the
+/// same shell run by the test: the same mask and ignored set, `yes`
+/// ending quietly of SIGPIPE (ignored, it would say "Broken pipe"), and
+/// SIGTERM ending the shell. Signals 1 to 31 are compared: those above
+/// are real-time ones, and the lowest two of them the C library's own
+/// (glibc's thread cancellation and set*id broadcast), which it handles
+/// itself.
+#[test]
+fn a_launched_program_gets_the_signals_it_would_have_had() {
+    require_trace!();
+    const SCRIPT: &str =
+        "grep -E '^Sig(Blk|Ign)' /proc/self/status; yes | head -1; kill -TERM $$; echo survived";
+    let untraced = Command::new("sh").args(["-c", SCRIPT]).output().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(untraced.status.signal(), Some(15), "{untraced:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let out = temp_path(dir.path(), "s.out");
+    for how in [
+        &["trace", "-q", "-o", &out][..],
+        &["record", "-q", "--backend", "refs", "-o", &out],
+        &["record", "-q", "--backend", "fault", "-o", &out],
+    ] {
+        let mut args = how.to_vec();
+        args.extend(["--", "sh", "-c", SCRIPT]);
+        let o = run(&[], &args);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(
+            standard_signals(&o.stdout),
+            standard_signals(&untraced.stdout),
+            "{how:?}: {stderr}"
+        );
+        assert!(!stderr.contains("Broken pipe"), "{how:?}: {stderr}");
+        assert_eq!(o.status.code(), Some(128 + 15), "{how:?}: {stderr}");
+        std::fs::remove_file(&out).unwrap();
+    }
+}
+
+/// The lines of `out`, each `SigBlk:` and `SigIgn:` set kept to signals 1
+/// to 31.
+fn standard_signals(out: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .map(|l| match l.split_once(":\t") {
+            Some((k, v)) if k.starts_with("Sig") => {
+                let set = u64::from_str_radix(v, 16).expect("a signal set in hex");
+                format!("{k}: {:#x}", set & 0x7fff_ffff)
+            }
+            _ => l.to_string(),
+        })
+        .collect()
+}

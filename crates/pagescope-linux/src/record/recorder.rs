@@ -280,11 +280,12 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         if let Target::Command(argv) = &config.target {
             rec.child = Some(match pid {
                 Some(pid) => pid,
-                None => std::process::Command::new(&argv[0])
-                    .args(&argv[1..])
-                    .spawn()
-                    .map_err(|e| Error::io(&argv[0], e))?
-                    .id(),
+                None => {
+                    let mut cmd = std::process::Command::new(&argv[0]);
+                    cmd.args(&argv[1..]);
+                    pagescope_sys::signals::launch_with_given_signals(&mut cmd);
+                    cmd.spawn().map_err(|e| Error::io(&argv[0], e))?.id()
+                }
             });
         }
     }
