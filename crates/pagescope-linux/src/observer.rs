@@ -12,6 +12,11 @@
 //! removed when the holder lets go normally; one a killed holder left is
 //! removed by the next observer, and by `trace --release`).
 //!
+//! `record -- CMD` takes the lock on the command it launched too. What
+//! clears other processes' referenced bits for figures of its own (the
+//! working set of `serve` and `top`) leaves every locked process alone
+//! ([`observed`]).
+//!
 //! Only pagescope's own instances see the lock; another tool's clear_refs
 //! or userfaultfd is not seen (the recorders note that possibility).
 
@@ -169,21 +174,11 @@ pub fn sweep_abandoned(dir: &Path) {
         return;
     };
     for entry in entries.flatten() {
-        let name = entry.file_name();
-        let is_lock = name
-            .to_str()
-            .and_then(|n| n.strip_suffix(".lock"))
-            .and_then(|n| n.split_once('-'))
-            .is_some_and(|(p, s)| p.parse::<u32>().is_ok() && s.parse::<u64>().is_ok());
-        if !is_lock {
+        if lock_of(&entry.file_name()).is_none() {
             continue;
         }
         let path = entry.path();
-        let Ok(fd) = rustix::fs::open(
-            &path,
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        ) else {
+        let Ok(fd) = open_lock(&path) else {
             continue;
         };
         // Removed while locked, as an observer removes its own.
@@ -191,6 +186,47 @@ pub fn sweep_abandoned(dir: &Path) {
             let _ = std::fs::remove_file(&path);
         }
     }
+}
+
+/// The processes another pagescope observes now (`record --pid`,
+/// `trace --pid`, the command `record` launched): the `(pid, start
+/// time)` of each lock in `dir` that its observer holds. Whatever clears
+/// processes' referenced bits for figures of its own (the `refs` working
+/// set of `serve` and `top`) leaves these alone: the observer's figures
+/// are the bits it clears itself. Empty where there are no locks (none
+/// taken, or no permission to read them).
+pub fn observed(dir: &Path) -> std::collections::HashSet<(u32, u64)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Default::default();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let target = lock_of(&entry.file_name())?;
+            let fd = open_lock(&entry.path()).ok()?;
+            // Held by its observer (exclusive), a shared lock is refused;
+            // one taken is let go at once, as a sweep lets go of the
+            // locks it keeps (an observer taking it meanwhile retries).
+            let held = flock(&fd, FlockOperation::NonBlockingLockShared)
+                .is_err_and(|e| e == rustix::io::Errno::WOULDBLOCK);
+            held.then_some(target)
+        })
+        .collect()
+}
+
+/// The process a lock file's name (`PID-START.lock`) names.
+fn lock_of(name: &std::ffi::OsStr) -> Option<(u32, u64)> {
+    let (pid, start) = name.to_str()?.strip_suffix(".lock")?.split_once('-')?;
+    Some((pid.parse().ok()?, start.parse().ok()?))
+}
+
+/// Opens a lock file to test or take its lock, not following a link.
+fn open_lock(path: &Path) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
 }
 
 /// The start time of `pid` (field 22 of its stat, in clock ticks since
@@ -258,5 +294,31 @@ mod tests {
         let mut want = vec!["2-2.lock".to_string(), mine, "notes.txt".to_string()];
         want.sort();
         assert_eq!(names, want);
+    }
+
+    /// Observed are the processes whose locks are held, and only while
+    /// they are: not those a killed observer left, nor what is not a lock.
+    #[test]
+    fn observed_are_the_processes_whose_locks_are_held() {
+        let locks = tempfile::tempdir().unwrap();
+        let proc_root = &crate::Root::default().proc;
+        let me = std::process::id();
+        for name in ["1-1.lock", "3-x.lock", "notes.txt"] {
+            std::fs::write(locks.path().join(name), "(pid 1, `trace`)\n").unwrap();
+        }
+        assert!(observed(locks.path()).is_empty());
+        let lock = ObserverLock::acquire_in(locks.path(), proc_root, me, "record")
+            .unwrap()
+            .unwrap();
+        let start = start_time(proc_root, me).unwrap();
+        assert_eq!(observed(locks.path()), [(me, start)].into());
+        // Testing a lock does not take it from its holder, nor keep it
+        // from the next observer.
+        assert!(ObserverLock::acquire_in(locks.path(), proc_root, me, "trace").is_err());
+        drop(lock);
+        assert!(observed(locks.path()).is_empty());
+        let again = ObserverLock::acquire_in(locks.path(), proc_root, me, "trace").unwrap();
+        assert!(again.is_some());
+        assert!(observed(Path::new("/nonexistent/pagescope")).is_empty());
     }
 }

@@ -1464,6 +1464,54 @@ fn recordings_are_private_and_never_written_through_a_symlink() {
     assert!(r.intervals.len() >= 3, "{} intervals", r.intervals.len());
 }
 
+/// The command `record` launched is observed as a process of `--pid` is:
+/// its lock is held while it is recorded (so that `serve` and `top` leave
+/// its referenced bits alone), and gone once the recorder ends.
+#[test]
+fn a_launched_command_is_locked_while_recorded() {
+    let _guard = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = temp_path(dir.path(), "l.rec");
+    let bin = pagescope_bin();
+    let wrapper = [
+        bin.to_str().unwrap(),
+        "record",
+        "-q",
+        "--backend",
+        "refs",
+        "--interval",
+        "100ms",
+        "-o",
+        &out,
+        "--",
+    ];
+    let mut pt = Pagetest::start(&wrapper, &["--size", "4M", "--hold"], "done");
+    let pid = pt.pid();
+    let start = pagescope_linux::procfs::ProcDir::at(Path::new("/proc"), pid)
+        .stat(&mut Vec::new())
+        .unwrap()
+        .start_time;
+    let locks = Path::new(pagescope_linux::observer::LOCK_DIR);
+    assert!(
+        pagescope_linux::observer::observed(locks).contains(&(pid, start)),
+        "the launched pagetest {pid} is not locked"
+    );
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&pt.child),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    // Let go, the held pagetest runs on: end it, and the recorder with it.
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    pt.child.wait().unwrap();
+    assert!(!pagescope_linux::observer::observed(locks).contains(&(pid, start)));
+    assert!(!locks.join(format!("{pid}-{start}.lock")).exists());
+}
+
 /// `record -o -` streams the recording to standard output (the launched
 /// program's own output goes to standard error), and `analyze -` reads
 /// it back from standard input.

@@ -341,31 +341,50 @@ fn a_process_above_the_working_set_cap_keeps_its_referenced_bits() {
         "--max-working-set-size",
         "32M",
     ]);
-    let mut text = serve.wait_for(
+    let text = serve.wait_for(
         |m| process_value(m, "pagescope_process_pss_bytes", pid).is_some(),
         "pagetest",
     );
     // Walked again at least once more (--max-age), never cleared.
-    let first_age = age_of(&text, pid).unwrap();
-    while age_of(&text, pid).unwrap() >= first_age {
+    let text = walked_again(&serve, text, pid);
+    let text = matches_rollup_soon(&serve, text, &[pid]);
+    assert_bits_left_alone(&text, pid, "above the cap");
+}
+
+/// A process another pagescope observes (the lock that `record --pid`
+/// takes, here taken by the test itself) keeps its referenced bits: the
+/// observer's figures are the bits it reads and clears itself. It has no
+/// working set and is counted as left out; once the observer lets go,
+/// its bits are cleared again and it has a working set.
+#[test]
+fn a_process_another_pagescope_observes_keeps_its_referenced_bits() {
+    let _g = serial();
+    let pt = Pagetest::start(&[], &["--size", "64M", "--hold"], "done");
+    let pid = pt.pid();
+    let lock = pagescope_linux::observer::ObserverLock::acquire(Path::new("/proc"), pid, "record")
+        .unwrap()
+        .expect("the tests run as root, who takes observer locks");
+    let serve = Serve::start(&["--interval", "300ms", "--budget", "100", "--max-age", "1s"]);
+    let text = serve.wait_for(
+        |m| process_value(m, "pagescope_process_pss_bytes", pid).is_some(),
+        "pagetest",
+    );
+    // Walked again at least once more (--max-age), never cleared.
+    let mut text = walked_again(&serve, text, pid);
+    assert_bits_left_alone(&text, pid, "observed");
+    drop(lock);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while process_value(&text, "pagescope_process_working_set_bytes", pid).is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "no working set 30 s after the observer let go"
+        );
         text = serve.next_collection(&text);
     }
-    text = matches_rollup_soon(&serve, text, &[pid]);
-    assert_eq!(
-        process_value(&text, "pagescope_process_working_set_bytes", pid),
-        None
-    );
-    let left_out: u64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix("pagescope_working_set_skipped_processes "))
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!(left_out >= 1, "left out {left_out}");
     let referenced = smaps_rollup(pid)["Referenced"] * 1024;
     assert!(
-        referenced >= 64 * MIB,
-        "its referenced bits were cleared: {referenced} bytes referenced"
+        referenced < 64 * MIB / 2,
+        "its referenced bits were not cleared once let go: {referenced} bytes referenced"
     );
 }
 
@@ -710,6 +729,42 @@ fn sigint_exits_130_and_sigterm_0() {
 }
 
 /// `pagescope_process_figures_age_seconds` of `pid`.
+/// Asserts that `pid`, a pagetest holding 64 MiB that the working set
+/// must leave alone (`why`), has none in `text`, is counted as left out,
+/// and still has its whole buffer referenced: its bits were not cleared.
+fn assert_bits_left_alone(text: &str, pid: u32, why: &str) {
+    assert_eq!(
+        process_value(text, "pagescope_process_working_set_bytes", pid),
+        None,
+        "{why}"
+    );
+    let left_out: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("pagescope_working_set_skipped_processes "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(left_out >= 1, "{why}: left out {left_out}");
+    let referenced = smaps_rollup(pid)["Referenced"] * 1024;
+    assert!(
+        referenced >= 64 * MIB,
+        "{why}: its referenced bits were cleared: {referenced} bytes referenced"
+    );
+}
+
+/// The first collection after `text` in which `pid` was walked again:
+/// its figures' age went down since the collection before (between two
+/// collections that leave it alone, the age grows by the interval).
+fn walked_again(serve: &Serve, mut text: String, pid: u32) -> String {
+    loop {
+        let before = age_of(&text, pid).unwrap();
+        text = serve.next_collection(&text);
+        if age_of(&text, pid).unwrap() < before {
+            return text;
+        }
+    }
+}
+
 fn age_of(text: &str, pid: u32) -> Option<f64> {
     let prefix = format!("pagescope_process_figures_age_seconds{{pid=\"{pid}\",");
     text.lines()

@@ -289,6 +289,14 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
             });
         }
     }
+    // The launched command is observed as a process of `--pid` is, so
+    // that what else of pagescope clears referenced bits (the working set
+    // of `serve` and `top`) leaves it alone. Best effort: one that has
+    // already exited has nothing to guard.
+    if let Some(child) = rec.child {
+        let lock = crate::observer::ObserverLock::acquire(&rec.root.proc, child, "record");
+        _observing.extend(lock.ok().flatten());
+    }
     // The processes that can't be read so far go into the header's notes.
     if matches!(config.target, Target::System | Target::Cgroup(_)) {
         rec.targets()?;

@@ -207,10 +207,12 @@ impl Collector {
             .map(|(pid, _, _)| self.procs[pid].ppid)
             .collect();
         let now = Instant::now();
+        let observed = pagescope_linux::observer::observed(&self.settings.root.run);
         let mut touched: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
         let mut flags = Vec::with_capacity(order.len());
         for (pid, prev, new) in &order {
             let t = self.procs.get_mut(pid).expect("listed above");
+            t.observed = observed.contains(&(*pid, t.start_time));
             let s = t.signals;
             let p = prev.unwrap_or_default();
             let ran = *new || s.run_ns.is_none() || s.run_ns != p.run_ns;
@@ -335,7 +337,7 @@ impl Collector {
                 t.read_at,
             ));
         }
-        self.working_set.finish(&mut walked_seen)?;
+        self.working_set.finish(&mut walked_seen, &observed)?;
         let end = Instant::now();
         for (s, (comm, cmdline, cgroup, read_at)) in walked_seen.into_iter().zip(names) {
             out.cgroups.entry(cgroup).or_default().add(&s.figures);
@@ -483,12 +485,14 @@ impl Collector {
     }
 }
 
-/// Whether the refs backend leaves `t`'s referenced bits alone: above the
-/// working-set size cap (its resident size as `statm` says), or read from
-/// its pagemap, which has no accessed bit.
+/// Whether the refs backend leaves `t`'s referenced bits alone: observed
+/// by another pagescope (whose figures are the bits it clears itself),
+/// above the working-set size cap (its resident size as `statm` says), or
+/// read from its pagemap, which has no accessed bit.
 fn no_working_set(t: &Tracked, settings: &Settings) -> bool {
     let cap = settings.max_working_set_size;
-    (cap != 0 && t.signals.resident * pagescope_linux::system::page_size() > cap)
+    t.observed
+        || (cap != 0 && t.signals.resident * pagescope_linux::system::page_size() > cap)
         || paced(t, settings)
 }
 

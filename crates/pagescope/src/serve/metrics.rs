@@ -156,7 +156,9 @@ pub fn render(c: &Collection, cpu_total: Duration) -> String {
             "pagescope_working_set_skipped_processes",
             "Processes the refs working set left out in the last collection (resident \
              above --max-working-set-size: clearing their referenced bits would stall \
-             them while their TLB refills): no working set",
+             them while their TLB refills; or observed by another pagescope, record \
+             --pid or trace --pid, whose figures clearing them would corrupt): no \
+             working set",
             ws_skipped,
         );
     }

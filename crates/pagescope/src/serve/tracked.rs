@@ -108,6 +108,9 @@ pub struct Tracked {
     pub cleared: bool,
     /// Its last walk read its pagemap, paced, not its smaps_rollup.
     pub paced: bool,
+    /// Another pagescope observes it (`record --pid`, `trace --pid`):
+    /// its referenced bits are that observer's to clear.
+    pub observed: bool,
     /// The collection that last saw it.
     pub generation: u64,
 }
@@ -162,6 +165,7 @@ impl Tracked {
             max_age: Duration::ZERO,
             cleared: false,
             paced: false,
+            observed: false,
             generation: 0,
         })))
     }

@@ -9,6 +9,11 @@
 //! - `idle`, `damon`: `record`'s backends ([`Probe`]), over the processes
 //!   walked, after the walks.
 //!
+//! A process another pagescope observes (`record --pid`, `trace --pid`)
+//! is left alone by every backend, and has no working set: the bits it
+//! would read and clear are that observer's, whose figures clearing them
+//! would corrupt.
+//!
 //! A process first seen (or a pid reused) is reset and has no working set
 //! until the next collection: what it referenced before it was reset is
 //! no interval's. No process is stopped: a page referenced between a
@@ -18,7 +23,7 @@ use super::figures::Seen;
 use pagescope_core::record::Interval;
 use pagescope_core::Result;
 use pagescope_linux::record::Probe;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// See the module documentation.
 pub enum WorkingSet {
@@ -52,15 +57,18 @@ impl WorkingSet {
         WorkingSet::Refs
     }
 
-    /// After every process was read.
-    pub fn finish(&mut self, seen: &mut [Seen]) -> Result<()> {
+    /// After every process was read. The processes another pagescope
+    /// observes (`observed`, as [`pagescope_linux::observer::observed`]
+    /// gives them) are left alone: their bits are that observer's.
+    pub fn finish(&mut self, seen: &mut [Seen], observed: &HashSet<(u32, u64)>) -> Result<()> {
         match self {
             WorkingSet::None => Ok(()),
             WorkingSet::Refs => Ok(()),
             WorkingSet::Probe { probe, known } => {
+                let ours = |s: &Seen| s.walked && !observed.contains(&(s.pid, s.start_time));
                 let (old, new): (Vec<&mut Seen>, Vec<&mut Seen>) = seen
                     .iter_mut()
-                    .filter(|s| s.walked)
+                    .filter(|s| ours(s))
                     .partition(|s| known.get(&s.pid) == Some(&s.start_time));
                 let old_pids: Vec<u32> = old.iter().map(|s| s.pid).collect();
                 let new_pids: Vec<u32> = new.iter().map(|s| s.pid).collect();
@@ -78,7 +86,7 @@ impl WorkingSet {
                 }
                 *known = seen
                     .iter()
-                    .filter(|s| s.walked)
+                    .filter(|s| ours(s))
                     .map(|s| (s.pid, s.start_time))
                     .collect();
                 Ok(())
