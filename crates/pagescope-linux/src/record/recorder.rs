@@ -280,12 +280,8 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         if let Target::Command(argv) = &config.target {
             rec.child = Some(match pid {
                 Some(pid) => pid,
-                None => {
-                    let mut cmd = std::process::Command::new(&argv[0]);
-                    cmd.args(&argv[1..]);
-                    pagescope_sys::signals::launch_with_given_signals(&mut cmd);
-                    cmd.spawn().map_err(|e| Error::io(&argv[0], e))?.id()
-                }
+                None => pagescope_sys::signals::spawn_with_given_signals(argv)
+                    .map_err(|e| Error::io(&argv[0], e))?,
             });
         }
     }
