@@ -8,11 +8,13 @@
 use crate::procfs::{descendants, list_pids, ProcDir};
 use pagescope_sys::ptrace;
 use pagescope_sys::signals::kill;
-use pagescope_sys::wait::{self, waitpid};
+use pagescope_sys::wait::{self, waitpid, Status};
 use rustix::io::Errno;
 use rustix::process::Signal;
 use std::collections::HashSet;
-use std::path::Path;
+use std::ffi::CString;
+use std::io;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// How many times the tree is listed while it is being stopped: each
@@ -42,6 +44,138 @@ pub fn kill_tree(proc_root: &Path, root: u32) {
     // Stopped, none can fork: every one is in `stopped`.
     for &p in &stopped {
         let _ = kill(p, Signal::KILL.as_raw());
+    }
+}
+
+/// Finds `prog` the way `execvp` would, so that a missing program is an
+/// error here rather than an exit code from the child.
+pub fn resolve(prog: &str) -> io::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        std::fs::metadata(p)
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+    };
+    if prog.contains('/') {
+        let p = PathBuf::from(prog);
+        return if executable(&p) {
+            Ok(p)
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{prog}: not an executable file"),
+            ))
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    std::env::split_paths(&path)
+        .map(|d| d.join(prog))
+        .find(|p| executable(p))
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{prog}: command not found in PATH"),
+            )
+        })
+}
+
+fn cstring(s: &str) -> io::Result<CString> {
+    CString::new(s).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("argument {s:?} contains a NUL byte"),
+        )
+    })
+}
+
+/// Forks a child that will run `argv` (with `program` its resolved path)
+/// and waits until it has stopped itself (SIGSTOP) before its `execve`
+/// ([`pagescope_sys::clone::fork_exec_stopped`]: it starts with the
+/// signals this process was given). A tracer attaches it there; SIGCONT
+/// lets it go on to its exec.
+pub fn fork_stopped(program: &Path, argv: &[String]) -> io::Result<u32> {
+    let path = cstring(&program.to_string_lossy())?;
+    let args: Vec<CString> = argv.iter().map(|a| cstring(a)).collect::<io::Result<_>>()?;
+    let child = pagescope_sys::clone::fork_exec_stopped(&path, &args)? as u32;
+    match waitpid(Some(child), wait::Options::UNTRACED)? {
+        Some((_, Status::Stopped(sig))) if sig == Signal::STOP.as_raw() => Ok(child),
+        other => Err(io::Error::other(format!(
+            "the child did not stop before exec: {other:?}"
+        ))),
+    }
+}
+
+/// A command started by [`hold_at_exec`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Held {
+    /// Its pid.
+    pub pid: u32,
+    /// Whether it is held: attached (`PTRACE_SEIZE`) and stopped after
+    /// its exec, at an interrupt stop (`PTRACE_EVENT_STOP`) before its
+    /// first instruction, until the caller resumes it (`PTRACE_CONT`) or
+    /// lets go of it (`PTRACE_DETACH`). Not held where ptrace of a child
+    /// is refused (a seccomp filter, Yama's `ptrace_scope` 3): then it
+    /// runs from its start.
+    pub held: bool,
+}
+
+/// Starts `argv` and holds it at its exec ([`Held`]), attached with
+/// `options` (`PTRACE_O_TRACEEXEC` and `PTRACE_O_TRACESYSGOOD` are
+/// added): a recorder can clear its reference bits before it runs, so
+/// that what it does from its first instruction is recorded, nothing
+/// before. A command whose exec fails is an error (it has exited, and is
+/// reaped).
+pub fn hold_at_exec(argv: &[String], options: u32) -> io::Result<Held> {
+    let program = resolve(&argv[0])?;
+    let pid = fork_stopped(&program, argv)?;
+    // TRACESYSGOOD: the system calls a tracer injects at the stop must
+    // not stop as a SIGTRAP would.
+    let options = options | ptrace::PTRACE_O_TRACEEXEC | ptrace::PTRACE_O_TRACESYSGOOD;
+    let held = ptrace::seize(pid, options).is_ok();
+    kill(pid, Signal::CONT.as_raw())?;
+    if !held {
+        return Ok(Held { pid, held });
+    }
+    let mut exec = false;
+    loop {
+        let deliver = match waitpid(Some(pid), wait::ALL) {
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+            Ok(None) => continue,
+            // Exec'd: moved on to an interrupt stop, still before its
+            // first instruction, where a tracer can inject system calls
+            // (record's write tracking gives it a userfaultfd there).
+            Ok(Some((_, Status::Event { event, .. }))) if event == ptrace::event::EXEC => {
+                if let Err(e) = ptrace::interrupt(pid) {
+                    let _ = kill(pid, Signal::KILL.as_raw());
+                    reap(&crate::Root::default().proc, pid);
+                    return Err(e);
+                }
+                exec = true;
+                0
+            }
+            Ok(Some((_, Status::Event { event, signal })))
+                if exec && event == ptrace::event::STOP && signal == Signal::TRAP.as_raw() =>
+            {
+                return Ok(Held { pid, held });
+            }
+            Ok(Some((_, st))) if st.is_gone() => {
+                return Err(io::Error::other(format!(
+                    "{}: could not be run ({st:?})",
+                    program.display()
+                )));
+            }
+            // Its own SIGSTOP is spent; a SIGCONT or another signal is
+            // delivered as it would be.
+            Ok(Some((_, Status::Stopped(sig)))) if sig != Signal::STOP.as_raw() => sig,
+            // The stop it was in at the attach (`PTRACE_EVENT_STOP`).
+            Ok(Some(_)) => 0,
+        };
+        if let Err(e) = ptrace::cont(pid, deliver) {
+            let _ = kill(pid, Signal::KILL.as_raw());
+            reap(&crate::Root::default().proc, pid);
+            return Err(e);
+        }
     }
 }
 

@@ -115,7 +115,7 @@ static GIVEN_MASK: OnceLock<libc::sigset_t> = OnceLock::new();
 /// Blocks `signals` in the calling thread (`block`), or unblocks them;
 /// threads it starts later inherit its mask. The first time it blocks,
 /// the mask before is kept for the programs this process launches
-/// ([`spawn_with_given_signals`]).
+/// ([`crate::clone::fork_exec_stopped`]).
 pub fn block_in_thread(signals: &[i32], block: bool) -> io::Result<()> {
     let set = set_of(signals);
     let how = if block {
@@ -148,80 +148,6 @@ pub(crate) fn launch_mask() -> libc::sigset_t {
     // SAFETY: a null new set only asks for the current mask, into `now`.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut now) };
     now
-}
-
-/// Starts `argv[0]` (looked up in `PATH` as a shell would) with
-/// arguments `argv` and this process's environment and standard streams,
-/// and returns its pid; the caller reaps it. The program starts with the
-/// signals as this process was given them: the mask from before
-/// pagescope blocked its own ([`launch_mask`]: a program launched with
-/// SIGINT and SIGTERM blocked could not be interrupted nor ended), and
-/// SIGPIPE at its default (the Rust runtime ignores it). `posix_spawn`
-/// sets both in the child alone, with no code of pagescope's between
-/// fork and exec: `Command::pre_exec` would do that, but it makes
-/// `Command` spawn through a socket pair, which a kernel built without
-/// networking refuses (ENOSYS).
-pub fn spawn_with_given_signals<S: AsRef<std::ffi::OsStr>>(argv: &[S]) -> io::Result<u32> {
-    use std::ffi::CString;
-    use std::os::unix::ffi::OsStrExt;
-    let cstring = |s: &std::ffi::OsStr| {
-        CString::new(s.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
-    };
-    if argv.is_empty() {
-        return Err(io::Error::from_raw_os_error(libc::EINVAL));
-    }
-    let args: Vec<CString> = argv
-        .iter()
-        .map(|a| cstring(a.as_ref()))
-        .collect::<io::Result<_>>()?;
-    let env: Vec<CString> = std::env::vars_os()
-        .map(|(k, v)| {
-            let mut kv = k;
-            kv.push("=");
-            kv.push(v);
-            cstring(&kv)
-        })
-        .collect::<io::Result<_>>()?;
-    let mut arg_ptrs: Vec<*mut libc::c_char> = args.iter().map(|a| a.as_ptr().cast_mut()).collect();
-    arg_ptrs.push(std::ptr::null_mut());
-    let mut env_ptrs: Vec<*mut libc::c_char> = env.iter().map(|e| e.as_ptr().cast_mut()).collect();
-    env_ptrs.push(std::ptr::null_mut());
-    let mask = launch_mask();
-    let sigpipe = set_of(&[libc::SIGPIPE]);
-    // SAFETY: `attr` is initialised before use and destroyed after; the
-    // sets, the NUL-terminated argument and environment arrays and their
-    // strings outlive the call, which only reads them.
-    unsafe {
-        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
-        let e = libc::posix_spawnattr_init(&mut attr);
-        if e != 0 {
-            return Err(io::Error::from_raw_os_error(e));
-        }
-        let mut pid: libc::pid_t = 0;
-        let flags = (libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF) as libc::c_short;
-        let mut e = libc::posix_spawnattr_setflags(&mut attr, flags);
-        if e == 0 {
-            e = libc::posix_spawnattr_setsigmask(&mut attr, &mask);
-        }
-        if e == 0 {
-            e = libc::posix_spawnattr_setsigdefault(&mut attr, &sigpipe);
-        }
-        if e == 0 {
-            e = libc::posix_spawnp(
-                &mut pid,
-                args[0].as_ptr(),
-                std::ptr::null(),
-                &attr,
-                arg_ptrs.as_ptr(),
-                env_ptrs.as_ptr(),
-            );
-        }
-        libc::posix_spawnattr_destroy(&mut attr);
-        match e {
-            0 => Ok(pid as u32),
-            e => Err(io::Error::from_raw_os_error(e)),
-        }
-    }
 }
 
 /// The flag that the handlers installed by [`catch_to_flag`] raise.
@@ -265,21 +191,6 @@ pub fn flag_raised() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A spawned program runs with its arguments, is found in PATH, and
-    /// exits as it would; one that does not exist is an error, not a pid.
-    #[test]
-    fn spawned_programs_run_and_missing_ones_are_errors() {
-        let pid = spawn_with_given_signals(&["sh", "-c", "exit 3"]).unwrap();
-        let mut status = 0;
-        // SAFETY: `status` is a valid place for the child's status.
-        let waited = unsafe { libc::waitpid(pid as libc::pid_t, &mut status, 0) };
-        assert_eq!(waited, pid as libc::pid_t);
-        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 3);
-        let missing = spawn_with_given_signals(&["/nonexistent/pagescope-test"]).unwrap_err();
-        assert_eq!(missing.kind(), io::ErrorKind::NotFound);
-        assert!(spawn_with_given_signals::<&str>(&[]).is_err());
-    }
 
     /// A signal sent to a thread of this process (by its id or its
     /// handle), where it is blocked, is pending there, and taken.

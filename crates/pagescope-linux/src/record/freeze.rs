@@ -144,7 +144,8 @@ fn resume(tid: u32, r: Resume) -> State {
 /// Follow new threads, children and execs; `TRACESYSGOOD` marks syscall
 /// stops, which only a system call injected into a frozen thread makes
 /// (see `record::writes`), and which must not look like a `SIGTRAP`.
-fn options() -> u32 {
+/// The options the freezer attaches threads with (`PTRACE_O_*`).
+pub(crate) fn options() -> u32 {
     ptrace::PTRACE_O_TRACEFORK
         | ptrace::PTRACE_O_TRACEVFORK
         | ptrace::PTRACE_O_TRACECLONE
@@ -214,6 +215,13 @@ impl Freezer {
                 return Ok(());
             }
         }
+    }
+
+    /// Takes `pid`, a single-threaded process attached with [`options`]
+    /// and held in a ptrace stop ([`crate::launched::hold_at_exec`]): it
+    /// stays stopped until the next [`Freezer::thaw`].
+    pub fn hold(&mut self, pid: u32) {
+        self.threads.insert(pid, State::Stopped(Resume::Cont(0)));
     }
 
     /// Threads attached.

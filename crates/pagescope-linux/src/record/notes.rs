@@ -7,6 +7,12 @@ use super::{soft_dirty, writes};
 use crate::Root;
 use pagescope_core::record::{Backend, WriteSource};
 
+/// The note of a launched command that could not be held at its exec
+/// (ptrace of a child refused): it ran before the first reset.
+pub(crate) const NOT_HELD: &str = "the launched command could not be held at its exec (ptrace \
+     of a child was refused here), so it ran from its start: what it referenced before pagescope \
+     first cleared its bits is not counted";
+
 /// The notes on what `probe` can't see of `config`'s targets: `frozen`
 /// if the targets are stopped at the boundaries, `per_process` if they
 /// are processes named by `--pid` or launched.
@@ -56,8 +62,9 @@ pub(super) fn header_notes(
              userfaultfd in asynchronous write-protect mode at the first boundary it was \
              seen (its first write to a page in each interval takes a fault the kernel \
              resolves); not counted, so written_pages is short there: writes to mapped \
-             files, a process's writes before that boundary (the first interval of a \
-             launched command, the interval of an exec), and writes to mappings made and \
+             files, a process's writes before that boundary (the interval in which a \
+             process of the command started or exec'd; the launched command itself is \
+             held at its exec until then), and writes to mappings made and \
              unmapped between two boundaries (short-lived heap arenas and large malloc \
              blocks)"
                 .into(),

@@ -5,7 +5,7 @@ use super::choose::choose;
 use super::config::{Live, RecordConfig, RecordOutcome, Target, DENIED_MISSING};
 use super::freeze::{self, Exit, Freezer};
 use super::machine::kernel_resident;
-use super::notes::header_notes;
+use super::notes::{header_notes, NOT_HELD};
 use super::probe::{Follow, Followed, Launched, Probe};
 use crate::procfs::{self, ProcDir};
 use pagescope_core::format::RecordWriter;
@@ -13,6 +13,7 @@ use pagescope_core::record::{
     Backend, EndNote, EndReason, Interval, ProcessInfo, RecordEnd, RecordHeader, Scope,
 };
 use pagescope_core::{Error, Result};
+use pagescope_sys::ptrace;
 use rustix::process::Signal;
 use rustix::time::ClockId;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -46,6 +47,9 @@ struct Recorder<'a> {
     freezer: Option<Freezer>,
     /// The launched command.
     child: Option<u32>,
+    /// The launched command while it is held at its exec, until its bits
+    /// are first cleared ([`crate::launched::hold_at_exec`]).
+    held: Option<u32>,
     /// Whether the backend follows the program (launched it, or attached
     /// it, and waits for its processes).
     probe_launched: bool,
@@ -253,6 +257,7 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         probe,
         freezer: frozen.then(|| Freezer::new(&config.root.proc)),
         child: None,
+        held: None,
         probe_launched: false,
         exit_code: None,
         seen: HashSet::new(),
@@ -280,8 +285,24 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         if let Target::Command(argv) = &config.target {
             rec.child = Some(match pid {
                 Some(pid) => pid,
-                None => pagescope_sys::signals::spawn_with_given_signals(argv)
-                    .map_err(|e| Error::io(&argv[0], e))?,
+                None => {
+                    let options = if rec.freezer.is_some() {
+                        freeze::options()
+                    } else {
+                        0
+                    };
+                    let launched = crate::launched::hold_at_exec(argv, options)
+                        .map_err(|e| Error::io(&argv[0], e))?;
+                    if launched.held {
+                        rec.held = Some(launched.pid);
+                        if let Some(f) = rec.freezer.as_mut() {
+                            f.hold(launched.pid);
+                        }
+                    } else {
+                        notes.push(NOT_HELD.into());
+                    }
+                    launched.pid
+                }
             });
         }
     }
@@ -403,6 +424,14 @@ fn run(
         out.process(&p)?;
     }
     rec.probe.reset(&pids)?;
+    // A launched command runs from here: nothing it did is lost to the
+    // first reset, and nothing before it counts.
+    if let Some(pid) = rec.held.take() {
+        match rec.freezer.as_mut() {
+            Some(f) => f.thaw(),
+            None => ptrace::detach(pid, 0).map_err(|e| Error::sys("ptrace", e))?,
+        }
+    }
     let mut begun = start;
     let mut cpu = own_cpu_ns();
     let mut seq = 0u64;

@@ -67,7 +67,7 @@ impl Target {
     pub(super) fn command(&self, proc: &Path) -> Result<Vec<String>> {
         match self {
             Target::Launch(argv) => {
-                pt::resolve(&argv[0]).map_err(|e| sys("cannot run", e))?;
+                crate::launched::resolve(&argv[0]).map_err(|e| sys("cannot run", e))?;
                 Ok(argv.clone())
             }
             Target::Attach(pid) => std::fs::read(ProcDir::at(proc, *pid).file_path("cmdline"))
@@ -177,7 +177,7 @@ pub(super) fn run(
     let command = target.command(proc)?;
     let (root, seized) = match target {
         Target::Launch(argv) => {
-            let program = pt::resolve(&argv[0]).map_err(|e| sys("cannot run", e))?;
+            let program = crate::launched::resolve(&argv[0]).map_err(|e| sys("cannot run", e))?;
             let child = pt::spawn(&program, argv).map_err(|e| sys("trace", e))?;
             if let Some(cpu) = cpu {
                 // Stopped before its exec: its threads and children, and

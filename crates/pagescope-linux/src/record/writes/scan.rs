@@ -138,11 +138,13 @@ impl Scans {
     }
 }
 
-/// Whether `pid` has exited (or become a zombie) since it was listed.
+/// Whether `pid` has exited since it was listed, or is on its way out
+/// (`PF_EXITING`: its address space may be gone already, and a scan of
+/// it or a new pagemap of it fails as for a process that is gone).
 fn gone(proc_root: &Path, pid: u32) -> bool {
     crate::procfs::ProcDir::at(proc_root, pid)
         .stat(&mut Vec::new())
-        .map_or(true, |s| s.is_dead())
+        .map_or(true, |s| s.is_exiting())
 }
 
 /// Whether this kernel has asynchronous write protection and

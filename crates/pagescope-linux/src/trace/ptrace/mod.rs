@@ -28,8 +28,8 @@ pub use inject::Injector;
 pub use mover::Mover;
 pub use park::{stray_mover, vdso_bootstrap, vdso_syscall, write_code, Parked};
 pub use process::{
-    at_interrupt_stop, options, reap_now, resolve, same_file, same_mm, same_vm, seize_process,
-    spawn, tracer_of, Seized,
+    at_interrupt_stop, options, reap_now, same_file, same_mm, same_vm, seize_process, spawn,
+    tracer_of, Seized,
 };
 pub use signals::{catch_stop_signals, request_stop, stop_requested, with_stop_signals_blocked};
 

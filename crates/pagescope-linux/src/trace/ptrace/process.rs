@@ -7,7 +7,6 @@ use pagescope_sys::signals::kill;
 use pagescope_sys::wait::{self, waitpid, Status};
 use rustix::io::Errno;
 use rustix::process::Signal;
-use std::ffi::CString;
 use std::io;
 
 /// The options every tracee gets (`PTRACE_O_*`).
@@ -20,62 +19,11 @@ pub fn options() -> u32 {
         | ptrace::PTRACE_O_TRACEEXIT
 }
 
-/// Finds `prog` the way `execvp` would, so that a missing program is an
-/// error here rather than an exit code from the child.
-pub fn resolve(prog: &str) -> io::Result<std::path::PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let executable = |p: &std::path::Path| {
-        std::fs::metadata(p)
-            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            .unwrap_or(false)
-    };
-    if prog.contains('/') {
-        let p = std::path::PathBuf::from(prog);
-        return if executable(&p) {
-            Ok(p)
-        } else {
-            Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("{prog}: not an executable file"),
-            ))
-        };
-    }
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    std::env::split_paths(&path)
-        .map(|d| d.join(prog))
-        .find(|p| executable(p))
-        .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("{prog}: command not found in PATH"),
-            )
-        })
-}
-
-fn cstring(s: &str) -> io::Result<CString> {
-    CString::new(s).map_err(|_| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("argument {s:?} contains a NUL byte"),
-        )
-    })
-}
-
 /// Forks and runs `argv` (with `program` its resolved path), attached with
 /// `PTRACE_SEIZE` before it calls `execve`, so the tracer sees the exec.
 /// Call this before the tracer starts other threads.
 pub fn spawn(program: &std::path::Path, argv: &[String]) -> io::Result<u32> {
-    let path = cstring(&program.to_string_lossy())?;
-    let args: Vec<CString> = argv.iter().map(|a| cstring(a)).collect::<io::Result<_>>()?;
-    let child = pagescope_sys::clone::fork_exec_stopped(&path, &args)? as u32;
-    match waitpid(Some(child), wait::Options::UNTRACED)? {
-        Some((_, Status::Stopped(sig))) if sig == Signal::STOP.as_raw() => {}
-        other => {
-            return Err(io::Error::other(format!(
-                "the child did not stop before exec: {other:?}"
-            )))
-        }
-    }
+    let child = crate::launched::fork_stopped(program, argv)?;
     if let Err(e) = ptrace::seize(child, options()) {
         let _ = kill(child, Signal::KILL.as_raw());
         let _ = waitpid(Some(child), wait::Options::empty());
