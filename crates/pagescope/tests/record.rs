@@ -1580,6 +1580,64 @@ fn a_launched_command_is_recorded_from_its_first_instruction() {
     }
 }
 
+/// A launched command that ends by itself between two boundaries is
+/// read on its way out (stopped at its exit, before its address space
+/// goes): a program that writes 64 MiB and exits long before the first
+/// boundary has its whole pass in the recording's one interval, where
+/// it had none. Without the freeze, nothing stops it there, and the
+/// header says what that loses.
+#[test]
+fn a_command_that_exits_is_read_on_its_way_out() {
+    let _guard = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = temp_path(dir.path(), "exit.rec");
+    let args = [
+        "--size",
+        "64M",
+        "--mode",
+        "anon",
+        "--op",
+        "write",
+        "--iterations",
+        "1",
+    ];
+    let options = ["--backend", "refs", "--interval", "5s"];
+    let mut pt = Pagetest::recorded(&options, &out, &args, "done");
+    let rec = pt.recording(&out);
+    assert_eq!(rec.end.as_ref().unwrap().why(), "exited");
+    let pages = pt.pages();
+    let rows = temporal(&out, Some(pt.buffer()));
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert!(
+        rows[0]["end_ns"].as_u64().unwrap() < 4_000_000_000,
+        "{rows:?}"
+    );
+    let user = rows[0]["user_pages"].as_u64().unwrap();
+    assert!(
+        user >= pages && user <= pages + pages / 50,
+        "{user} of {pages}: {rows:?}"
+    );
+    if let Some(w) = rows[0]["written_pages"].as_u64() {
+        assert!(w as f64 >= 0.98 * pages as f64, "{rows:?}");
+    }
+    let notes = &rec.header().notes;
+    assert!(
+        notes.iter().any(|n| n.contains("on its way out")),
+        "{notes:?}"
+    );
+
+    let options = ["--backend", "refs", "--interval", "5s", "--no-freeze"];
+    let mut pt = Pagetest::recorded(&options, &out, &args, "done");
+    let rec = pt.recording(&out);
+    let notes = &rec.header().notes;
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("after the last boundary before it exited")),
+        "{notes:?}"
+    );
+}
+
 /// `record -o -` streams the recording to standard output (the launched
 /// program's own output goes to standard error), and `analyze -` reads
 /// it back from standard input.

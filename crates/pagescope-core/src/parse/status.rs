@@ -25,6 +25,9 @@ pub struct Status {
     pub vm_rss_kb: Option<u64>,
     /// `VmSwap` in kB (absent for kernel threads).
     pub vm_swap_kb: Option<u64>,
+    /// `SigPnd`: the signals pending for this thread alone (a mask, bit
+    /// `n - 1` for signal `n`).
+    pub sig_pending: u64,
 }
 
 const WHAT: &str = "status";
@@ -54,6 +57,7 @@ pub fn parse(text: &str) -> Result<Status, ParseError> {
             "CapPrm" => s.cap_permitted = hex(WHAT, line, value)?,
             "CapEff" => s.cap_effective = hex(WHAT, line, value)?,
             "Threads" => s.threads = dec(WHAT, line, value)?,
+            "SigPnd" => s.sig_pending = hex(WHAT, line, value)?,
             "VmRSS" => s.vm_rss_kb = Some(dec(WHAT, line, value.trim_end_matches("kB").trim())?),
             "VmSwap" => s.vm_swap_kb = Some(dec(WHAT, line, value.trim_end_matches("kB").trim())?),
             _ => {}

@@ -61,6 +61,12 @@ pub struct Freezer {
     threads: HashMap<u32, State>,
     /// The procfs where the threads are listed.
     proc_root: PathBuf,
+    /// Whether threads stop on their way out (`PTRACE_O_TRACEEXIT`), for
+    /// the recorder to read a process that exits before it goes.
+    exits: bool,
+    /// Threads stopped on their way out since the last
+    /// [`Freezer::take_exiting`], between boundaries.
+    exiting: Vec<u32>,
 }
 
 /// One wait status: the thread, and what it reports (signals as raw
@@ -144,8 +150,9 @@ fn resume(tid: u32, r: Resume) -> State {
 /// Follow new threads, children and execs; `TRACESYSGOOD` marks syscall
 /// stops, which only a system call injected into a frozen thread makes
 /// (see `record::writes`), and which must not look like a `SIGTRAP`.
-/// The options the freezer attaches threads with (`PTRACE_O_*`).
-pub(crate) fn options() -> u32 {
+/// The options the freezer attaches threads with (`PTRACE_O_*`), without
+/// the stop at exits.
+fn options() -> u32 {
     ptrace::PTRACE_O_TRACEFORK
         | ptrace::PTRACE_O_TRACEVFORK
         | ptrace::PTRACE_O_TRACECLONE
@@ -154,11 +161,39 @@ pub(crate) fn options() -> u32 {
 }
 
 impl Freezer {
-    /// A freezer of no thread yet, listing threads in `proc_root`.
-    pub fn new(proc_root: &Path) -> Freezer {
+    /// A freezer of no thread yet, listing threads in `proc_root`. With
+    /// `exits`, a thread on its way out (`PTRACE_EVENT_EXIT`, before its
+    /// address space goes) stays stopped between boundaries until
+    /// [`Freezer::resume`]: see [`Freezer::take_exiting`].
+    pub fn new(proc_root: &Path, exits: bool) -> Freezer {
         Freezer {
             threads: HashMap::new(),
             proc_root: proc_root.to_path_buf(),
+            exits,
+            exiting: Vec::new(),
+        }
+    }
+
+    /// The options it attaches threads with (`PTRACE_O_*`).
+    pub fn options(&self) -> u32 {
+        if self.exits {
+            options() | ptrace::PTRACE_O_TRACEEXIT
+        } else {
+            options()
+        }
+    }
+
+    /// The threads that stopped on their way out between boundaries
+    /// since the last call; each stays stopped until [`Freezer::resume`]
+    /// or the next [`Freezer::thaw`].
+    pub fn take_exiting(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.exiting)
+    }
+
+    /// Restarts `tid` if it is stopped.
+    pub fn resume(&mut self, tid: u32) {
+        if let Some(&State::Stopped(r)) = self.threads.get(&tid) {
+            self.threads.insert(tid, resume(tid, r));
         }
     }
 
@@ -176,7 +211,7 @@ impl Freezer {
                 if self.threads.contains_key(&tid) {
                     continue;
                 }
-                match ptrace::seize(tid, options()) {
+                match ptrace::seize(tid, self.options()) {
                     Ok(()) => {
                         self.threads.insert(tid, State::Running);
                         new += 1;
@@ -254,6 +289,14 @@ impl Freezer {
                 Resume::Cont(0)
             }
             wait::Status::Event {
+                event: ptrace::event::EXIT,
+                ..
+            } if !freezing => {
+                self.exiting.push(tid);
+                self.threads.insert(tid, State::Stopped(Resume::Cont(0)));
+                return None;
+            }
+            wait::Status::Event {
                 signal,
                 event: ptrace::event::STOP,
             } if is_job_stop(signal) => Resume::Listen,
@@ -297,8 +340,10 @@ impl Freezer {
         Ok(exits)
     }
 
-    /// Restarts every thread [`Freezer::freeze`] stopped.
+    /// Restarts every thread [`Freezer::freeze`] stopped, and those
+    /// stopped on their way out.
     pub fn thaw(&mut self) {
+        self.exiting.clear();
         let stopped: Vec<(u32, Resume)> = self
             .threads
             .iter()

@@ -38,12 +38,22 @@ pub(super) fn header_notes(
         ));
     }
     if probe.backend() != Backend::Fault && matches!(config.target, Target::Command(_)) {
-        notes.push(format!(
-            "the {} backend reads each process at the boundaries: a process that starts \
-             and exits between two of them (a short-lived child) is not seen, nor are the \
-             references a process made after the last boundary before it exited",
-            probe.backend().name()
-        ));
+        notes.push(if frozen && probe.collects_at_exit() {
+            format!(
+                "the {} backend reads each process at the boundaries, and one that exits by \
+                 itself on its way out too: a process that starts and exits between two \
+                 boundaries (a short-lived child) is not seen, nor are the references a \
+                 process killed by a signal made after the last boundary",
+                probe.backend().name()
+            )
+        } else {
+            format!(
+                "the {} backend reads each process at the boundaries: a process that starts \
+                 and exits between two of them (a short-lived child) is not seen, nor are \
+                 the references a process made after the last boundary before it exited",
+                probe.backend().name()
+            )
+        });
     }
     notes.extend(probe.coverage_note());
     // A page's reference bit lives with its frame, and every other

@@ -22,6 +22,12 @@ pub trait Probe {
     /// Adds what `pids` referenced since the last reset or collect to
     /// `out`, and clears the bits again for the next interval.
     fn collect(&mut self, pids: &[u32], out: &mut Interval) -> Result<()>;
+    /// Whether a process that exits between boundaries can be collected
+    /// on its way out ([`Probe::collect`] of it alone, its rows added to
+    /// the interval's): a backend whose rows are its own per process.
+    fn collects_at_exit(&self) -> bool {
+        false
+    }
     /// When the interval just collected ended, for a backend that cuts
     /// it at one instant of its own inside [`Probe::collect`] (the fault
     /// backend holds faults there): what came in until then is in the

@@ -10,7 +10,7 @@ use super::probe::{Follow, Followed, Launched, Probe};
 use crate::procfs::{self, ProcDir};
 use pagescope_core::format::RecordWriter;
 use pagescope_core::record::{
-    Backend, EndNote, EndReason, Interval, ProcessInfo, RecordEnd, RecordHeader, Scope,
+    Backend, EndNote, EndReason, Interval, ProcessInfo, RecordEnd, RecordHeader, Scope, VirtRow,
 };
 use pagescope_core::{Error, Result};
 use pagescope_sys::ptrace;
@@ -50,6 +50,9 @@ struct Recorder<'a> {
     /// The launched command while it is held at its exec, until its bits
     /// are first cleared ([`crate::launched::hold_at_exec`]).
     held: Option<u32>,
+    /// The rows of the processes collected on their way out since the
+    /// last boundary ([`Recorder::drain_children`]), and their pids.
+    at_exit: (Vec<VirtRow>, HashSet<u32>),
     /// Whether the backend follows the program (launched it, or attached
     /// it, and waits for its processes).
     probe_launched: bool,
@@ -120,8 +123,12 @@ impl Recorder<'_> {
         }
     }
 
-    /// Passes on stops and reaps exits until nothing is pending.
-    fn drain_children(&mut self) {
+    /// Passes on stops and reaps exits until nothing is pending. A
+    /// recorded process that ends by itself (`exit`, `exit_group`) stops
+    /// on its way out, before its address space goes, where the backend
+    /// can collect it (see [`Probe::collects_at_exit`]): what it
+    /// referenced since the last boundary joins the interval's rows.
+    fn drain_children(&mut self) -> Result<()> {
         while let Ok(Some(st)) = freeze::wait_any(true) {
             let exit = match self.freezer.as_mut() {
                 Some(f) => f.on_status(st, false),
@@ -131,6 +138,30 @@ impl Recorder<'_> {
                 self.on_exit(e);
             }
         }
+        let exiting = match self.freezer.as_mut() {
+            Some(f) => f.take_exiting(),
+            None => return Ok(()),
+        };
+        let mut collected = Ok(());
+        for tid in exiting {
+            let pid = ProcDir::at(&self.root.proc, tid)
+                .tgid(&mut self.buf)
+                .unwrap_or(tid);
+            if collected.is_ok()
+                && self.seen.contains(&pid)
+                && !self.at_exit.1.contains(&pid)
+                && ending(&self.root.proc, pid, tid)
+            {
+                let mut part = Interval::default();
+                collected = self.probe.collect(&[pid], &mut part);
+                self.at_exit.0.append(&mut part.virt);
+                self.at_exit.1.insert(pid);
+            }
+            if let Some(f) = self.freezer.as_mut() {
+                f.resume(tid);
+            }
+        }
+        collected
     }
 
     /// After a failure, ends the launched command (if it still runs) and
@@ -225,6 +256,26 @@ impl Recorder<'_> {
     }
 }
 
+/// Whether `pid` ends with its thread `tid`, stopped on its way out
+/// (`PTRACE_EVENT_EXIT`): every other thread is on its way out too
+/// (`PF_EXITING`, or SIGKILL pending, which `exit_group` sends them), or
+/// gone. A thread that ends alone (`pthread_exit`) leaves the process
+/// running.
+fn ending(proc_root: &Path, pid: u32, tid: u32) -> bool {
+    let sigkill = 1u64 << (Signal::KILL.as_raw() - 1);
+    let Ok(tasks) = ProcDir::at(proc_root, pid).tasks() else {
+        return true;
+    };
+    let mut buf = Vec::new();
+    tasks.into_iter().filter(|&t| t != tid).all(|t| {
+        let task = ProcDir::at(proc_root, t);
+        task.stat(&mut buf).map_or(true, |s| s.is_exiting())
+            || task
+                .status(&mut buf)
+                .map_or(true, |s| s.sig_pending & sigkill != 0)
+    })
+}
+
 /// Records until the command exits, the targets are gone, the duration
 /// is over, or SIGINT/SIGTERM; the file is complete in every case.
 pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
@@ -251,13 +302,15 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
     let per_process = matches!(config.target, Target::Pids(_) | Target::Command(_));
     let frozen = config.freeze && probe.needs_freeze() && per_process;
     let mut notes = header_notes(config, &*probe, &root, page_size, frozen, per_process);
+    let at_exit = probe.collects_at_exit();
     let mut rec = Recorder {
         config,
         root,
         probe,
-        freezer: frozen.then(|| Freezer::new(&config.root.proc)),
+        freezer: frozen.then(|| Freezer::new(&config.root.proc, at_exit)),
         child: None,
         held: None,
+        at_exit: Default::default(),
         probe_launched: false,
         exit_code: None,
         seen: HashSet::new(),
@@ -286,11 +339,7 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
             rec.child = Some(match pid {
                 Some(pid) => pid,
                 None => {
-                    let options = if rec.freezer.is_some() {
-                        freeze::options()
-                    } else {
-                        0
-                    };
+                    let options = rec.freezer.as_ref().map_or(0, |f| f.options());
                     let launched = crate::launched::hold_at_exec(argv, options)
                         .map_err(|e| Error::io(&argv[0], e))?;
                     if launched.held {
@@ -458,7 +507,7 @@ fn run(
             }
             match crate::signals::wait(deadline - now) {
                 Some(Signal::INT | Signal::TERM) => reason = Some(EndReason::Interrupted),
-                Some(_) if !rec.probe_launched => rec.drain_children(),
+                Some(_) if !rec.probe_launched => rec.drain_children()?,
                 _ => {}
             }
             if let Some(state) = rec.follower().map(|f| f.launched()) {
@@ -493,13 +542,16 @@ fn run(
             ..Interval::default()
         };
         // Only processes reset at an earlier boundary: a newcomer's bits
-        // hold references from before it was recorded.
+        // hold references from before it was recorded. One collected on
+        // its way out is in the rows taken then.
         let known: Vec<u32> = pids
             .iter()
             .copied()
-            .filter(|p| rec.seen.contains(p))
+            .filter(|p| rec.seen.contains(p) && !rec.at_exit.1.contains(p))
             .collect();
         let collected = rec.probe.collect(&known, &mut interval);
+        interval.virt.append(&mut rec.at_exit.0);
+        rec.at_exit.1.clear();
         if let Some(cut) = rec.probe.cut() {
             ended = cut.max(begun);
             interval.end_ns = (ended - start).as_nanos() as u64;

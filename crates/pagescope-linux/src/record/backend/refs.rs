@@ -80,6 +80,11 @@ impl Probe for Refs {
         true
     }
 
+    fn collects_at_exit(&self) -> bool {
+        // Rows are whole VMAs of one process.
+        true
+    }
+
     fn reset(&mut self, pids: &[u32]) -> Result<()> {
         for &pid in pids {
             let Ok(dir) = ProcDir::open(&self.proc_root, pid) else {
