@@ -441,7 +441,7 @@ fn refs_recording_notes_the_short_lived_python_children_it_cannot_see() {
     let intervals = rows(&temporal, "intervals");
     let notes = temporal["notes"].to_string();
     assert!(
-        notes.contains("starts and exits between two of them") && notes.contains("not seen"),
+        notes.contains("starts and exits between two") && notes.contains("not seen"),
         "no note on short-lived processes: {notes}"
     );
     // A child that lived inside one interval has no row: not a row of
