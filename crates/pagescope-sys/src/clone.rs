@@ -247,8 +247,9 @@ pub fn fork() -> io::Result<Forked> {
 /// before pagescope blocked its own ([`crate::signals::launch_mask`]),
 /// and SIGPIPE at its default (the Rust runtime ignores it, and an
 /// ignored signal stays ignored across exec: a program writing into a
-/// closed pipe would see EPIPE where it would have died quietly).
-/// Returns the child's pid. Any process may call it, threaded or not:
+/// closed pipe would see EPIPE where it would have died quietly), and
+/// the signals this process was given ignored and then caught ignored
+/// again ([`crate::signals::launch_ignored`]). Returns the child's pid. Any process may call it, threaded or not:
 /// the child makes only async-signal-safe calls, on memory prepared
 /// before the fork.
 pub fn fork_exec_stopped(path: &CStr, argv: &[CString]) -> io::Result<i32> {
@@ -256,6 +257,7 @@ pub fn fork_exec_stopped(path: &CStr, argv: &[CString]) -> io::Result<i32> {
     ptrs.push(std::ptr::null());
     let msg = b"pagescope: exec failed\n";
     let mask = crate::signals::launch_mask();
+    let ignored = crate::signals::launch_ignored();
     // SAFETY: the child only calls async-signal-safe functions (signal,
     // sigprocmask, raise, execv, write, _exit) on memory prepared before
     // the fork (`path`, the NUL-terminated `ptrs` to `argv`'s strings,
@@ -265,6 +267,11 @@ pub fn fork_exec_stopped(path: &CStr, argv: &[CString]) -> io::Result<i32> {
         // SAFETY: as above.
         0 => unsafe {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            for sig in 1..=64 {
+                if ignored & (1 << (sig - 1)) != 0 {
+                    libc::signal(sig, libc::SIG_IGN);
+                }
+            }
             libc::sigprocmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut());
             libc::raise(libc::SIGSTOP);
             libc::execv(path.as_ptr(), ptrs.as_ptr());

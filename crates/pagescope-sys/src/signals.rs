@@ -6,7 +6,7 @@
 //! rustix's `Signal::INT.as_raw()`), so that real-time ones pass too.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -153,6 +153,19 @@ pub(crate) fn launch_mask() -> libc::sigset_t {
 /// The flag that the handlers installed by [`catch_to_flag`] raise.
 static CAUGHT: AtomicBool = AtomicBool::new(false);
 
+/// The signals (bit `n - 1` for signal `n`) that this process was given
+/// ignored and [`catch_to_flag`] then caught: a program it launches gets
+/// them ignored again ([`launch_ignored`]), as it would have without
+/// pagescope (a shell starts background jobs with SIGINT and SIGQUIT
+/// ignored; a caught signal is reset to its default at exec).
+static GIVEN_IGNORED: AtomicU64 = AtomicU64::new(0);
+
+/// The signals a launched program starts ignored, besides those it
+/// inherits ignored (see [`GIVEN_IGNORED`]).
+pub(crate) fn launch_ignored() -> u64 {
+    GIVEN_IGNORED.load(Ordering::SeqCst)
+}
+
 extern "C" fn raise_on_signal(_: libc::c_int) {
     CAUGHT.store(true, Ordering::SeqCst);
 }
@@ -168,11 +181,15 @@ pub fn catch_to_flag(signals: &[i32]) -> io::Result<()> {
         action.sa_sigaction = raise_on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
         // SAFETY: the mask is part of `action`, valid for the call.
         unsafe { libc::sigemptyset(&mut action.sa_mask) };
+        // SAFETY: as `action`.
+        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
         // SAFETY: the handler only stores to an atomic (async-signal-safe);
-        // `action` is valid for the call and the old action is not asked
-        // for.
-        if unsafe { libc::sigaction(sig, &action, std::ptr::null_mut()) } != 0 {
+        // `action` and `old` are valid for the call.
+        if unsafe { libc::sigaction(sig, &action, &mut old) } != 0 {
             return Err(io::Error::last_os_error());
+        }
+        if old.sa_sigaction == libc::SIG_IGN && (1..=64).contains(&sig) {
+            GIVEN_IGNORED.fetch_or(1 << (sig - 1), Ordering::SeqCst);
         }
     }
     Ok(())

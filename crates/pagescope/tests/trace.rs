@@ -2240,7 +2240,9 @@ fn full_filesystem_mid_trace_ends_the_traced_program() {
 /// default, not ignored as the Rust runtime ignores it. The truth is the
 /// same shell run by the test: the same mask and ignored set, `yes`
 /// ending quietly of SIGPIPE (ignored, it would say "Broken pipe"), and
-/// SIGTERM ending the shell. Signals 1 to 31 are compared: those above
+/// SIGTERM ending the shell. Run where SIGINT and SIGQUIT come ignored
+/// (a shell's background job), the program gets them ignored too, though
+/// pagescope catches SIGINT for itself. Signals 1 to 31 are compared: those above
 /// are real-time ones, and the lowest two of them the C library's own
 /// (glibc's thread cancellation and set*id broadcast), which it handles
 /// itself.
