@@ -374,6 +374,10 @@ pub enum EndNote {
     /// A note of a version-1 recording that none of the others matches,
     /// as written.
     Other(String),
+    /// Processes that started while recording (with `--system` or
+    /// `--cgroup`) whose memory pagescope was refused: their pids, sorted.
+    /// Those refused at the start are in the header's notes. Version 3.
+    Unreadable(Vec<u32>),
 }
 
 impl std::fmt::Display for EndNote {
@@ -382,6 +386,32 @@ impl std::fmt::Display for EndNote {
             EndNote::LaunchedKilled => f.write_str("the launched command was killed"),
             EndNote::NotLetGo(e) => write!(f, "letting the program go: {e}"),
             EndNote::Other(s) => f.write_str(s),
+            EndNote::Unreadable(pids) => write!(
+                f,
+                "of the processes that started while recording, {}",
+                denied_note(pids, DENIED_MISSING)
+            ),
         }
     }
+}
+
+/// What the note on processes that could not be read says a recording
+/// is missing.
+pub const DENIED_MISSING: &str = "their references are not recorded";
+
+/// The note for processes whose memory pagescope may not read (`pids`,
+/// sorted): how many, what grants access, `missing` (what is therefore
+/// missing), and the first few pids.
+pub fn denied_note(pids: &[u32], missing: &str) -> String {
+    let shown: Vec<String> = pids.iter().take(8).map(|p| p.to_string()).collect();
+    format!(
+        "{} could not be read (permission denied: needs root with CAP_SYS_PTRACE, or the \
+         processes' own user): {missing} (pids {}{})",
+        match pids.len() {
+            1 => "1 process".to_string(),
+            n => format!("{n} processes"),
+        },
+        shown.join(" "),
+        if pids.len() > 8 { " ..." } else { "" }
+    )
 }

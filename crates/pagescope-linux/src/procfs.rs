@@ -73,22 +73,7 @@ pub fn list_pids(proc_root: &Path) -> Result<Vec<u32>> {
     Ok(pids)
 }
 
-/// The note for processes whose memory pagescope may not read (`pids`,
-/// sorted): how many, what grants access, `missing` (what is therefore
-/// missing), and the first few pids.
-pub fn denied_note(pids: &[u32], missing: &str) -> String {
-    let shown: Vec<String> = pids.iter().take(8).map(|p| p.to_string()).collect();
-    format!(
-        "{} could not be read (permission denied: needs root with CAP_SYS_PTRACE, or the \
-         processes' own user): {missing} (pids {}{})",
-        match pids.len() {
-            1 => "1 process".to_string(),
-            n => format!("{n} processes"),
-        },
-        shown.join(" "),
-        if pids.len() > 8 { " ..." } else { "" }
-    )
-}
+pub use pagescope_core::record::denied_note;
 
 /// A parse failure on a file of a process, as a pagescope error.
 pub(crate) fn corrupt(path: &Path, e: ParseError) -> Error {

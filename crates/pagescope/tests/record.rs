@@ -1379,6 +1379,84 @@ fn refused_recordings_name_their_cause() {
     assert_yama_named_truly(&line);
 }
 
+/// A process that starts while `--system` records, and that pagescope
+/// may not read, is named in the file's end record, and so in its
+/// reports and on stderr: not only the processes refused at the start.
+#[test]
+fn unreadable_processes_that_start_while_recording_are_in_the_file() {
+    let Some(nobody) = as_nobody() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let out = temp_path(dir.path(), "u.rec");
+    let recorder = Command::new(nobody[0])
+        .args(&nobody[1..])
+        .arg(pagescope_bin())
+        .args([
+            "record",
+            "--system",
+            "--backend",
+            "refs",
+            "--interval",
+            "200ms",
+            "--duration",
+            "2s",
+            "-o",
+            &out,
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The file's header is written once the processes of the start are
+    // known: root's process started after it is one nobody can't read.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::metadata(&out).map_or(true, |m| m.len() == 0) {
+        assert!(Instant::now() < deadline, "no recording started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut late = Command::new("sleep").arg("3").spawn().unwrap();
+    let o = recorder.wait_with_output().unwrap();
+    let _ = late.kill();
+    let _ = late.wait();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let pid = late.id();
+    let rec = read_complete_recording(&out);
+    let named = |n: &str| n.contains(&format!(" {pid} ")) || n.contains(&format!(" {pid})"));
+    assert!(
+        !rec.header().notes.iter().any(|n| named(n)),
+        "{pid} started after the header: {:?}",
+        rec.header().notes
+    );
+    let end = rec.end.as_ref().unwrap();
+    assert_eq!(end.reason, pagescope_core::record::EndReason::Duration);
+    let unread = end.notes.iter().find_map(|n| match n {
+        pagescope_core::record::EndNote::Unreadable(p) => Some(p.clone()),
+        _ => None,
+    });
+    assert!(
+        unread.as_ref().is_some_and(|p| p.contains(&pid)),
+        "{pid} not in {:?}",
+        end.notes
+    );
+    let line = |text: &str| {
+        text.lines()
+            .find(|l| l.contains("started while recording"))
+            .map(str::to_string)
+    };
+    // Other tests' processes may start meanwhile: the note shows 8 pids.
+    let said = line(&stderr).unwrap_or_default();
+    assert!(
+        said.starts_with("note: ") && said.contains("could not be read"),
+        "{stderr}"
+    );
+    let notes = analyze_json(&out, "temporal", &[])["notes"].to_string();
+    assert!(notes.contains("started while recording"), "{notes}");
+}
+
 /// As nobody, where `vm.unprivileged_userfaultfd` is 0 and the kernel has
 /// no soft-dirty bits, `record` says that the sysctl keeps it from
 /// knowing written pages, not that the kernel lacks PAGEMAP_SCAN.

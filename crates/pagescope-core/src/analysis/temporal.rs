@@ -7,7 +7,8 @@
 
 use crate::format::RecordVisitor;
 use crate::record::{
-    Counts, Granularity, Interval, ProcessInfo, RecordEnd, RecordHeader, Scope, WriteSource,
+    Counts, EndReason, Granularity, Interval, ProcessInfo, RecordEnd, RecordHeader, Scope,
+    WriteSource,
 };
 use crate::{Error, Result};
 use std::collections::BTreeMap;
@@ -629,11 +630,22 @@ impl Recording {
                 1.0 / f
             ));
         }
-        if self.end.is_none() {
-            notes.push(format!(
+        match &self.end {
+            None => notes.push(format!(
                 "the recording was cut short (the recorder was killed): {} complete intervals",
                 self.intervals.len()
-            ));
+            )),
+            // Exited, a duration run out and an interruption end a
+            // recording whole; anything else, and every note, is said.
+            Some(end) => {
+                if !matches!(
+                    end.reason,
+                    EndReason::Exited | EndReason::Duration | EndReason::Interrupted
+                ) {
+                    notes.push(format!("the recording ended: {}", end.reason));
+                }
+                notes.extend(end.notes.iter().map(ToString::to_string));
+            }
         }
         notes.push(
             "kernel_resident_pages counts kernel memory resident (slab, page tables, kernel \
@@ -737,6 +749,35 @@ mod tests {
             i.phys.clear();
         }
         assert!(sum(&m));
+    }
+
+    /// How a recording ended reaches its reports: an error and every end
+    /// note; a recording that ended whole adds nothing.
+    #[test]
+    fn notes_say_how_the_recording_ended() {
+        use crate::record::EndNote;
+        let mut r = recording(Scope::System);
+        let before = r.notes().len();
+        r.end = Some(RecordEnd {
+            reason: EndReason::Duration,
+            ..RecordEnd::default()
+        });
+        assert_eq!(r.notes().len(), before - 1, "no longer cut short");
+        r.end = Some(RecordEnd {
+            reason: EndReason::Error("reading /proc/1/pagemap: gone".into()),
+            notes: vec![EndNote::LaunchedKilled, EndNote::Unreadable(vec![12, 40])],
+            ..RecordEnd::default()
+        });
+        let notes = r.notes();
+        assert!(notes.contains(&"the recording ended: error: reading /proc/1/pagemap: gone".into()));
+        assert!(notes.contains(&"the launched command was killed".into()));
+        let unread = notes.iter().find(|n| n.contains("started while recording"));
+        assert!(
+            unread.is_some_and(
+                |n| n.contains("2 processes could not be read") && n.contains("(pids 12 40)")
+            ),
+            "{notes:?}"
+        );
     }
 
     #[test]

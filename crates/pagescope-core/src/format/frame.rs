@@ -30,16 +30,19 @@ impl Kind {
     }
 
     /// The format version this build writes files of this kind in, and
-    /// the newest it reads: snapshots are at version 1, recordings at 2
-    /// (their end records hold a typed reason and notes, where version 1
-    /// held one string), traces at 3 (as 2, with mapping ids predicted from
-    /// addresses and mapping records written together; a reader of version
+    /// the newest it reads: snapshots are at version 1, recordings at 3
+    /// (version 2's end records hold a typed reason and notes, where
+    /// version 1 held one string; version 3 added the end note of
+    /// processes that could not be read, which a reader of version 2 could
+    /// not decode), traces at 4 (version 3 predicted mapping ids from
+    /// addresses and wrote mapping records together, a reader of version
     /// 2 would skip those frames and see no reference, so it refuses the
-    /// file). See `docs/format.md`.
+    /// file; version 4 folded write bits into the page column). See
+    /// `docs/format.md`.
     pub fn version(self) -> u16 {
         match self {
             Kind::Snapshot => 1,
-            Kind::Record => 2,
+            Kind::Record => 3,
             Kind::Trace => 4,
         }
     }
@@ -628,7 +631,7 @@ mod tests {
     /// a kind up to its own, and refuses a newer one naming both.
     #[test]
     fn versions_by_kind() {
-        for (kind, version) in [(Kind::Snapshot, 1u16), (Kind::Record, 2), (Kind::Trace, 4)] {
+        for (kind, version) in [(Kind::Snapshot, 1u16), (Kind::Record, 3), (Kind::Trace, 4)] {
             let mut file = FrameWriter::new(Vec::new(), kind).unwrap().into_inner();
             assert_eq!(file[8..10], version.to_le_bytes());
             for older in 1..=version {

@@ -421,20 +421,23 @@ mod tests {
         let end = RecordEnd {
             intervals: 0,
             reason: EndReason::Error("ptrace: gone".into()),
-            notes: vec![EndNote::LaunchedKilled],
+            notes: vec![EndNote::LaunchedKilled, EndNote::Unreadable(vec![9])],
             overruns: 3,
         };
         let mut w = RecordWriter::new(Vec::new(), Path::new("r"), &header()).unwrap();
         w.finish(&end).unwrap();
         let bytes = w.file.frames.into_inner();
-        assert_eq!(bytes[8..10], [2, 0]);
+        assert_eq!(bytes[8..10], [3, 0]);
         let mut c = Collect::default();
         read_record(&bytes[..], Path::new("r"), &mut c).unwrap();
         let read = c.end.unwrap();
         assert_eq!(read, end);
         assert_eq!(
             read.why(),
-            "error: ptrace: gone; the launched command was killed"
+            "error: ptrace: gone; the launched command was killed; of the processes that \
+             started while recording, 1 process could not be read (permission denied: needs \
+             root with CAP_SYS_PTRACE, or the processes' own user): their references are not \
+             recorded (pids 9)"
         );
     }
 

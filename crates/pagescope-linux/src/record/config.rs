@@ -79,10 +79,6 @@ pub struct RecordOutcome {
     pub bytes: u64,
     /// The launched command's exit code.
     pub exit_code: Option<i32>,
-    /// Processes that started during the recording and could not be read
-    /// (those of the start are in the header's notes).
-    pub denied_later: Vec<u32>,
 }
 
-/// What the note on processes that could not be read says is missing.
-pub const DENIED_MISSING: &str = "their references are not recorded";
+pub use pagescope_core::record::DENIED_MISSING;

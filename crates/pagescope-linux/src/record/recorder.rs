@@ -416,6 +416,10 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         }
     }
     let mut notes = Vec::new();
+    let denied_later: Vec<u32> = rec.denied.difference(&denied_at_start).copied().collect();
+    if !denied_later.is_empty() {
+        notes.push(EndNote::Unreadable(denied_later));
+    }
     let (intervals, reason) = match result {
         Ok(r) => r,
         Err(e) => {
@@ -455,7 +459,6 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         end,
         bytes: out.bytes(),
         exit_code: rec.exit_code,
-        denied_later: rec.denied.difference(&denied_at_start).copied().collect(),
     })
 }
 

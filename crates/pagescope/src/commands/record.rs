@@ -115,19 +115,13 @@ pub fn run(args: RecordArgs) -> Result<u8> {
             h.backend.name(),
             h.why,
             outcome.bytes,
-            outcome.end.why()
+            outcome.end.reason
         );
         for n in &h.notes {
             note(n);
         }
-        if !outcome.denied_later.is_empty() {
-            note(&format!(
-                "of the processes that started while recording, {}",
-                pagescope_linux::procfs::denied_note(
-                    &outcome.denied_later,
-                    pagescope_linux::record::DENIED_MISSING
-                )
-            ));
+        for n in &outcome.end.notes {
+            note(&n.to_string());
         }
         if outcome.end.overruns > 0 {
             note(&format!(
