@@ -378,6 +378,11 @@ pub enum EndNote {
     /// `--cgroup`) whose memory pagescope was refused: their pids, sorted.
     /// Those refused at the start are in the header's notes. Version 3.
     Unreadable(Vec<u32>),
+    /// Processes that another pagescope began to observe while a
+    /// `--system` or `--cgroup` recording with the `refs` backend ran,
+    /// left out of it from then on (their pids, sorted). Those observed at
+    /// the start are in the header's notes. Version 3.
+    Observed(Vec<u32>),
 }
 
 impl std::fmt::Display for EndNote {
@@ -391,8 +396,47 @@ impl std::fmt::Display for EndNote {
                 "of the processes that started while recording, {}",
                 denied_note(pids, DENIED_MISSING)
             ),
+            EndNote::Observed(pids) => f.write_str(&observed_note(pids, true)),
         }
     }
+}
+
+/// The note for processes left out of a recording because another
+/// pagescope observes them (`pids`, sorted): since the start, or, `later`,
+/// since they came to be observed while it ran.
+pub fn observed_note(pids: &[u32], later: bool) -> String {
+    let one = pids.len() == 1;
+    format!(
+        "{} {} by another pagescope (record --pid, trace --pid, or the command a record \
+         launched) {}, so that this recording's clears of referenced bits are not that \
+         observer's too (pids {})",
+        match pids.len() {
+            1 => "1 process".to_string(),
+            n => format!("{n} processes"),
+        },
+        match (later, one) {
+            (false, true) => "is observed",
+            (false, false) => "are observed",
+            (true, _) => "came to be observed",
+        },
+        match (later, one) {
+            (false, true) => "and was left out",
+            (false, false) => "and were left out",
+            (true, true) => "while recording and was left out from then on",
+            (true, false) => "while recording and were left out from then on",
+        },
+        shown_pids(pids)
+    )
+}
+
+/// The first few of `pids`, for a note.
+fn shown_pids(pids: &[u32]) -> String {
+    let shown: Vec<String> = pids.iter().take(8).map(|p| p.to_string()).collect();
+    format!(
+        "{}{}",
+        shown.join(" "),
+        if pids.len() > 8 { " ..." } else { "" }
+    )
 }
 
 /// What the note on processes that could not be read says a recording
@@ -403,15 +447,13 @@ pub const DENIED_MISSING: &str = "their references are not recorded";
 /// sorted): how many, what grants access, `missing` (what is therefore
 /// missing), and the first few pids.
 pub fn denied_note(pids: &[u32], missing: &str) -> String {
-    let shown: Vec<String> = pids.iter().take(8).map(|p| p.to_string()).collect();
     format!(
         "{} could not be read (permission denied: needs root with CAP_SYS_PTRACE, or the \
-         processes' own user): {missing} (pids {}{})",
+         processes' own user): {missing} (pids {})",
         match pids.len() {
             1 => "1 process".to_string(),
             n => format!("{n} processes"),
         },
-        shown.join(" "),
-        if pids.len() > 8 { " ..." } else { "" }
+        shown_pids(pids)
     )
 }

@@ -1457,6 +1457,73 @@ fn unreadable_processes_that_start_while_recording_are_in_the_file() {
     assert!(notes.contains("started while recording"), "{notes}");
 }
 
+/// A recording of the whole machine with `refs` leaves alone the
+/// processes another pagescope observes (here `record --pid`, one from
+/// before it started and one from while it ran): clearing their bits
+/// would empty the other recorder's intervals. The first is in no row
+/// and named in the header's notes, the second in the end record's.
+#[test]
+fn a_system_recording_leaves_processes_another_pagescope_observes() {
+    let _guard = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = temp_path(dir.path(), "sys.rec");
+    let before = Pagetest::start(&[], &["--size", "4M", "--hold"], "done");
+    let mut first = hold_with_recorder(before.pid(), &temp_path(dir.path(), "1.rec"));
+    let system = Command::new(pagescope_bin())
+        .args(record_args(
+            &[
+                "--system",
+                "--backend",
+                "refs",
+                "--interval",
+                "200ms",
+                "--duration",
+                "2s",
+            ],
+            &out,
+        ))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::metadata(&out).map_or(true, |m| m.len() == 0) {
+        assert!(Instant::now() < deadline, "no recording started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let during = Pagetest::start(&[], &["--size", "4M", "--hold"], "done");
+    let mut second = hold_with_recorder(during.pid(), &temp_path(dir.path(), "2.rec"));
+    let o = system.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rec = read_complete_recording(&out);
+    let (a, b) = (before.pid(), during.pid());
+    let notes = rec.header().notes.join("\n");
+    assert!(
+        notes.contains("observed by another pagescope") && notes.contains(&format!(" {a}")),
+        "{a} is not named: {notes}"
+    );
+    assert!(
+        rec.intervals
+            .iter()
+            .all(|i| i.virt.iter().all(|r| r.pid != a)),
+        "{a}, observed by another recorder, was recorded"
+    );
+    let end = rec.end.as_ref().unwrap();
+    let later = end.notes.iter().find_map(|n| match n {
+        pagescope_core::record::EndNote::Observed(p) => Some(p.clone()),
+        _ => None,
+    });
+    assert!(
+        later
+            .as_ref()
+            .is_some_and(|p| p.contains(&b) && !p.contains(&a)),
+        "{b} not in {:?}",
+        end.notes
+    );
+    for holder in [&mut first, &mut second] {
+        assert!(holder.wait().unwrap().success());
+    }
+}
+
 /// As nobody, where `vm.unprivileged_userfaultfd` is 0 and the kernel has
 /// no soft-dirty bits, `record` says that the sysctl keeps it from
 /// knowing written pages, not that the kernel lacks PAGEMAP_SCAN.

@@ -765,7 +765,11 @@ mod tests {
         assert_eq!(r.notes().len(), before - 1, "no longer cut short");
         r.end = Some(RecordEnd {
             reason: EndReason::Error("reading /proc/1/pagemap: gone".into()),
-            notes: vec![EndNote::LaunchedKilled, EndNote::Unreadable(vec![12, 40])],
+            notes: vec![
+                EndNote::LaunchedKilled,
+                EndNote::Unreadable(vec![12, 40]),
+                EndNote::Observed(vec![7]),
+            ],
             ..RecordEnd::default()
         });
         let notes = r.notes();
@@ -778,6 +782,12 @@ mod tests {
             ),
             "{notes:?}"
         );
+        assert!(notes.iter().any(|n| n
+            .starts_with("1 process came to be observed by another pagescope")
+            && n.ends_with(
+                "while recording and was left out from then on, so that this \
+              recording's clears of referenced bits are not that observer's too (pids 7)"
+            )));
     }
 
     #[test]

@@ -32,9 +32,9 @@ impl Kind {
     /// The format version this build writes files of this kind in, and
     /// the newest it reads: snapshots are at version 1, recordings at 3
     /// (version 2's end records hold a typed reason and notes, where
-    /// version 1 held one string; version 3 added the end note of
-    /// processes that could not be read, which a reader of version 2 could
-    /// not decode), traces at 4 (version 3 predicted mapping ids from
+    /// version 1 held one string; version 3 added the end notes of
+    /// processes that could not be read or that another pagescope
+    /// observes, which a reader of version 2 could not decode), traces at 4 (version 3 predicted mapping ids from
     /// addresses and wrote mapping records together, a reader of version
     /// 2 would skip those frames and see no reference, so it refuses the
     /// file; version 4 folded write bits into the page column). See

@@ -65,6 +65,9 @@ struct Recorder<'a> {
     /// Processes of the machine or of a cgroup whose memory pagescope may
     /// not read: left out of the recording, and named in a note.
     denied: BTreeSet<u32>,
+    /// Processes of the machine or of a cgroup left to another pagescope
+    /// that observes them ([`Recorder::leave_observed`]).
+    observed: BTreeSet<u32>,
     /// Boundaries after which a full interval could not be kept.
     overruns: u64,
     page_size: u64,
@@ -92,8 +95,40 @@ impl Recorder<'_> {
         // backend says so); one of many is left out, as a snapshot does.
         if matches!(self.config.target, Target::System | Target::Cgroup(_)) {
             pids.retain(|&p| self.readable(p));
+            self.leave_observed(&mut pids);
         }
         Ok(pids)
+    }
+
+    /// Takes out of `pids` the processes another pagescope observes
+    /// (`record --pid`, `trace --pid`, the command a `record` launched:
+    /// [`crate::observer::observed`]), where this recording clears bits
+    /// process by process (the `refs` backend): its clears would be theirs
+    /// too, and their figures wrong. Once left out, a process stays out
+    /// (in `observed`, named in a note). The backends that clear page
+    /// frames over the whole machine can't leave one process out.
+    fn leave_observed(&mut self, pids: &mut Vec<u32>) {
+        if self.probe.backend() != Backend::Refs {
+            return;
+        }
+        let locked = crate::observer::observed(&self.root.run);
+        let proc = &self.root.proc;
+        let buf = &mut self.buf;
+        for &(pid, start) in &locked {
+            if self.observed.contains(&pid) || !pids.contains(&pid) {
+                continue;
+            }
+            // The pid names the observed process only with its start time.
+            let same = ProcDir::at(proc, pid)
+                .stat(buf)
+                .is_ok_and(|s| s.start_time == start);
+            if same {
+                self.observed.insert(pid);
+            }
+        }
+        if !self.observed.is_empty() {
+            pids.retain(|p| !self.observed.contains(p));
+        }
     }
 
     /// Whether pagescope may read the memory of `pid` (its pagemap, as
@@ -316,6 +351,7 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         seen: HashSet::new(),
         commands: HashMap::new(),
         denied: BTreeSet::new(),
+        observed: BTreeSet::new(),
         overruns: 0,
         page_size,
         buf: Vec::new(),
@@ -372,6 +408,11 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         let pids: Vec<u32> = denied_at_start.iter().copied().collect();
         notes.push(procfs::denied_note(&pids, DENIED_MISSING));
     }
+    let observed_at_start = rec.observed.clone();
+    if !observed_at_start.is_empty() {
+        let pids: Vec<u32> = observed_at_start.iter().copied().collect();
+        notes.push(pagescope_core::record::observed_note(&pids, false));
+    }
     // Read together, so that times in the recording (from `start`) and
     // the header's clocks agree: the header takes a while to build.
     let start = Instant::now();
@@ -419,6 +460,14 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
     let denied_later: Vec<u32> = rec.denied.difference(&denied_at_start).copied().collect();
     if !denied_later.is_empty() {
         notes.push(EndNote::Unreadable(denied_later));
+    }
+    let observed_later: Vec<u32> = rec
+        .observed
+        .difference(&observed_at_start)
+        .copied()
+        .collect();
+    if !observed_later.is_empty() {
+        notes.push(EndNote::Observed(observed_later));
     }
     let (intervals, reason) = match result {
         Ok(r) => r,
