@@ -1379,6 +1379,44 @@ fn refused_recordings_name_their_cause() {
     assert_yama_named_truly(&line);
 }
 
+/// `record --system --backend refs` for 2 s in 200 ms intervals, into
+/// `out`, under `wrapper`, its stderr piped; returned once its file's
+/// header is written, which is once the processes of the start are known
+/// (a process started after it is one the recording finds later).
+fn system_refs_started(wrapper: &[&str], out: &str) -> std::process::Child {
+    let (program, wrapped) = match wrapper.split_first() {
+        Some((p, rest)) => (std::path::PathBuf::from(p), rest.to_vec()),
+        None => (pagescope_bin(), Vec::new()),
+    };
+    let mut command = Command::new(program);
+    command.args(wrapped);
+    if !wrapper.is_empty() {
+        command.arg(pagescope_bin());
+    }
+    let options = [
+        "--system",
+        "--backend",
+        "refs",
+        "--interval",
+        "200ms",
+        "--duration",
+        "2s",
+    ];
+    let child = command
+        .args(["record"])
+        .args(options)
+        .args(["-o", out])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::metadata(out).map_or(true, |m| m.len() == 0) {
+        assert!(Instant::now() < deadline, "no recording started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child
+}
+
 /// A process that starts while `--system` records, and that pagescope
 /// may not read, is named in the file's end record, and so in its
 /// reports and on stderr: not only the processes refused at the start.
@@ -1392,31 +1430,8 @@ fn unreadable_processes_that_start_while_recording_are_in_the_file() {
     )
     .unwrap();
     let out = temp_path(dir.path(), "u.rec");
-    let recorder = Command::new(nobody[0])
-        .args(&nobody[1..])
-        .arg(pagescope_bin())
-        .args([
-            "record",
-            "--system",
-            "--backend",
-            "refs",
-            "--interval",
-            "200ms",
-            "--duration",
-            "2s",
-            "-o",
-            &out,
-        ])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The file's header is written once the processes of the start are
-    // known: root's process started after it is one nobody can't read.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::fs::metadata(&out).map_or(true, |m| m.len() == 0) {
-        assert!(Instant::now() < deadline, "no recording started");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    // Root's process started after the header is one nobody can't read.
+    let recorder = system_refs_started(&nobody, &out);
     let mut late = Command::new("sleep").arg("3").spawn().unwrap();
     let o = recorder.wait_with_output().unwrap();
     let _ = late.kill();
@@ -1469,27 +1484,7 @@ fn a_system_recording_leaves_processes_another_pagescope_observes() {
     let out = temp_path(dir.path(), "sys.rec");
     let before = Pagetest::start(&[], &["--size", "4M", "--hold"], "done");
     let mut first = hold_with_recorder(before.pid(), &temp_path(dir.path(), "1.rec"));
-    let system = Command::new(pagescope_bin())
-        .args(record_args(
-            &[
-                "--system",
-                "--backend",
-                "refs",
-                "--interval",
-                "200ms",
-                "--duration",
-                "2s",
-            ],
-            &out,
-        ))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::fs::metadata(&out).map_or(true, |m| m.len() == 0) {
-        assert!(Instant::now() < deadline, "no recording started");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let system = system_refs_started(&[], &out);
     let during = Pagetest::start(&[], &["--size", "4M", "--hold"], "done");
     let mut second = hold_with_recorder(during.pid(), &temp_path(dir.path(), "2.rec"));
     let o = system.wait_with_output().unwrap();
