@@ -14,8 +14,14 @@
 //!
 //! `record -- CMD` takes the lock on the command it launched too. What
 //! clears other processes' referenced bits for figures of its own (the
-//! working set of `serve` and `top`) leaves every locked process alone
-//! ([`observed`]).
+//! working set of `serve` and `top`, a whole-machine or cgroup recording)
+//! leaves every locked process alone ([`observed`]).
+//!
+//! Two of those would clear each other's bits over every process they
+//! share, so each takes the machine's lock, `/run/pagescope/machine.lock`,
+//! for as long as it runs ([`ObserverLock::acquire_machine`]), and a
+//! second is refused with the holder's pid and command (`top` goes on
+//! without a working set instead, and says so).
 //!
 //! Only pagescope's own instances see the lock; another tool's clear_refs
 //! or userfaultfd is not seen (the recorders note that possibility).
@@ -28,6 +34,9 @@ use std::path::{Path, PathBuf};
 
 /// The directory of the locks.
 pub const LOCK_DIR: &str = "/run/pagescope";
+
+/// The machine's lock in [`LOCK_DIR`] ([`ObserverLock::acquire_machine`]).
+const MACHINE_LOCK: &str = "machine.lock";
 
 /// The lock on one observed process; dropped, it is released.
 #[derive(Debug)]
@@ -54,17 +63,63 @@ impl ObserverLock {
         what: &str,
     ) -> Result<Option<ObserverLock>> {
         let start = start_time(proc_root, pid)?;
+        Self::take(dir, &format!("{pid}-{start}.lock"), what, &|holder| {
+            format!(
+                "process {pid} is already observed by pagescope {holder}: two observers \
+                 of one process corrupt each other's figures; wait for it to end"
+            )
+        })
+    }
+
+    /// Takes the machine's lock for `what` (`record --system`, `serve`,
+    /// `top`): whatever clears or reads the accessed bits of many
+    /// processes at once, for figures of its own. Two such clear each
+    /// other's bits, and both count too few references, so a second is
+    /// refused and told who holds the lock. `None` where locks can't be
+    /// taken, as for [`ObserverLock::acquire`].
+    pub fn acquire_machine(dir: &Path, what: &str) -> Result<Option<ObserverLock>> {
+        Self::take(dir, MACHINE_LOCK, what, &|holder| {
+            format!(
+                "pagescope {holder} already clears the accessed bits of many processes \
+                 (a whole-machine or cgroup recording, or the working set of serve or \
+                 top): two such clear each other's bits, and both would count too few \
+                 references; wait for it to end, leave the bits alone (serve or top \
+                 --backend none), or record one program (--pid, or -- CMD), which it \
+                 leaves alone"
+            )
+        })
+    }
+
+    /// Who holds the machine's lock in `dir` (`(pid N, `serve`)`), if
+    /// anyone does.
+    pub fn machine_holder(dir: &Path) -> Option<String> {
+        let path = dir.join(MACHINE_LOCK);
+        let fd = open_lock(&path).ok()?;
+        let held = flock(&fd, FlockOperation::NonBlockingLockShared)
+            .is_err_and(|e| e == rustix::io::Errno::WOULDBLOCK);
+        let holder = std::fs::read_to_string(&path).ok()?;
+        held.then(|| holder.trim().to_string())
+    }
+
+    /// Takes the lock `name` in `dir` for this process, described as
+    /// `what`; `refused` says why, given the holder's description.
+    fn take(
+        dir: &Path,
+        name: &str,
+        what: &str,
+        refused: &dyn Fn(&str) -> String,
+    ) -> Result<Option<ObserverLock>> {
         match std::fs::create_dir_all(dir) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => return Ok(None),
             Err(e) => return Err(Error::io(dir, e)),
         }
         sweep_abandoned(dir);
-        let path = dir.join(format!("{pid}-{start}.lock"));
+        let path = dir.join(name);
         let mut tries = 0;
         let mut file = loop {
             tries += 1;
-            match Self::open_locked(&path, pid, tries < 4)? {
+            match Self::open_locked(&path, refused, tries < 4)? {
                 Locked::Taken(file) => break file,
                 Locked::Gone => continue,
                 Locked::NotTakingPart => return Ok(None),
@@ -84,7 +139,7 @@ impl ObserverLock {
     /// nothing, so the caller opens the path again. A lock held by
     /// another is `Gone` too while `retry` (after 5 ms): a sweep holds a
     /// lock it is about to remove for a moment; a holder refuses.
-    fn open_locked(path: &Path, pid: u32, retry: bool) -> Result<Locked> {
+    fn open_locked(path: &Path, refused: &dyn Fn(&str) -> String, retry: bool) -> Result<Locked> {
         let fd: OwnedFd = match rustix::fs::open(
             path,
             OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
@@ -121,15 +176,11 @@ impl ObserverLock {
                 let holder = holder.trim();
                 return Err(Error::Io {
                     path: path.to_path_buf(),
-                    error: std::io::Error::other(format!(
-                        "process {pid} is already observed by pagescope {}: two observers \
-                         of one process corrupt each other's figures; wait for it to end",
-                        if holder.is_empty() {
-                            "(pid unknown)"
-                        } else {
-                            holder
-                        }
-                    )),
+                    error: std::io::Error::other(refused(if holder.is_empty() {
+                        "(pid unknown)"
+                    } else {
+                        holder
+                    })),
                 });
             }
             return Err(Error::io(path, e.into()));
@@ -265,6 +316,29 @@ mod tests {
         assert!(again.is_some(), "the lock is free once the first lets go");
         drop(again);
         std::fs::remove_dir(&locks).unwrap();
+    }
+
+    /// One pagescope at a time clears many processes' bits: a second is
+    /// refused and told who, until the first lets go.
+    #[test]
+    fn the_machine_has_one_clearer_at_a_time() {
+        let locks = tempfile::tempdir().unwrap();
+        let dir = locks.path();
+        assert_eq!(ObserverLock::machine_holder(dir), None);
+        let first = ObserverLock::acquire_machine(dir, "serve").unwrap().unwrap();
+        let who = format!("(pid {}, `serve`)", std::process::id());
+        assert_eq!(ObserverLock::machine_holder(dir), Some(who.clone()));
+        let said = ObserverLock::acquire_machine(dir, "top").unwrap_err().to_string();
+        assert!(said.contains(&who) && said.contains("each other"), "{said}");
+        // Observing one process is another lock.
+        let me = std::process::id();
+        let proc_root = &crate::Root::default().proc;
+        let one = ObserverLock::acquire_in(dir, proc_root, me, "record").unwrap();
+        assert!(one.is_some());
+        drop(first);
+        assert_eq!(ObserverLock::machine_holder(dir), None);
+        let again = ObserverLock::acquire_machine(dir, "top").unwrap();
+        assert!(again.is_some(), "free once the first lets go");
     }
 
     /// The locks killed observers left are removed by the next observer;

@@ -1519,6 +1519,45 @@ fn a_system_recording_leaves_processes_another_pagescope_observes() {
     }
 }
 
+/// Two pagescopes that clear the accessed bits of many processes would
+/// clear each other's: while a whole-machine recording runs, a second
+/// one and a `serve` with a working set are refused, each told the
+/// first's pid and command; a recording of one process (which the first
+/// leaves alone) is not. Once the first ends, the machine is free again.
+#[test]
+fn a_second_pagescope_clearing_many_processes_is_refused_and_told_who() {
+    let _guard = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = temp_path(dir.path(), "first.rec");
+    let first = system_refs_started(&[], &out);
+    let who = format!("(pid {}, `record --system`)", first.id());
+    let second = temp_path(dir.path(), "second.rec");
+    let o = run(&[], &record_args(&system_refs("1s"), &second));
+    let said = failed_with(&o, 1);
+    assert!(said.contains(&who) && said.contains("each other"), "{said}");
+    let o = Command::new(pagescope_bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--backend", "refs"])
+        .output()
+        .unwrap();
+    let said = failed_with(&o, 1);
+    assert!(said.contains(&who), "{said}");
+    let pt = Pagetest::start(&[], &["--size", "4M", "--hold"], "done");
+    let one = temp_path(dir.path(), "one.rec");
+    let pid = pt.pid().to_string();
+    let o = run(
+        &[],
+        &record_args(
+            &["--pid", &pid, "--backend", "refs", "--duration", "300ms"],
+            &one,
+        ),
+    );
+    assert!(o.status.success(), "{o:?}");
+    let o = first.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = run(&[], &record_args(&system_refs("1s"), &second));
+    assert!(o.status.success(), "{o:?}");
+}
+
 /// As nobody, where `vm.unprivileged_userfaultfd` is 0 and the kernel has
 /// no soft-dirty bits, `record` says that the sysctl keeps it from
 /// knowing written pages, not that the kernel lacks PAGEMAP_SCAN.

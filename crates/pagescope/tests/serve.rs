@@ -388,6 +388,35 @@ fn a_process_another_pagescope_observes_keeps_its_referenced_bits() {
     );
 }
 
+/// A working set clears every process's referenced bits: while serve has
+/// one, a whole-machine recording (which would clear the same bits) is
+/// refused and told serve's pid; with `--backend none` serve clears
+/// nothing and leaves the machine to others.
+#[test]
+fn a_working_set_keeps_the_machine_from_a_second_clearer() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sys.rec");
+    let record = || {
+        Command::new(pagescope_bin())
+            .args(["record", "-q", "--system", "--backend", "refs"])
+            .args(["--duration", "300ms", "-o"])
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    let serve = Serve::start(&["--interval", "1s", "--backend", "refs"]);
+    let o = record();
+    let said = failed_with(&o, 1);
+    let who = format!("(pid {}, `serve`)", serve.child.id());
+    assert!(said.contains(&who), "{said}");
+    drop(serve);
+    let serve = Serve::start(&["--interval", "1s", "--backend", "none"]);
+    let o = record();
+    assert!(o.status.success(), "{o:?}");
+    drop(serve);
+}
+
 /// Processes above `--pagemap-above` are read from their pagemap and
 /// kpagecount, paced, and their figures are smaps_rollup's all the same:
 /// anonymous memory alone and shared with a forked child, a memfd shared

@@ -413,6 +413,62 @@ fn without_root_the_missing_figures_show_as_such_and_ctrl_c_restores() {
     t.wait_for("top's exit code", |s| s.contains("rc=130"));
 }
 
+/// While another pagescope clears every process's referenced bits (here
+/// a whole-machine recording), top has no working set (clearing them too
+/// would make both counts short), and its header says whose the bits are.
+#[test]
+fn beside_another_pagescope_clearing_bits_top_has_no_working_set_and_says_whose() {
+    let _serial = serial();
+    let Some(t) = Tmux::start("beside") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sys.rec");
+    let mut recorder = Command::new(pagescope_bin())
+        .args([
+            "record",
+            "-q",
+            "--system",
+            "--backend",
+            "refs",
+            "--interval",
+            "1s",
+        ])
+        .arg("-o")
+        .arg(&out)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::metadata(&out).map_or(true, |m| m.len() == 0) {
+        assert!(Instant::now() < deadline, "no recording started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let held = Pagetest::start(&[], &["--size", "16M", "--op", "write", "--hold"], "done");
+    t.line(&format!("{} top", pagescope_bin().display()));
+    let who = format!("(pid {}, `record --system`)", recorder.id());
+    let screen = t.wait_for("top's refresh", |s| {
+        s.contains("sort: PSS") && row_of(s, held.pid()).is_some()
+    });
+    assert!(screen.contains("working set: none"), "{screen}");
+    let note = screen
+        .lines()
+        .find(|l| l.starts_with("note:"))
+        .unwrap_or("");
+    assert!(
+        note.contains("no working set") && note.contains(&who),
+        "{screen}"
+    );
+    assert!(
+        rows(&screen).iter().all(|r| r.text[WSET] == "-"),
+        "{screen}"
+    );
+    t.keys(&["q"]);
+    t.wait_for("the shell", |s| s.trim_end().ends_with('$'));
+    let pid = rustix::process::Pid::from_raw(recorder.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    assert!(recorder.wait().unwrap().code().is_some());
+}
+
 #[test]
 fn without_a_terminal_top_is_a_usage_error() {
     let out = Command::new(pagescope_bin())

@@ -328,6 +328,17 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
             )?);
         }
     }
+    // Two that clear many processes' accessed bits clear each other's.
+    let _machine = match &config.target {
+        Target::System | Target::Cgroup(_) if probe.backend() != Backend::Fault => {
+            let what = match config.target {
+                Target::System => "record --system",
+                _ => "record --cgroup",
+            };
+            crate::observer::ObserverLock::acquire_machine(&root.run, what)?
+        }
+        _ => None,
+    };
     let scope = match &config.target {
         Target::Pids(p) => Scope::Processes(p.clone()),
         Target::Cgroup(d) => Scope::Cgroup(d.display().to_string()),

@@ -53,6 +53,13 @@ pub fn run(args: ServeArgs) -> Result<u8> {
     };
     let backend = args.backend;
     let interval = args.interval;
+    // A working set clears every process's accessed bits: one such
+    // pagescope at a time (held until serve ends).
+    let _machine = match backend {
+        ServeBackend::None => None,
+        _ => pagescope_linux::observer::ObserverLock::acquire_machine(&settings.root.run, "serve")
+            .context("the working set")?,
+    };
     let (latest, server) = (&latest, &server);
     std::thread::scope(|s| -> Result<u8> {
         s.spawn(move || {

@@ -14,6 +14,7 @@ use crate::top::state::{Column, Mode, State};
 use crate::BadInput;
 use anyhow::{Context, Result};
 use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use pagescope_linux::observer::ObserverLock;
 use pagescope_linux::{signals, Root};
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
@@ -38,8 +39,27 @@ pub fn run(args: TopArgs) -> Result<u8> {
         cmdline: false,
         max_age: args.max_age,
     };
+    // A working set clears every process's accessed bits: one such
+    // pagescope at a time. If another has them, top goes on without.
+    let mut refused = None;
+    let mut _machine = None;
     let (ws, backend) = match args.backend {
-        TopBackend::Refs => (WorkingSet::refs(), "refs"),
+        TopBackend::Refs => match ObserverLock::acquire_machine(&settings.root.run, "top") {
+            Ok(lock) => {
+                _machine = lock;
+                (WorkingSet::refs(), "refs")
+            }
+            Err(e) => {
+                refused = Some(match ObserverLock::machine_holder(&settings.root.run) {
+                    Some(holder) => format!(
+                        "no working set: pagescope {holder} clears every process's \
+                         referenced bits already, and two would clear each other's"
+                    ),
+                    None => format!("no working set: {e}"),
+                });
+                (WorkingSet::None, "none")
+            }
+        },
         TopBackend::None => (WorkingSet::None, "none"),
     };
     let mut collector = Collector::new(settings, ws);
@@ -59,7 +79,7 @@ pub fn run(args: TopArgs) -> Result<u8> {
         state: State::default(),
         header: Header {
             interval: duration(args.interval),
-            backend,
+            backend: backend.into(),
             ..Header::default()
         },
         detail: None,
@@ -92,7 +112,10 @@ pub fn run(args: TopArgs) -> Result<u8> {
                 false => duration(args.interval),
             };
             app.read_detail();
-            app.header.note = note(&app.state);
+            app.header.note = match (&refused, note(&app.state)) {
+                (Some(r), Some(n)) => Some(format!("{r}; {n}")),
+                (r, n) => r.clone().or(n),
+            };
             let (cpu, now) = (process_cpu(), Instant::now());
             if !first {
                 let used = cpu.saturating_sub(mark.0).as_secs_f64();

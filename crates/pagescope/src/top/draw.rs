@@ -19,7 +19,7 @@ pub struct Header {
     /// The refresh interval, as the user gave it.
     pub interval: String,
     /// The working-set backend's name (`none`: none).
-    pub backend: &'static str,
+    pub backend: String,
     /// pagescope's own CPU over the last refresh, percent of one core.
     pub cpu_percent: Option<f64>,
     /// Why some figures are missing (one line).
