@@ -325,10 +325,14 @@ mod tests {
         let locks = tempfile::tempdir().unwrap();
         let dir = locks.path();
         assert_eq!(ObserverLock::machine_holder(dir), None);
-        let first = ObserverLock::acquire_machine(dir, "serve").unwrap().unwrap();
+        let first = ObserverLock::acquire_machine(dir, "serve")
+            .unwrap()
+            .unwrap();
         let who = format!("(pid {}, `serve`)", std::process::id());
         assert_eq!(ObserverLock::machine_holder(dir), Some(who.clone()));
-        let said = ObserverLock::acquire_machine(dir, "top").unwrap_err().to_string();
+        let said = ObserverLock::acquire_machine(dir, "top")
+            .unwrap_err()
+            .to_string();
         assert!(said.contains(&who) && said.contains("each other"), "{said}");
         // Observing one process is another lock.
         let me = std::process::id();

@@ -17,8 +17,12 @@ const MIN_SLOTS: usize = if cfg!(test) { 2 * BLOCK_SLOTS } else { 1 << 16 };
 /// slots in time order; the distance is the count of markers after the
 /// page's own, plus one. A Fenwick tree keeps the markers of each whole
 /// block of 512 slots, so a count is a walk of that small tree (one entry
-/// per block: it stays in the nearest cache) and a few word popcounts,
-/// and a new reference, always in the last block, only sets its bit.
+/// per block: it stays in the nearest cache), the markers of the block's
+/// words before the slot's (a byte per word, kept as bits are set and
+/// cleared, so eight counts sum in a few instructions rather than a
+/// popcount each: the generic x86-64 target has no POPCNT) and one
+/// popcount; a new reference, always in the last block, only sets its
+/// bit.
 /// When the slots run out they are rebuilt over the live markers only
 /// (each page's new slot is its marker's rank in the bitmap), so there
 /// are never more than about four times the distinct pages and each
@@ -29,6 +33,8 @@ const MIN_SLOTS: usize = if cfg!(test) { 2 * BLOCK_SLOTS } else { 1 << 16 };
 pub struct StackDistance {
     /// One bit per slot: the slot holds its page's last reference.
     bits: Vec<u64>,
+    /// Per block, a byte per word: the markers in that word of `bits`.
+    counts: Vec<u64>,
     /// Fenwick tree of the markers per block, for the blocks before the
     /// one `next` is in (whole blocks); that block's are in `bits` alone.
     blocks: Vec<u32>,
@@ -75,12 +81,22 @@ impl StackDistance {
     fn markers_through(&self, slot: usize) -> u64 {
         let w = slot / 64;
         let b = w / BLOCK_WORDS;
-        let words: u64 = self.bits[b * BLOCK_WORDS..w]
-            .iter()
-            .map(|x| x.count_ones() as u64)
-            .sum();
+        // The counts of the block's words before `w`: bytes summed in
+        // pairs (at most 128 each), then the four pairs at once.
+        let below = self.counts[b] & ((1u64 << (8 * (w % BLOCK_WORDS))) - 1);
+        let words = sum_bytes(below);
         let mask = u64::MAX >> (63 - slot % 64);
         self.blocks_before(b) + words + (self.bits[w] & mask).count_ones() as u64
+    }
+
+    /// Adds `v` (1, or `u64::MAX` to take one away) to the count of the
+    /// word that holds `slot`.
+    #[inline]
+    fn count(&mut self, slot: usize, v: u64) {
+        let w = slot / 64;
+        let lane = 8 * (w % BLOCK_WORDS);
+        let c = &mut self.counts[w / BLOCK_WORDS];
+        *c = c.wrapping_add(v << lane);
     }
 
     fn rebuild(&mut self) {
@@ -110,6 +126,16 @@ impl StackDistance {
         if live % 64 != 0 {
             self.bits[live / 64] = (1u64 << (live % 64)) - 1;
         }
+        self.counts = self
+            .bits
+            .chunks(BLOCK_WORDS)
+            .map(|ws| {
+                ws.iter()
+                    .enumerate()
+                    .map(|(i, w)| (w.count_ones() as u64) << (8 * i))
+                    .sum()
+            })
+            .collect();
         // O(n) Fenwick build: every whole block below `live` holds 512.
         let n = size / BLOCK_SLOTS;
         self.blocks = vec![0; n];
@@ -157,6 +183,7 @@ impl StackDistance {
                 *self.wraps.entry(i).or_default() += 1 << 32;
             }
             self.bits[prev / 64] &= !(1 << (prev % 64));
+            self.count(prev, u64::MAX);
             if prev / BLOCK_SLOTS < self.next / BLOCK_SLOTS {
                 self.add(prev / BLOCK_SLOTS, u32::MAX);
             }
@@ -164,16 +191,13 @@ impl StackDistance {
         };
         let slot = self.next;
         self.bits[slot / 64] |= 1 << (slot % 64);
+        self.count(slot, 1);
         self.last[p] = slot as u32 + 1;
         self.next += 1;
         if self.next % BLOCK_SLOTS == 0 {
             // A block is whole: its markers go into the tree.
             let b = slot / BLOCK_SLOTS;
-            let whole: u32 = self.bits[b * BLOCK_WORDS..(b + 1) * BLOCK_WORDS]
-                .iter()
-                .map(|x| x.count_ones())
-                .sum();
-            self.add(b, whole);
+            self.add(b, sum_bytes(self.counts[b]) as u32);
         }
         d
     }
@@ -215,6 +239,14 @@ impl StackDistance {
     pub fn lru_misses(&self, pages: u64) -> u64 {
         self.references - self.hits_within(pages)
     }
+}
+
+/// The sum of the eight bytes of `x`, each at most 64.
+#[inline]
+fn sum_bytes(x: u64) -> u64 {
+    const LOW: u64 = 0x00FF_00FF_00FF_00FF;
+    let pairs = (x & LOW) + ((x >> 8) & LOW);
+    pairs.wrapping_mul(0x0001_0001_0001_0001) >> 48
 }
 
 #[cfg(test)]
