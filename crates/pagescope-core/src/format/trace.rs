@@ -154,6 +154,12 @@ pub trait TraceVisitor {
     }
     /// A chunk of references, in trace order.
     fn refs(&mut self, refs: &[Ref]) -> Result<()>;
+    /// A chunk of references, in trace order, given to keep: for a
+    /// visitor that hands them to another thread. [`read_trace`] calls
+    /// this one.
+    fn refs_owned(&mut self, refs: Vec<Ref>) -> Result<()> {
+        self.refs(&refs)
+    }
     /// Residency of an untraced mapping.
     fn residency(&mut self, _r: &Residency) -> Result<()> {
         Ok(())
@@ -298,7 +304,7 @@ pub fn read_trace<R: Read>(
                     t => decode_refs(&frame.payload, t == frame_type::REFS),
                 }
                 .map_err(|why| Error::corrupt(path, format!("frame at byte {at}: {why}")))?;
-                visitor.refs(&refs)?;
+                visitor.refs_owned(refs)?;
             }
             frame_type::END => {
                 let end: TraceEnd = match version {

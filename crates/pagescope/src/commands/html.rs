@@ -526,6 +526,10 @@ impl TraceVisitor for Both<'_> {
         self.0.refs(refs)?;
         self.1.refs(refs)
     }
+    fn refs_owned(&mut self, refs: Vec<Ref>) -> pagescope_core::Result<()> {
+        self.0.refs(&refs)?;
+        self.1.refs_owned(refs)
+    }
     fn residency(&mut self, r: &Residency) -> pagescope_core::Result<()> {
         self.0.residency(r)?;
         self.1.residency(r)

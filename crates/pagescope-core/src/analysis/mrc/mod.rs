@@ -19,6 +19,7 @@
 //! down by the rate (the "miniature simulation" of Waldspurger et al.,
 //! USENIX ATC '17).
 
+mod lru;
 mod policy;
 mod recorded;
 mod stack;
@@ -29,122 +30,9 @@ pub use stack::StackDistance;
 
 use super::refs::{PageKey, TraceMaps};
 use crate::format::TraceVisitor;
-use crate::trace::{Mapping, MappingKind, ProcessEvent, Ref, TraceEnd, TraceHeader};
+use crate::trace::{Mapping, ProcessEvent, Ref, TraceEnd, TraceHeader};
 use crate::Result;
-use rustc_hash::FxHashMap;
-use std::sync::mpsc::{sync_channel, SyncSender};
-use std::sync::{Mutex, OnceLock};
-use std::thread::JoinHandle;
-
-/// Pages per block of the page table of [`PageIds`] (2 MiB of 4 KiB pages).
-const BLOCK_BITS: u32 = 9;
-const BLOCK: usize = 1 << BLOCK_BITS;
-/// Blocks in the cache in front of the hash map of [`PageIds`].
-const RECENT: usize = 32;
-/// A page seen and not sampled.
-const SKIPPED: u32 = u32::MAX;
-
-/// Numbers pages (their [`PageKey`]) 0, 1, 2... in order of first
-/// reference. Pages are kept in blocks of 512 neighbours (by address, or
-/// by offset in a shared file), found by a hash of the block's key, behind
-/// a small cache of recent blocks: one hash lookup per change of block, not per
-/// reference.
-#[derive(Debug)]
-struct PageIds {
-    shift: u32,
-    blocks: FxHashMap<PageKey, u32>,
-    /// Per block, per page: its id + 1, [`SKIPPED`], or 0 if unseen.
-    slots: Vec<[u32; BLOCK]>,
-    recent: [Option<(PageKey, u32)>; RECENT],
-    /// Pages seen.
-    seen: u64,
-    /// Pages numbered (the sampled ones).
-    numbered: u32,
-}
-
-impl Default for PageIds {
-    fn default() -> PageIds {
-        PageIds {
-            shift: 0,
-            blocks: FxHashMap::default(),
-            slots: Vec::new(),
-            recent: [None; RECENT],
-            seen: 0,
-            numbered: 0,
-        }
-    }
-}
-
-impl PageIds {
-    /// Where page `key`'s slot is (block, page), its block made if new.
-    #[inline]
-    fn slot(&mut self, key: PageKey) -> (usize, usize) {
-        let (block, low) = match key {
-            PageKey::Private { pid, addr } => {
-                let page = addr >> self.shift;
-                (
-                    PageKey::Private {
-                        pid,
-                        addr: page >> BLOCK_BITS,
-                    },
-                    page as usize & (BLOCK - 1),
-                )
-            }
-            PageKey::Shared { dev, inode, offset } => {
-                let page = offset >> self.shift;
-                (
-                    PageKey::Shared {
-                        dev,
-                        inode,
-                        offset: page >> BLOCK_BITS,
-                    },
-                    page as usize & (BLOCK - 1),
-                )
-            }
-        };
-        // A direct-mapped cache of recent blocks, by block number.
-        let way = match block {
-            PageKey::Private { pid, addr } => addr ^ pid as u64,
-            PageKey::Shared { inode, offset, .. } => offset ^ inode,
-        } as usize
-            % RECENT;
-        let b = match self.recent[way] {
-            Some((k, b)) if k == block => b,
-            _ => {
-                let next = self.slots.len() as u32;
-                let b = *self.blocks.entry(block).or_insert(next);
-                if b == next {
-                    self.slots.push([0; BLOCK]);
-                }
-                self.recent[way] = Some((block, b));
-                b
-            }
-        };
-        (b as usize, low)
-    }
-
-    /// The id of page `key`, numbered at its first reference if `keep`
-    /// says so; `None` for a page not kept.
-    #[inline]
-    fn id(&mut self, key: PageKey, keep: impl FnOnce(&PageKey) -> bool) -> Option<u32> {
-        let (b, low) = self.slot(key);
-        match self.slots[b][low] {
-            SKIPPED => None,
-            0 => {
-                self.seen += 1;
-                if !keep(&key) {
-                    self.slots[b][low] = SKIPPED;
-                    return None;
-                }
-                let id = self.numbered;
-                self.slots[b][low] = id + 1;
-                self.numbered += 1;
-                Some(id)
-            }
-            n => Some(n - 1),
-        }
-    }
-}
+use lru::{Counted, Lru, Numbering};
 
 /// A SHARDS sample: the pages whose hash, modulo 10^9, is below
 /// `threshold`.
@@ -203,35 +91,17 @@ pub struct MrcPoint {
     pub clock: Option<f64>,
 }
 
-/// What a mapping id says about the identity of its pages: the file
-/// and where the mapping starts in it, for a shared-memory mapping (as
-/// [`super::refs::page_key`] has it).
-type SharedBase = Option<(u64, u64, u64, u64)>;
-
-/// Mapping ids (numbered from 0 by the tracer) whose lookups are kept in
-/// a table; others are looked up at every reference.
-const DENSE_MAPPINGS: usize = 1 << 16;
-
 /// The `mrc` analysis, fed by [`crate::format::read_trace`].
 #[derive(Debug, Default)]
 pub struct Mrc {
     /// Header and mappings.
     pub maps: TraceMaps,
-    ids: PageIds,
-    /// The page ids of the references kept, in order: all of them, or,
-    /// with LRU alone, those not yet handed to the stack distances.
-    stream: Vec<u32>,
-    /// References kept (in the sample, or all).
-    kept: u64,
+    /// log2 of the page size.
+    shift: u32,
     lru: Lru,
     pid: Option<u32>,
     sample: Option<Sampling>,
     lru_only: bool,
-    /// References of the selection, sampled or not.
-    references: u64,
-    /// Per mapping id below [`DENSE_MAPPINGS`], what it says, once
-    /// looked up (`None` until then).
-    bases: Vec<Option<SharedBase>>,
 }
 
 impl Mrc {
@@ -263,22 +133,38 @@ impl Mrc {
 
     /// References seen.
     pub fn references(&self) -> u64 {
-        self.references
+        self.counted().references
     }
 
     /// References in the sample (all of them, unsampled).
     pub fn sampled_references(&self) -> u64 {
-        self.kept
+        self.counted().kept
     }
 
     /// Distinct pages seen (exact, sampled or not).
     pub fn distinct_pages(&self) -> u64 {
-        self.ids.seen
+        self.counted().ids.seen
     }
 
     /// Cold (first) references (exact, sampled or not).
     pub fn cold(&self) -> u64 {
-        self.ids.seen
+        self.counted().ids.seen
+    }
+
+    /// How the references are counted.
+    fn numbering(&self) -> Numbering {
+        Numbering {
+            shift: self.shift,
+            sample: self.sample,
+            pid: self.pid,
+            keep_stream: !self.lru_only,
+        }
+    }
+
+    /// The references counted, once the trace is read: the first call
+    /// ends the counting.
+    fn counted(&self) -> &Counted {
+        self.lru.finish(self.numbering())
     }
 
     /// The memory sizes reported ([`sizes`] of the distinct pages).
@@ -313,7 +199,8 @@ impl Mrc {
     }
 
     fn curve_at(&self, sizes: &[u64], simulate: bool) -> Vec<MrcPoint> {
-        let distinct = self.ids.numbered as usize;
+        let c = self.counted();
+        let distinct = c.ids.numbered as usize;
         // Sampled, distances are scaled by the share of the pages the
         // sample holds (known exactly: every page's first reference is
         // seen) rather than by the nominal rate, and misses are divided by
@@ -322,10 +209,10 @@ impl Mrc {
         // adjustment (docs/performance.md).
         let (rate, expected) = match self.sample {
             Some(_) => (
-                self.ids.numbered as f64 / self.ids.seen.max(1) as f64,
-                self.kept as f64,
+                c.ids.numbered as f64 / c.ids.seen.max(1) as f64,
+                c.kept as f64,
             ),
-            None => (1.0, self.references as f64),
+            None => (1.0, c.references as f64),
         };
         let expected = expected.max(f64::MIN_POSITIVE);
         let ratio = |misses: u64| (misses as f64 / expected).clamp(0.0, 1.0);
@@ -335,11 +222,11 @@ impl Mrc {
             .iter()
             .map(|&m| (m as f64 * rate).round() as u64)
             .collect();
-        let lru = self.lru.stack(&self.stream);
-        let (fifo, clock) = if simulate && self.references > 0 {
+        let lru = &c.stack;
+        let (fifo, clock) = if simulate && c.references > 0 {
             std::thread::scope(|s| {
-                let fifo = s.spawn(|| fifo_curve(&self.stream, distinct, &scaled));
-                let clock = clock_curve(&self.stream, distinct, &scaled);
+                let fifo = s.spawn(|| fifo_curve(&c.stream, distinct, &scaled));
+                let clock = clock_curve(&c.stream, distinct, &scaled);
                 (fifo.join().expect("the FIFO simulation"), clock)
             })
         } else {
@@ -350,7 +237,7 @@ impl Mrc {
             .enumerate()
             .map(|(i, &pages)| {
                 let simulated = |v: &Vec<u64>| {
-                    (self.references > 0 && scaled[i] >= 1)
+                    (c.references > 0 && scaled[i] >= 1)
                         .then(|| v.get(i).map(|&m| ratio(m)))
                         .flatten()
                 };
@@ -362,133 +249,6 @@ impl Mrc {
                 }
             })
             .collect()
-    }
-
-    /// The identity of the page `r` references (as
-    /// [`TraceMaps::key`]), its mapping looked up once per change of
-    /// mapping.
-    #[inline]
-    fn key(&mut self, r: &Ref) -> PageKey {
-        let id = r.mapping as usize;
-        let base = match self.bases.get(id) {
-            Some(&Some(base)) => base,
-            _ => {
-                let base = self.maps.mappings.get(&r.mapping).and_then(|m| {
-                    (m.kind == MappingKind::Shared && m.inode != 0)
-                        .then_some((m.dev, m.inode, m.start, m.offset))
-                });
-                if id < DENSE_MAPPINGS {
-                    if id >= self.bases.len() {
-                        self.bases.resize(id + 1, None);
-                    }
-                    self.bases[id] = Some(base);
-                }
-                base
-            }
-        };
-        match base {
-            Some((dev, inode, start, offset)) => PageKey::Shared {
-                dev,
-                inode,
-                offset: r.addr.wrapping_sub(start).wrapping_add(offset),
-            },
-            None => PageKey::Private {
-                pid: r.pid,
-                addr: r.addr,
-            },
-        }
-    }
-}
-
-/// Page ids handed to the stack distances' thread at a time: fewer
-/// hand-overs (each may wake the thread) cost less than smaller ones.
-const SEND: usize = 1 << 16;
-
-/// The stack distances, counted on a thread of their own while the
-/// trace is read and numbered (or, if no thread can be made, from the
-/// stream when first asked).
-#[derive(Debug, Default)]
-struct Lru {
-    sender: Mutex<Option<SyncSender<Vec<u32>>>>,
-    worker: Mutex<Option<JoinHandle<StackDistance>>>,
-    done: OnceLock<StackDistance>,
-    /// Page ids of the stream handed on so far, where the stream is kept.
-    sent: usize,
-    /// Page ids were handed on and not kept.
-    moved: bool,
-    /// No thread could be made: count at the end.
-    inline: bool,
-}
-
-impl Lru {
-    /// Hands on the page ids of `stream` not yet handed on, once there
-    /// are [`SEND`] of them: copies where the stream is to be `kept`
-    /// (FIFO and CLOCK read it), else the ids themselves, which leave
-    /// the stream.
-    fn send(&mut self, stream: &mut Vec<u32>, kept: bool) {
-        if self.inline || stream.len() - self.sent < SEND {
-            return;
-        }
-        let sender = self.sender.get_mut().expect("not poisoned");
-        if sender.is_none() {
-            let (tx, rx) = sync_channel::<Vec<u32>>(64);
-            let spawned = std::thread::Builder::new()
-                .name("mrc-lru".into())
-                .spawn(move || {
-                    let mut s = StackDistance::default();
-                    for chunk in rx {
-                        s.push_all(&chunk);
-                    }
-                    s
-                });
-            match spawned {
-                Ok(handle) => {
-                    *sender = Some(tx);
-                    *self.worker.get_mut().expect("not poisoned") = Some(handle);
-                }
-                Err(_) => {
-                    self.inline = true;
-                    return;
-                }
-            }
-        }
-        let Some(tx) = sender else { return };
-        let ids = if kept {
-            let ids = stream[self.sent..].to_vec();
-            self.sent = stream.len();
-            ids
-        } else {
-            self.moved = true;
-            std::mem::replace(stream, Vec::with_capacity(SEND))
-        };
-        if tx.send(ids).is_err() {
-            // The thread is gone (it panicked): count at the end.
-            *sender = None;
-            self.inline = true;
-        }
-    }
-
-    /// The distances of every reference: those handed on, counted by the
-    /// thread, and the rest, in `stream`.
-    fn stack(&self, stream: &[u32]) -> &StackDistance {
-        self.done.get_or_init(|| {
-            // The thread ends when its channel closes.
-            drop(self.sender.lock().expect("not poisoned").take());
-            let worker = self.worker.lock().expect("not poisoned").take();
-            let mut s = match worker.map(JoinHandle::join) {
-                Some(Ok(s)) if !self.inline => s,
-                // The ids it was handed are gone with it: its panic is
-                // the only answer.
-                Some(Err(panic)) if self.moved => std::panic::resume_unwind(panic),
-                _ => {
-                    let mut s = StackDistance::default();
-                    s.push_all(&stream[..self.sent]);
-                    s
-                }
-            };
-            s.push_all(&stream[self.sent..]);
-            s
-        })
     }
 }
 
@@ -528,15 +288,14 @@ pub(super) fn lru_threshold(pages: u64, rate: f64) -> u64 {
 
 impl TraceVisitor for Mrc {
     fn header(&mut self, header: &TraceHeader) -> Result<()> {
-        self.ids.shift = header.page_size.max(1).trailing_zeros();
+        self.shift = header.page_size.max(1).trailing_zeros();
         self.maps.set_header(header);
         Ok(())
     }
 
     fn mapping(&mut self, m: &Mapping) -> Result<()> {
-        if let Some(b) = self.bases.get_mut(m.id as usize) {
-            *b = None;
-        }
+        let how = self.numbering();
+        self.lru.mapping(m, how);
         self.maps.add(m);
         Ok(())
     }
@@ -552,24 +311,14 @@ impl TraceVisitor for Mrc {
     }
 
     fn refs(&mut self, refs: &[Ref]) -> Result<()> {
-        let shift = self.ids.shift;
-        for r in refs {
-            if self.pid.is_some_and(|p| p != r.pid) {
-                continue;
-            }
-            self.references += 1;
-            let key = self.key(r);
-            let sample = self.sample;
-            let Some(id) = self
-                .ids
-                .id(key, |k| sample.is_none_or(|s| s.keeps(k, shift)))
-            else {
-                continue;
-            };
-            self.stream.push(id);
-            self.kept += 1;
-        }
-        self.lru.send(&mut self.stream, !self.lru_only);
+        let how = self.numbering();
+        self.lru.refs(refs, how);
+        Ok(())
+    }
+
+    fn refs_owned(&mut self, refs: Vec<Ref>) -> Result<()> {
+        let how = self.numbering();
+        self.lru.refs_owned(refs, how);
         Ok(())
     }
 }
@@ -717,24 +466,27 @@ mod tests {
             kind: MappingKind::Shared,
             traced: true,
         };
-        let mut m = Mrc::new();
-        m.mapping(&shared(0, 0x10_0000, 0)).unwrap();
+        let mut maps = TraceMaps::default();
+        let mut keys = lru::Keys::default();
+        fn record(keys: &mut lru::Keys, maps: &mut TraceMaps, m: Mapping) {
+            keys.set(m.id, lru::shared_base(&m));
+            maps.add(&m);
+        }
+        record(&mut keys, &mut maps, shared(0, 0x10_0000, 0));
         let mut r = at(0x10_5000);
-        let a = m.key(&r);
-        assert_eq!(a, m.maps.key(&r));
+        let a = keys.key(&r);
+        assert_eq!(a, maps.key(&r));
         assert!(matches!(a, PageKey::Shared { offset: 0x5000, .. }));
         // The mapping moves: the same address is another page.
-        m.mapping(&shared(0, 0x10_0000, 0x1000)).unwrap();
-        assert_eq!(m.key(&r), m.maps.key(&r));
-        assert_ne!(m.key(&r), a);
-        r.mapping = 7; // not in the trace: a private page
-        assert_eq!(
-            m.key(&r),
-            PageKey::Private {
-                pid: 1,
-                addr: r.addr
-            }
-        );
+        record(&mut keys, &mut maps, shared(0, 0x10_0000, 0x1000));
+        assert_eq!(keys.key(&r), maps.key(&r));
+        assert_ne!(keys.key(&r), a);
+        // Ids past the table, and ids not in the trace (private pages).
+        record(&mut keys, &mut maps, shared(1 << 20, 0x10_0000, 0));
+        for id in [7, 1 << 20, (1 << 20) + 1] {
+            r.mapping = id;
+            assert_eq!(keys.key(&r), maps.key(&r), "mapping {id}");
+        }
     }
 
     /// The exact and the sampled curve of `pages` at `rate`: the mean
@@ -745,7 +497,7 @@ mod tests {
     #[test]
     fn distances_counted_aside_are_the_whole_streams() {
         let mut next = lcg(5);
-        let pages: Vec<u64> = (0..3 * SEND as u64 + 777)
+        let pages: Vec<u64> = (0..3 * lru::SEND as u64 + 777)
             .map(|i| {
                 if i % 3 == 0 {
                     i % 9_000
