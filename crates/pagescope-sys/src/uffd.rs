@@ -32,6 +32,9 @@ pub const MOVE: u64 = opcode::read_write::<k::uffdio_move>(GROUP, k::_UFFDIO_MOV
 // `((__u64)1<<n)` macros of include/uapi/linux/userfaultfd.h).
 /// `UFFDIO_MOVE_MODE_DONTWAKE`.
 pub const MOVE_MODE_DONTWAKE: u64 = 1;
+/// `UFFDIO_MOVE_MODE_ALLOW_SRC_HOLES`: a page missing from the source is
+/// skipped, not an error.
+pub const MOVE_MODE_ALLOW_SRC_HOLES: u64 = 2;
 /// `UFFDIO_WRITEPROTECT_MODE_WP`.
 const WRITEPROTECT_MODE_WP: u64 = 1;
 /// `UFFDIO_CONTINUE_MODE_DONTWAKE`.

@@ -1804,6 +1804,69 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// Whether `e` is the store: named where the kernel names anonymous
+/// mappings (CONFIG_ANON_VMA_NAME), and the one mapping of 256 GiB.
+fn is_store(e: &pagescope_core::parse::smaps::SmapsEntry) -> bool {
+    e.map.path == "[anon:pagescope-store]"
+        || (e.map.path.is_empty() && e.map.end - e.map.start == 1 << 38)
+}
+
+/// A page copied back leaves a stale copy in its store slot; the tracer
+/// drops them in batches (moved into the store's trash, which one
+/// `madvise` empties), so the store holds about the pages away and one
+/// batch more, not every copy made: three passes over 32 MiB with a pool
+/// of 1 MiB copy back about 16 000 pages.
+#[test]
+fn stale_copies_leave_the_store() {
+    require_move!();
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = temp_path(dir.path(), "t.trace");
+    let mut pt = traced_pagetest(
+        &trace,
+        "move",
+        &[
+            "--size",
+            "32M",
+            "--mode",
+            "anon",
+            "--op",
+            "read",
+            "--iterations",
+            "4",
+            "--sleep",
+            "2s",
+        ],
+        "ready",
+    );
+    for _ in 0..3 {
+        assert_eq!(pt.next_line()["event"], "iteration");
+    }
+    // In the sleep after the third pass.
+    let pid = pt.pid();
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap();
+    let entries = pagescope_core::parse::smaps::parse(&smaps).unwrap();
+    let page_kb = rustix::param::page_size() as u64 / 1024;
+    let store: u64 = entries
+        .iter()
+        .filter(|e| is_store(e))
+        .map(|e| (e.counters.rss + e.counters.swap) / page_kb)
+        .sum();
+    // The buffer's pages (8 192) less the pool, and fewer than a batch of
+    // stale copies (4 096).
+    assert!(
+        (7_000..8_192 + 4_096 + 512).contains(&store),
+        "the store holds {store} pages"
+    );
+    let mut done = pt.next_line();
+    if done["event"] == "iteration" {
+        done = pt.next_line();
+    }
+    assert_eq!(done["checksum"], 4 * pt.pages());
+    let status = pt.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
 #[test]
 fn sigterm_detaches_and_the_program_runs_on() {
     require_trace!();
@@ -1831,7 +1894,7 @@ fn sigterm_detaches_and_the_program_runs_on() {
             "still registered: {}",
             e.map.path
         );
-        if e.map.path == "[anon:pagescope-store]" {
+        if is_store(e) {
             assert_eq!(e.counters.rss, 0, "the store still holds pages");
         }
     }

@@ -31,6 +31,8 @@
 //! this address space only (`madvise(MADV_DONTNEED)` in the mover), and
 //! comes back on its minor fault with `UFFDIO_CONTINUE`.
 
+mod reclaim;
+
 use super::ptrace::{Mover, BATCH_ENTRY};
 use super::remote;
 use super::uffd::{Msg, Uffd};
@@ -55,9 +57,15 @@ pub const INDEX_BYTES: u64 = STORE_SLOTS * 8;
 /// Bytes of the mover's scratch area, the last pages of the index: a
 /// batch table of system calls, then the arguments its calls point to.
 pub const SCRATCH_BYTES: u64 = 16 * PAGE;
+/// Slots of the trash: the stale copies of a reclaim are moved there,
+/// run by run, and dropped with one `madvise` ([`Mm::reclaim_dead`]).
+const TRASH_SLOTS: u64 = 8192;
+/// The first slot of the trash, the last slots before the index's
+/// scratch area. Never named in the index.
+const TRASH: u64 = STORE_SLOTS - SCRATCH_BYTES / 8 - TRASH_SLOTS;
 /// Slots below this one only: their index entries stay clear of the
-/// scratch area.
-const SLOT_LIMIT: u64 = STORE_SLOTS - SCRATCH_BYTES / 8;
+/// scratch area, and the trash stays empty.
+const SLOT_LIMIT: u64 = TRASH;
 /// Most system calls in one batch of the mover.
 const BATCH_MAX: usize = 512;
 /// Bytes of a `struct uffdio_move`.
@@ -590,64 +598,6 @@ impl Mm {
         Ok(self.drop_ranges(&[(start, len)], true)?[0])
     }
 
-    /// Runs one `madvise(MADV_DONTNEED)` per range `(start, len)`, all in
-    /// one batch of the mover, and returns their results. If the ranges
-    /// are `registered`, each call waits until the tracer reads the
-    /// `UFFD_EVENT_REMOVE` it raises (one per VMA); those are read here
-    /// and dropped, every other message is kept in `stash`.
-    fn drop_ranges(&mut self, ranges: &[(u64, u64)], registered: bool) -> io::Result<Vec<i64>> {
-        let Mm {
-            mover, uffd, stash, ..
-        } = self;
-        let Some((m, mover)) = mover.as_ref().and_then(|m| Some((m, m.mover.as_ref()?))) else {
-            return Ok(vec![
-                -i64::from(rustix::io::Errno::NODEV.raw_os_error());
-                ranges.len()
-            ]);
-        };
-        let mut results = Vec::with_capacity(ranges.len());
-        for chunk in ranges.chunks(BATCH_MAX) {
-            let total: u64 = chunk.iter().map(|r| r.1).sum();
-            let mut ours: Vec<(u64, u64)> = Vec::new();
-            let mut covered = 0;
-            let mut msgs = Vec::new();
-            let mut idle = || -> io::Result<bool> {
-                if !registered {
-                    return Ok(true);
-                }
-                uffd.wait_readable(1)?;
-                msgs.clear();
-                uffd.read_msgs(&mut msgs)?;
-                for &msg in &msgs {
-                    match msg {
-                        // A program's own madvise of the same pages
-                        // overlaps one already seen, and is kept.
-                        Msg::Remove { start: a, end: b }
-                            if chunk.iter().any(|&(s, l)| a >= s && b <= s + l)
-                                && !ours.iter().any(|&(c, d)| a < d && c < b) =>
-                        {
-                            ours.push((a, b));
-                            covered += b - a;
-                        }
-                        other => stash.push(other),
-                    }
-                }
-                Ok(covered >= total)
-            };
-            let calls: Vec<(u64, [u64; 6])> = chunk
-                .iter()
-                .map(|&(start, len)| {
-                    (
-                        28, /* madvise */
-                        [start, len, 4 /* MADV_DONTNEED */, 0, 0, 0],
-                    )
-                })
-                .collect();
-            results.extend(batch(m, mover, &calls, &[], &mut idle)?);
-        }
-        Ok(results)
-    }
-
     /// Unmaps the `n` pages of shared memory from `start` in this address
     /// space only, with one `madvise(MADV_DONTNEED)` in the mover: the
     /// pages stay in the page cache (nothing is copied, nothing can be
@@ -692,45 +642,6 @@ impl Mm {
         self.write_index(slot, 0)?;
         self.dead.push(slot);
         Ok(Some(how))
-    }
-
-    /// Drops the stale copies in the slots of pages that came back, once
-    /// there are `at_least` of them, so that the slots can be used again:
-    /// the mover runs one `madvise(MADV_DONTNEED)` per run of neighbouring
-    /// slots. Nothing without a mover (a forked child's space).
-    pub fn reclaim_dead(&mut self, at_least: usize) -> io::Result<()> {
-        if self.dead.len() < at_least.max(1) || !self.has_mover() {
-            return Ok(());
-        }
-        let mut dead = std::mem::take(&mut self.dead);
-        dead.sort_unstable();
-        dead.dedup();
-        // Runs of neighbouring slots, as (first index into `dead`, end).
-        let mut runs = Vec::new();
-        let mut i = 0;
-        while i < dead.len() {
-            let mut j = i + 1;
-            while j < dead.len() && dead[j] == dead[j - 1] + 1 {
-                j += 1;
-            }
-            runs.push((i, j));
-            i = j;
-        }
-        let ranges: Vec<(u64, u64)> = runs
-            .iter()
-            .map(|&(i, j)| (self.store.addr(dead[i]), (j - i) as u64 * PAGE))
-            .collect();
-        // In the moving method the store is registered: each madvise
-        // waits for its UFFD_EVENT_REMOVE to be read.
-        let results = self.drop_ranges(&ranges, self.method == EvictMethod::Move)?;
-        for (&(i, j), r) in runs.iter().zip(results) {
-            if r < 0 {
-                self.dead.extend_from_slice(&dead[i..]);
-                return Err(io::Error::from_raw_os_error(-r as i32));
-            }
-            self.store.free.extend_from_slice(&dead[i..j]);
-        }
-        Ok(())
     }
 
     /// Takes the pages `stored` ((slot, page), [`stored_pages`]) of a

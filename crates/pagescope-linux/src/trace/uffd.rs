@@ -10,7 +10,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 pub use pagescope_sys::uffd::{
     features, missing_features, own_fd, Msg, FEATURES_SHMEM, FEATURE_MOVE, MODE_MISSING_WP, MOVE,
-    MOVE_MODE_DONTWAKE,
+    MOVE_MODE_ALLOW_SRC_HOLES, MOVE_MODE_DONTWAKE,
 };
 
 /// A userfaultfd held by the tracer: [`pagescope_sys::uffd::Uffd`]'s
