@@ -105,26 +105,32 @@ pub const NOTHREAD: WaitOptions = WaitOptions::from_bits_retain(k::__WNOTHREAD);
 
 pub use rustix::process::WaitOptions as Options;
 
-/// waitpid(2) of `pid` (or of any child with `None`) with `options`
-/// (rustix's `WaitOptions`, with [`ALL`] and [`NOTHREAD`]): the thread
-/// that changed state and its status, or `None` if `NOHANG` was given and
-/// none has. An interrupted wait is `Err(EINTR)`, not retried; a pid that
-/// can't name one process (0, or above `i32::MAX`) is `Err(EINVAL)`.
+/// waitpid(2) of `pid`, or of any child or tracee with `None` (pid -1:
+/// in any process group, so a process attached by pid from another
+/// group is waited for too), with `options` (rustix's `WaitOptions`, with
+/// [`ALL`] and [`NOTHREAD`]): the thread that changed state and its
+/// status, or `None` if `NOHANG` was given and none has. An interrupted
+/// wait is `Err(EINTR)`, not retried; a pid that can't name one process
+/// (0, or above `i32::MAX`) is `Err(EINVAL)`.
 pub fn waitpid(
     pid: Option<u32>,
     options: WaitOptions,
 ) -> rustix::io::Result<Option<(u32, Status)>> {
-    let pid = match pid {
-        None => None,
-        Some(p) => Some(
-            i32::try_from(p)
-                .ok()
-                .and_then(Pid::from_raw)
-                .ok_or(rustix::io::Errno::INVAL)?,
-        ),
+    let waited = match pid {
+        // rustix's `waitpid(None)` is pid 0: the caller's process group
+        // only.
+        None => rustix::process::wait(options)?,
+        Some(p) => rustix::process::waitpid(
+            Some(
+                i32::try_from(p)
+                    .ok()
+                    .and_then(Pid::from_raw)
+                    .ok_or(rustix::io::Errno::INVAL)?,
+            ),
+            options,
+        )?,
     };
-    Ok(rustix::process::waitpid(pid, options)?
-        .map(|(p, st)| (p.as_raw_pid() as u32, Status::from_raw(st.as_raw()))))
+    Ok(waited.map(|(p, st)| (p.as_raw_pid() as u32, Status::from_raw(st.as_raw()))))
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ mod util;
 
 use pagescope_core::format::Completeness;
 use serde_json::Value;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -563,6 +564,8 @@ fn attach_and_verify(sample: Option<f64>) {
             "1s",
             "--wait-stdin",
         ])
+        // A process group of its own, as a shell's job has.
+        .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()

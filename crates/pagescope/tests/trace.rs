@@ -10,6 +10,7 @@ use pagescope_core::trace::{
     EndReason, Mapping, MappingKind, Ref, Residency, TraceEnd, TraceHeader,
 };
 use serde_json::Value;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -866,8 +867,11 @@ impl Attached {
     /// tracer says it is in place (every process attached).
     fn start(argv: &[&str], evict: &str, pool: &str, trace: &str) -> Attached {
         use std::io::{BufRead, BufReader};
+        // A process group of its own, as a shell's job has: the tracer
+        // waits for it from another group.
         let mut prog = Command::new(argv[0])
             .args(&argv[1..])
+            .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()

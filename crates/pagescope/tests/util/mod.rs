@@ -130,7 +130,13 @@ impl Pagetest {
                 c.args(rest).arg(&bin);
                 c
             }
-            None => Command::new(&bin),
+            // A process group of its own, as a shell's job has: pagescope
+            // attached by pid waits for it from another group.
+            None => {
+                let mut c = Command::new(&bin);
+                std::os::unix::process::CommandExt::process_group(&mut c, 0);
+                c
+            }
         };
         if args.contains(&"--wait-stdin") {
             cmd.stdin(Stdio::piped());
