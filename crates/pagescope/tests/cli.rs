@@ -436,6 +436,51 @@ fn usage_errors_exit_2_and_absent_pids_1() {
         // A pid that the snapshots hold is fine.
         let out = run(wrapper, &["diff", &snap, &snap, "--pid", &me, "-f", "json"]);
         assert!(out.status.success(), "{out:?}");
+        // A sample too small to watch a page, refused before anything
+        // runs (its fraction said in a few digits).
+        let rec = temp_path(dir.path(), &format!("u{i}.rec"));
+        let line = failed_with(
+            &run(
+                wrapper,
+                &[
+                    "record",
+                    "-q",
+                    "--backend",
+                    "fault",
+                    "--sample",
+                    "1e-300",
+                    "-o",
+                    &rec,
+                    "--",
+                    "true",
+                ],
+            ),
+            2,
+        );
+        assert!(
+            line.contains("--sample 1e-300: below the smallest"),
+            "{line}"
+        );
+        assert!(!std::path::Path::new(&rec).exists());
+        let line = failed_with(
+            &run(wrapper, &["analyze", &snap, "mrc", "--sample", "1e-300"]),
+            2,
+        );
+        assert!(line.len() < 300, "{line}");
+        // A command that can't run leaves a file already at -o as it was.
+        let kept = temp_path(dir.path(), &format!("kept{i}.rec"));
+        std::fs::write(&kept, b"kept").unwrap();
+        std::fs::set_permissions(&kept, std::os::unix::fs::PermissionsExt::from_mode(0o666))
+            .unwrap();
+        for prog in [
+            "/nonexistent/cmd",
+            "/etc/passwd",
+            "pagescope-no-such-command",
+        ] {
+            let line = failed_with(&run(wrapper, &["record", "-q", "-o", &kept, "--", prog]), 1);
+            assert!(line.contains(&format!("cannot run {prog}")), "{line}");
+            assert_eq!(std::fs::read(&kept).unwrap(), b"kept", "{prog}");
+        }
     }
 }
 

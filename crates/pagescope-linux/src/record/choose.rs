@@ -80,15 +80,22 @@ fn fault_probe(
     let probe = fault::probe(root, page_size, config.block, config.sample)?;
     let why = if config.sample < 1.0 {
         format!(
-            "asked for; a fixed random {:.0}% of the pages moved out at each boundary, each \
+            "asked for; a fixed random {} of the pages moved out at each boundary, each \
              that comes back counting {:.1} pages",
-            config.sample * 100.0,
+            percent(config.sample),
             1.0 / config.sample
         )
     } else {
         "asked for".into()
     };
     Ok((probe, why))
+}
+
+/// `fraction` as a percentage to two significant digits: 10%, 0.15%.
+fn percent(fraction: f64) -> String {
+    let p = fraction * 100.0;
+    let decimals = (1 - p.log10().floor() as i32).max(0) as usize;
+    format!("{p:.decimals$}%")
 }
 
 /// Why the fault backend can't record `what`.
@@ -141,5 +148,17 @@ pub fn probe_for_processes(
             writes(),
         )?)),
         Backend::Fault => Err(refuse_fault("every process of the machine")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn percentages_keep_two_digits() {
+        assert_eq!(super::percent(0.1), "10%");
+        assert_eq!(super::percent(1.0), "100%");
+        assert_eq!(super::percent(0.003), "0.30%");
+        assert_eq!(super::percent(0.0015), "0.15%");
+        assert_eq!(super::percent(0.000001), "0.00010%");
     }
 }

@@ -83,6 +83,12 @@ pub fn mrc(m: &Mrc) -> Report {
     if lru_only {
         notes.push("LRU only (--lru-only): FIFO and CLOCK were not simulated".into());
     }
+    if m.references() == 0 {
+        notes.push("no reference in the trace (or of the process asked): there is no curve".into());
+    } else if m.sampled_references() == 0 {
+        notes
+            .push("no reference in the sample: there is no curve (sample at a higher rate)".into());
+    }
     if let Some(s) = m.sampling() {
         notes.push(format!(
             "sampled: estimates (SHARDS) from the references to the pages a hash keeps at rate \

@@ -62,7 +62,7 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
             let mut m = args.pid.map_or_else(Mrc::new, Mrc::of_process);
             if let Some(rate) = args.sample {
                 let s = Sampling::new(rate).ok_or_else(|| {
-                    anyhow!("--sample {rate}: the rate is below the smallest, 1e-9")
+                    anyhow!("--sample {rate:?}: the rate is below the smallest, 1e-9")
                         .context(BadInput)
                 })?;
                 m = m.sampled(s);

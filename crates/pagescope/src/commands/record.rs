@@ -10,6 +10,9 @@ use anyhow::{anyhow, Context, Result};
 use pagescope_core::record::{Backend, EndReason};
 use pagescope_linux::record::{Choice, DamonSettings, Live, RecordConfig, Target};
 use std::path::{Path, PathBuf};
+
+/// The smallest `--sample`: one page in a million (4 GiB of 4 KiB pages).
+const MIN_SAMPLE: f64 = 1e-6;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -29,6 +32,10 @@ fn cgroup_dir(p: &Path) -> Result<PathBuf> {
 
 fn target(args: &RecordArgs) -> Result<Target> {
     if !args.command.is_empty() {
+        // Found before the output is opened: a command that can't run
+        // leaves a file already at `-o` as it was.
+        pagescope_linux::launched::resolve(&args.command[0])
+            .map_err(|e| anyhow!("cannot run {e}"))?;
         return Ok(Target::Command(args.command.clone()));
     }
     if let Some(c) = &args.cgroup {
@@ -73,6 +80,14 @@ pub fn run(args: RecordArgs) -> Result<u8> {
     };
     if args.sample < 1.0 && args.backend != BackendArg::Fault {
         return Err(anyhow!("--sample applies to --backend fault only").context(BadInput));
+    }
+    if args.sample < MIN_SAMPLE {
+        return Err(anyhow!(
+            "--sample {:?}: below the smallest fraction, {MIN_SAMPLE:?} (a page in a million: \
+             a sample of fewer would watch no page of most programs, and count nothing)",
+            args.sample
+        )
+        .context(BadInput));
     }
     if args.no_idle_poll && args.backend != BackendArg::Fault {
         return Err(anyhow!("--no-idle-poll applies to --backend fault only").context(BadInput));

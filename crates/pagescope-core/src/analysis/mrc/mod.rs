@@ -237,13 +237,14 @@ impl Mrc {
             .enumerate()
             .map(|(i, &pages)| {
                 let simulated = |v: &Vec<u64>| {
-                    (c.references > 0 && scaled[i] >= 1)
+                    (c.kept > 0 && scaled[i] >= 1)
                         .then(|| v.get(i).map(|&m| ratio(m)))
                         .flatten()
                 };
                 MrcPoint {
                     pages,
-                    lru: Some(ratio(lru.lru_misses(lru_threshold(pages, rate)))),
+                    // No reference (or none in the sample): no ratio.
+                    lru: (c.kept > 0).then(|| ratio(lru.lru_misses(lru_threshold(pages, rate)))),
                     fifo: simulated(&fifo),
                     clock: simulated(&clock),
                 }
@@ -583,6 +584,23 @@ mod tests {
             let want = 1.0 - p as f64 / 40_000.0;
             assert!((lru - want).abs() < 0.01, "{p}: {lru} against {want}");
         }
+    }
+
+    /// No reference (a trace cut short before its first, a process with
+    /// none) or none in the sample: no ratio at any size, not 0.
+    #[test]
+    fn no_reference_is_no_curve() {
+        let empty = Mrc::new();
+        assert_eq!(empty.references(), 0);
+        assert!(empty
+            .curve()
+            .iter()
+            .all(|p| p.lru.is_none() && p.fifo.is_none() && p.clock.is_none()));
+        // Three pages, none of them in a sample of one page in 10^9.
+        let mut sampled = Mrc::new().sampled(Sampling::new(1e-9).unwrap());
+        sampled.refs(&[at(1), at(2), at(3)]).unwrap();
+        assert_eq!((sampled.references(), sampled.sampled_references()), (3, 0));
+        assert!(sampled.curve().iter().all(|p| p.lru.is_none()));
     }
 
     #[test]
