@@ -101,6 +101,9 @@ pub struct Pagetest {
     pub ready: Value,
     pub lines: Vec<Value>,
     reader: Option<BufReader<std::process::ChildStdout>>,
+    /// Under a wrapper: a pidfd of the pagetest process itself, which a
+    /// killed tracer would leave waiting on its pages away.
+    wrapped: Option<std::os::fd::OwnedFd>,
 }
 
 /// Waits until process `pid` sleeps in `nanosleep` (pagetest's hold).
@@ -172,11 +175,20 @@ impl Pagetest {
                 wait_asleep(pid.as_u64().unwrap());
             }
         }
+        let pid = ready["pid"].as_u64().unwrap() as i32;
+        let wrapped = (pid as u32 != child.id())
+            .then(|| {
+                rustix::process::Pid::from_raw(pid).and_then(|p| {
+                    rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok()
+                })
+            })
+            .flatten();
         Pagetest {
             child,
             ready,
             lines,
             reader: Some(reader),
+            wrapped,
         }
     }
 
@@ -243,6 +255,12 @@ impl Drop for Pagetest {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A test that fails with a tracer wrapped around pagetest kills
+        // the tracer above, and pagetest would wait for ever on a page
+        // away: it goes too (by its pidfd, so never another process).
+        if let Some(fd) = &self.wrapped {
+            let _ = rustix::process::pidfd_send_signal(fd, rustix::process::Signal::KILL);
+        }
     }
 }
 
