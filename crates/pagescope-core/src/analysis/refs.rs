@@ -29,19 +29,36 @@ pub enum PageKey {
     },
 }
 
-/// The identity of the page `r` references, `mapping` being its mapping.
-pub fn page_key(r: &Ref, mapping: Option<&Mapping>) -> PageKey {
-    match mapping {
-        Some(m) if m.kind == MappingKind::Shared && m.inode != 0 => PageKey::Shared {
-            dev: m.dev,
-            inode: m.inode,
-            offset: r.addr.wrapping_sub(m.start).wrapping_add(m.offset),
+/// What a mapping says about the identity of its pages: for a
+/// shared-memory mapping, its file (device, inode) and where it starts
+/// (address, offset in the file); `None` for private pages.
+pub type SharedBase = Option<(u64, u64, u64, u64)>;
+
+/// The [`SharedBase`] of mapping `m`.
+pub fn shared_base(m: &Mapping) -> SharedBase {
+    (m.kind == MappingKind::Shared && m.inode != 0).then_some((m.dev, m.inode, m.start, m.offset))
+}
+
+/// The identity of the page `r` references, `base` being what its
+/// mapping says ([`shared_base`]).
+#[inline]
+pub fn key_in(r: &Ref, base: SharedBase) -> PageKey {
+    match base {
+        Some((dev, inode, start, offset)) => PageKey::Shared {
+            dev,
+            inode,
+            offset: r.addr.wrapping_sub(start).wrapping_add(offset),
         },
-        _ => PageKey::Private {
+        None => PageKey::Private {
             pid: r.pid,
             addr: r.addr,
         },
     }
+}
+
+/// The identity of the page `r` references, `mapping` being its mapping.
+pub fn page_key(r: &Ref, mapping: Option<&Mapping>) -> PageKey {
+    key_in(r, mapping.and_then(shared_base))
 }
 
 /// What every trace analysis keeps besides the references: the header,

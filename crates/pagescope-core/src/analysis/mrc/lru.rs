@@ -8,8 +8,9 @@
 //! in trace order; it only decompresses and decodes. Everything that
 //! grows with the references is done here.
 
+use super::super::refs::{key_in, shared_base, SharedBase};
 use super::{PageKey, Sampling, StackDistance};
-use crate::trace::{Mapping, MappingKind, Ref};
+use crate::trace::{Mapping, Ref};
 use rustc_hash::FxHashMap;
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Mutex, OnceLock};
@@ -123,16 +124,6 @@ impl PageIds {
     }
 }
 
-/// What a mapping says about the identity of its pages: the file and
-/// where the mapping starts in it, for a shared-memory mapping (as
-/// [`super::super::refs::page_key`] has it); `None` for private pages.
-pub(super) type SharedBase = Option<(u64, u64, u64, u64)>;
-
-/// The [`SharedBase`] of mapping `m`.
-pub(super) fn shared_base(m: &Mapping) -> SharedBase {
-    (m.kind == MappingKind::Shared && m.inode != 0).then_some((m.dev, m.inode, m.start, m.offset))
-}
-
 /// Mapping ids (numbered from 0 by the tracer) kept in a table; others
 /// in a hash map.
 const DENSE_MAPPINGS: usize = 1 << 16;
@@ -169,17 +160,7 @@ impl Keys {
             None if i < DENSE_MAPPINGS => None,
             None => self.sparse.get(&r.mapping).copied().flatten(),
         };
-        match base {
-            Some((dev, inode, start, offset)) => PageKey::Shared {
-                dev,
-                inode,
-                offset: r.addr.wrapping_sub(start).wrapping_add(offset),
-            },
-            None => PageKey::Private {
-                pid: r.pid,
-                addr: r.addr,
-            },
-        }
+        key_in(r, base)
     }
 }
 

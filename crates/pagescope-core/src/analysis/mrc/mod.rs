@@ -470,7 +470,7 @@ mod tests {
         let mut maps = TraceMaps::default();
         let mut keys = lru::Keys::default();
         fn record(keys: &mut lru::Keys, maps: &mut TraceMaps, m: Mapping) {
-            keys.set(m.id, lru::shared_base(&m));
+            keys.set(m.id, super::super::refs::shared_base(&m));
             maps.add(&m);
         }
         record(&mut keys, &mut maps, shared(0, 0x10_0000, 0));
