@@ -478,7 +478,8 @@ fn usage_errors_exit_2_and_absent_pids_1() {
             "pagescope-no-such-command",
         ] {
             let line = failed_with(&run(wrapper, &["record", "-q", "-o", &kept, "--", prog]), 1);
-            assert!(line.contains(&format!("cannot run {prog}")), "{line}");
+            assert!(line.contains(&format!("cannot run: {prog}: ")), "{line}");
+            assert_eq!(line.matches(prog).count(), 1, "{line}");
             assert_eq!(std::fs::read(&kept).unwrap(), b"kept", "{prog}");
         }
     }

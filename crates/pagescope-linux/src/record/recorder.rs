@@ -367,6 +367,11 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         page_size,
         buf: Vec::new(),
     };
+    // A command that can't run is found before the file is made, so that
+    // a file already at -o is left as it was.
+    if let Target::Command(argv) = &config.target {
+        crate::launched::resolve(&argv[0]).map_err(|e| Error::sys("cannot run", e))?;
+    }
     // The file first: a bad -o must not leave a launched command behind.
     let file = crate::output::create(&config.output).map_err(|e| Error::io(&config.output, e))?;
     let follow = match &config.target {

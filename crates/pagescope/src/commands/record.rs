@@ -32,10 +32,6 @@ fn cgroup_dir(p: &Path) -> Result<PathBuf> {
 
 fn target(args: &RecordArgs) -> Result<Target> {
     if !args.command.is_empty() {
-        // Found before the output is opened: a command that can't run
-        // leaves a file already at `-o` as it was.
-        pagescope_linux::launched::resolve(&args.command[0])
-            .map_err(|e| anyhow!("cannot run {e}"))?;
         return Ok(Target::Command(args.command.clone()));
     }
     if let Some(c) = &args.cgroup {
