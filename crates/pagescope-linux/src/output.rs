@@ -14,12 +14,23 @@
 //! whatever was at the path (a file, a symlink) is replaced, a symlink's
 //! target is left as it was, and a writer killed at any later moment
 //! leaves its file, readable up to its last frame, at the path.
+//!
+//! A trace or a recording of a running process can still fail after its
+//! file is made: the process may refuse to be attached. So those files
+//! are made with [`create_pending`], without a name (`O_TMPFILE`), and
+//! put at the path only once the program is attached or launched
+//! ([`Pending::commit`]); a run that fails before leaves whatever was at
+//! the path as it was, and no file of its own, even if it is killed.
 
+use std::ffi::OsString;
 use std::fs::{File, Permissions};
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, Mode, OFlags, CWD};
+use rustix::io::Errno;
 
 /// The mode of every file pagescope creates: read and write for its owner.
 pub const MODE: u32 = 0o600;
@@ -39,8 +50,95 @@ pub fn is_stdout(path: &Path) -> bool {
 /// - Anything else gets a new private file (mode [`MODE`]), renamed over
 ///   whatever was at `path` (see the module documentation).
 pub fn create(path: &Path) -> io::Result<File> {
+    if let Some(file) = in_place(path)? {
+        return Ok(file);
+    }
+    let temp = tempfile::Builder::new()
+        .prefix(&temp_prefix(path)?)
+        .suffix(".part")
+        .permissions(Permissions::from_mode(MODE))
+        .tempfile_in(parent(path))?;
+    // The umask may have taken bits away (0200 would leave it unreadable).
+    temp.as_file()
+        .set_permissions(Permissions::from_mode(MODE))?;
+    // A failed rename removes the new file (dropped with the error).
+    temp.persist(path).map_err(|e| e.error)
+}
+
+/// Opens `path` for an output file that starts empty, as [`create`] does,
+/// but a new file gets no name until [`Pending::commit`]: dropped before,
+/// or with pagescope killed, it vanishes, and what was at `path` stays.
+/// Standard output and devices are written in place at once. Where the
+/// file system can't make a file without a name (no `O_TMPFILE`), the
+/// file is put at `path` at once, as by [`create`].
+pub fn create_pending(path: &Path) -> io::Result<(File, Pending)> {
+    if let Some(file) = in_place(path)? {
+        return Ok((file, Pending { unnamed: None }));
+    }
+    let fd = match rustix::fs::open(
+        parent(path),
+        OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC,
+        Mode::from_raw_mode(MODE),
+    ) {
+        Ok(fd) => fd,
+        // No O_TMPFILE on this file system (or kernel).
+        Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL) => {
+            return Ok((create(path)?, Pending { unnamed: None }));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    // The umask may have taken bits away.
+    rustix::fs::fchmod(&fd, Mode::from_raw_mode(MODE))?;
+    let keep = fd.try_clone()?;
+    Ok((
+        File::from(fd),
+        Pending {
+            unnamed: Some((keep, path.to_path_buf())),
+        },
+    ))
+}
+
+/// A file of [`create_pending`] not yet at its path.
+#[derive(Debug)]
+pub struct Pending {
+    /// The file without a name, and its path; `None` once it is there.
+    unnamed: Option<(OwnedFd, PathBuf)>,
+}
+
+impl Pending {
+    /// Puts the file at its path, replacing whatever was there (as
+    /// [`create`] does: a symlink is replaced, not followed). Once done,
+    /// does nothing.
+    pub fn commit(&mut self) -> io::Result<()> {
+        let Some((fd, path)) = self.unnamed.take() else {
+            return Ok(());
+        };
+        let by_proc = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        // A name of its own first (linkat never replaces), then renamed
+        // over the path; a failed rename removes the name (dropped).
+        let prefix = temp_prefix(&path)?;
+        let mut names = tempfile::Builder::new();
+        names.prefix(&prefix).suffix(".part");
+        let named = names.make_in(parent(&path), |temp| {
+            match rustix::fs::linkat(CWD, &by_proc, CWD, temp, AtFlags::SYMLINK_FOLLOW) {
+                // Without /proc: the same by the descriptor, which needs
+                // CAP_DAC_READ_SEARCH.
+                Err(Errno::NOENT) => rustix::fs::linkat(&fd, "", CWD, temp, AtFlags::EMPTY_PATH),
+                r => r,
+            }
+            .map_err(io::Error::from)
+        })?;
+        named.persist(&path).map_err(|e| e.error)?;
+        Ok(())
+    }
+}
+
+/// Standard output, or a device or FIFO that exists, opened to be
+/// written in place; `None` for a path that gets a new file. A directory
+/// is refused.
+fn in_place(path: &Path) -> io::Result<Option<File>> {
     if is_stdout(path) {
-        return take_stdout();
+        return take_stdout().map(Some);
     }
     if let Ok(meta) = std::fs::symlink_metadata(path) {
         let t = meta.file_type();
@@ -48,35 +146,35 @@ pub fn create(path: &Path) -> io::Result<File> {
             // Not ours to replace; O_NOFOLLOW in case it became a link.
             return std::fs::OpenOptions::new()
                 .write(true)
-                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-                .open(path);
+                .custom_flags(OFlags::NOFOLLOW.bits() as i32)
+                .open(path)
+                .map(Some);
         }
         if t.is_dir() {
-            return Err(io::Error::from_raw_os_error(
-                rustix::io::Errno::ISDIR.raw_os_error(),
-            ));
+            return Err(io::Error::from_raw_os_error(Errno::ISDIR.raw_os_error()));
         }
     }
-    let dir = match path.parent() {
+    Ok(None)
+}
+
+/// The directory of `path`.
+fn parent(path: &Path) -> &Path {
+    match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
-    };
+    }
+}
+
+/// The start of the fresh names, beside `path`, of a file on its way
+/// there: `.NAME.XXXXXX.part`.
+fn temp_prefix(path: &Path) -> io::Result<OsString> {
     let name = path
         .file_name()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "names no file"))?;
-    let mut prefix = std::ffi::OsString::from(".");
+    let mut prefix = OsString::from(".");
     prefix.push(name);
     prefix.push(".");
-    let temp = tempfile::Builder::new()
-        .prefix(&prefix)
-        .suffix(".part")
-        .permissions(Permissions::from_mode(MODE))
-        .tempfile_in(dir)?;
-    // The umask may have taken bits away (0200 would leave it unreadable).
-    temp.as_file()
-        .set_permissions(Permissions::from_mode(MODE))?;
-    // A failed rename removes the new file (dropped with the error).
-    temp.persist(path).map_err(|e| e.error)
+    Ok(prefix)
 }
 
 /// Standard output as a file of its own, with descriptor 1 pointed at
@@ -143,6 +241,39 @@ mod tests {
         let p = dir.path().join("out.rec");
         let _f = create(&p).unwrap();
         assert!(std::fs::symlink_metadata(&p).unwrap().is_file());
+    }
+
+    #[test]
+    fn a_pending_file_reaches_its_path_only_when_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("out.trace");
+        std::fs::write(&p, b"yesterday's").unwrap();
+        // Dropped uncommitted: the old file stays, nothing else is left.
+        let (mut f, pending) = create_pending(&p).unwrap();
+        f.write_all(b"lost").unwrap();
+        drop((f, pending));
+        assert_eq!(std::fs::read(&p).unwrap(), b"yesterday's");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        // Committed: the new file replaces it, private, with what was
+        // written before and after.
+        let (mut f, mut pending) = create_pending(&p).unwrap();
+        f.write_all(b"new ").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"yesterday's");
+        pending.commit().unwrap();
+        pending.commit().unwrap();
+        f.write_all(b"file").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"new file");
+        assert_eq!(mode(&p), MODE);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        // A symlink is replaced, its target kept.
+        let target = dir.path().join("precious");
+        std::fs::write(&target, b"keep me").unwrap();
+        let q = dir.path().join("link");
+        std::os::unix::fs::symlink(&target, &q).unwrap();
+        let (_f, mut pending) = create_pending(&q).unwrap();
+        pending.commit().unwrap();
+        assert!(std::fs::symlink_metadata(&q).unwrap().is_file());
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep me");
     }
 
     #[test]

@@ -482,6 +482,37 @@ fn usage_errors_exit_2_and_absent_pids_1() {
             assert_eq!(line.matches(prog).count(), 1, "{line}");
             assert_eq!(std::fs::read(&kept).unwrap(), b"kept", "{prog}");
         }
+        // So does a process that refuses to be attached (pid 2, kthreadd:
+        // the kernel ptraces no kernel thread), and nothing of pagescope's
+        // is left beside it.
+        let attach: [&[&str]; 3] = [
+            &["trace", "-q", "--pid", "2"],
+            &["record", "-q", "--pid", "2", "--duration", "1s"],
+            &[
+                "record",
+                "-q",
+                "--backend",
+                "fault",
+                "--pid",
+                "2",
+                "--duration",
+                "1s",
+            ],
+        ];
+        for args in attach {
+            let args = [args, &["-o", &kept]].concat();
+            let line = failed_with(&run(wrapper, &args), 1);
+            if i == 0 {
+                assert!(line.contains("kernel thread"), "{args:?}: {line}");
+            }
+            assert_eq!(std::fs::read(&kept).unwrap(), b"kept", "{args:?}");
+        }
+        let parts: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n.to_string_lossy().ends_with(".part"))
+            .collect();
+        assert!(parts.is_empty(), "{parts:?}");
     }
 }
 

@@ -373,7 +373,10 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         crate::launched::resolve(&argv[0]).map_err(|e| Error::sys("cannot run", e))?;
     }
     // The file first: a bad -o must not leave a launched command behind.
-    let file = crate::output::create(&config.output).map_err(|e| Error::io(&config.output, e))?;
+    // It is put at its path once the processes are attached (in `run`): a
+    // process that refuses leaves what was there.
+    let (file, pending) =
+        crate::output::create_pending(&config.output).map_err(|e| Error::io(&config.output, e))?;
     let follow = match &config.target {
         Target::Command(argv) => Some(Followed::Launch(argv.clone())),
         Target::Pids(p) if p.len() == 1 => Some(Followed::Attach(p[0])),
@@ -466,7 +469,7 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
             return Err(e);
         }
     };
-    let result = run(&mut rec, &mut out, start, live);
+    let result = run(&mut rec, &mut out, pending, start, live);
     if let Some(f) = rec.freezer.as_mut() {
         for e in f.detach_all() {
             rec.on_exit(e);
@@ -531,6 +534,7 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
 fn run(
     rec: &mut Recorder<'_>,
     out: &mut RecordWriter<std::fs::File>,
+    mut pending: crate::output::Pending,
     start: Instant,
     live: &Live,
 ) -> Result<(u64, EndReason)> {
@@ -541,6 +545,7 @@ fn run(
         out.process(&p)?;
     }
     rec.probe.reset(&pids)?;
+    pending.commit().map_err(|e| Error::io(&config.output, e))?;
     // A launched command runs from here: nothing it did is lost to the
     // first reset, and nothing before it counts.
     if let Some(pid) = rec.held.take() {

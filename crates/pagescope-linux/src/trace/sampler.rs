@@ -207,6 +207,7 @@ impl Sampler {
                     counts,
                     |shared, root| {
                         let _ = tx.send((shared.clone(), root));
+                        Ok(())
                     },
                 );
                 // The caller thread outlives the recording.

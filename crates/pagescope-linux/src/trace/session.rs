@@ -115,7 +115,10 @@ pub fn trace(
         Target::Attach(pid) => crate::observer::ObserverLock::acquire(proc, pid, "trace")?,
         Target::Launch(_) => None,
     };
-    let file = crate::output::create(&config.output).map_err(|e| Error::io(&config.output, e))?;
+    // At the path only once the program is traced: an attach refused
+    // leaves what was there.
+    let (file, mut pending) =
+        crate::output::create_pending(&config.output).map_err(|e| Error::io(&config.output, e))?;
     let start_unix_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
@@ -153,13 +156,18 @@ pub fn trace(
         config.cpu,
         proc,
         counts,
-        |_, pid| started(pid),
+        |_, pid| {
+            pending.commit().map_err(|e| Error::io(&config.output, e))?;
+            started(pid);
+            Ok(())
+        },
     )
 }
 
 /// Launches or attaches the program and traces it until it exits or a
 /// stop is asked for (SIGINT or SIGTERM in this thread). `started` gets
-/// the shared state and the program's pid once it runs. References go to
+/// the shared state and the program's pid once it runs; an error from it
+/// lets the program go and ends the trace with that error. References go to
 /// `sink`; a pool of `pool_cap` pages. `cpu`: see [`TraceConfig::cpu`].
 /// `proc`: the procfs the traced processes are read from.
 #[allow(clippy::too_many_arguments)]
@@ -171,7 +179,7 @@ pub(super) fn run(
     cpu: Option<usize>,
     proc: &Path,
     counts: Arc<Counts>,
-    started: impl FnOnce(&Arc<Shared>, u32),
+    started: impl FnOnce(&Arc<Shared>, u32) -> Result<()>,
 ) -> Result<TraceOutcome> {
     pt::catch_stop_signals().map_err(|e| sys("sigaction", e))?;
     let command = target.command(proc)?;
@@ -267,7 +275,11 @@ pub(super) fn run(
         }
     }
     if error.is_none() {
-        started(&shared, root);
+        if let Err(e) = started(&shared, root) {
+            reason = EndReason::Error(e.to_string());
+            let _ = tracer.detach_all();
+            error = Some(e);
+        }
     }
     while error.is_none() {
         if pt::stop_requested() {
