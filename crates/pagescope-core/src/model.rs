@@ -472,6 +472,12 @@ pub trait SnapshotSink {
     fn pages(&mut self, chunk: &PageChunk) -> Result<()>;
     /// The end of the stream (not called when a file was cut short).
     fn finish(&mut self, trailer: &Trailer) -> Result<()>;
+    /// The end of a file cut short, instead of [`SnapshotSink::finish`].
+    /// `pages_cut`: it ends in the pages of the process last given to
+    /// [`SnapshotSink::process`], so some of them may be missing.
+    fn cut_short(&mut self, _pages_cut: bool) -> Result<()> {
+        Ok(())
+    }
     /// An ELF file, before the first process that maps it.
     fn elf(&mut self, _elf: &ElfFile) -> Result<()> {
         Ok(())

@@ -699,6 +699,76 @@ fn diff_reports_known_growth_as_a_leak() {
     let secs = v["interval_seconds"].as_f64().unwrap();
     assert!(secs > 1.5 && secs < 4.0, "interval {secs}");
     assert!((rate - anon as f64 * ps as f64 / secs).abs() < 1.0 + rate * 0.01);
+    // Given the other way round: the interval is negative, and no rate
+    // is made of it.
+    let out = run_ok(&["diff", &new, &old, "--format", "json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["interval_seconds"].as_f64().unwrap(), -secs);
+    for leak in v["leaks"].as_array().unwrap() {
+        assert!(leak["bytes_per_second"].is_null(), "{leak}");
+    }
+}
+
+/// A snapshot file that ends inside a process's pages (a writer killed,
+/// a disk full) gives that process's figures from its smaps, with a note,
+/// never the part of its pages written; the machine's sums leave it out.
+#[test]
+fn a_file_cut_in_a_process_gives_its_smaps_figures() {
+    require_pfns!();
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let pt = Pagetest::start(&[], &["--size", "32M", "--hold"], "done");
+    let pid = pt.pid().to_string();
+    let full = temp_path(dir.path(), "full.snap");
+    run_ok(&["snapshot", "-q", "--pid", &pid, "-o", &full]);
+    let bytes = std::fs::read(&full).unwrap();
+    let whole = |file: &str, view: &str| -> Value {
+        let out = run_ok(&["report", view, "-i", file, "-f", "json"]);
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let row = |v: &Value| -> Option<Value> {
+        v["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["pid"] == pt.pid())
+            .cloned()
+    };
+    let full_row = row(&whole(&full, "processes")).unwrap();
+    let mut cut_in_pages = 0;
+    for tenth in 1..10 {
+        let cut = temp_path(dir.path(), &format!("cut{tenth}.snap"));
+        std::fs::write(&cut, &bytes[..bytes.len() * tenth / 10]).unwrap();
+        let out = run_ok(&["report", "processes", "-i", &cut, "-f", "json"]);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let Some(r) = row(&v) else { continue };
+        cut_in_pages += 1;
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("the file ends in the pages of pid"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(r["source"], "smaps", "{r}");
+        for (fig, smaps) in [
+            ("rss_pages", "smaps_rss_pages"),
+            ("uss_pages", "smaps_uss_pages"),
+        ] {
+            assert_eq!(r[fig], full_row[smaps], "{fig} at {tenth}/10: {r}");
+        }
+        assert_eq!(r["pss_pages"], full_row["smaps_pss_pages"], "{r}");
+        let t = whole(&cut, "total");
+        assert_eq!(t["user_pages"], 0, "{t}");
+        assert_eq!(t["rss_sum_pages"], 0, "{t}");
+        assert_eq!(t["processes_unread"], 1, "{t}");
+        // Against the whole file, no growth is made up.
+        let out = run_ok(&["diff", &cut, &full, "--format", "json"]);
+        let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(d["leaks"].as_array().unwrap().is_empty(), "{d}");
+    }
+    assert!(
+        cut_in_pages >= 5,
+        "only {cut_in_pages} cuts fell in the pages"
+    );
 }
 
 #[test]

@@ -106,6 +106,10 @@ impl<S: SnapshotSink> SnapshotSink for PidFilter<'_, S> {
     fn finish(&mut self, t: &Trailer) -> Result<()> {
         self.inner.finish(t)
     }
+    fn cut_short(&mut self, pages_cut: bool) -> Result<()> {
+        // A process left out was the one cut: those passed are whole.
+        self.inner.cut_short(pages_cut && self.passing)
+    }
     fn elf(&mut self, e: &crate::model::ElfFile) -> Result<()> {
         self.inner.elf(e)
     }
@@ -135,6 +139,10 @@ impl<A: SnapshotSink, B: SnapshotSink> SnapshotSink for Tee<'_, A, B> {
     fn finish(&mut self, t: &Trailer) -> Result<()> {
         self.0.finish(t)?;
         self.1.finish(t)
+    }
+    fn cut_short(&mut self, pages_cut: bool) -> Result<()> {
+        self.0.cut_short(pages_cut)?;
+        self.1.cut_short(pages_cut)
     }
     fn elf(&mut self, e: &crate::model::ElfFile) -> Result<()> {
         self.0.elf(e)?;

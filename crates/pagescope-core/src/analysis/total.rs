@@ -63,6 +63,9 @@ pub struct Total {
     cursor: VmaCursor,
     anon: u64,
     distinct: u64,
+    /// What the current process's pages added so far: to the RSS sum, to
+    /// the distinct frames, to the anonymous ones.
+    current: (u64, u64, u64),
 }
 
 impl Total {
@@ -72,7 +75,7 @@ impl Total {
     }
 
     /// Fills the meminfo-derived figures and closes the counts. Called by
-    /// [`SnapshotSink::finish`], and by readers of a file cut short.
+    /// [`SnapshotSink::finish`] and [`SnapshotSink::cut_short`].
     pub fn close(&mut self) {
         let s = &self.system;
         let kpp = (s.page_size / 1024).max(1);
@@ -105,6 +108,7 @@ impl SnapshotSink for Total {
         self.vmas = p.vmas.clone();
         self.cursor = VmaCursor::default();
         self.counting = p.pages_read();
+        self.current = (0, 0, 0);
         if !p.task.kernel_thread {
             self.figures.processes += 1;
             if !self.counting {
@@ -128,13 +132,16 @@ impl SnapshotSink for Total {
                 continue;
             }
             self.figures.rss_sum_pages += 1;
+            self.current.0 += 1;
             let (Some(pfn), Some(ph)) = (page.entry.pfn(), page.phys) else {
                 continue;
             };
             if self.seen.insert(pfn.0) {
                 self.distinct += 1;
+                self.current.1 += 1;
                 if ph.flags.contains(KPageFlags::ANON) {
                     self.anon += 1;
+                    self.current.2 += 1;
                 }
             }
         }
@@ -144,6 +151,23 @@ impl SnapshotSink for Total {
     fn finish(&mut self, trailer: &Trailer) -> Result<()> {
         self.notes = trailer.notes.clone();
         self.complete = true;
+        self.close();
+        Ok(())
+    }
+
+    fn cut_short(&mut self, pages_cut: bool) -> Result<()> {
+        // A process whose pages the file lacks in part counts as unread:
+        // what it added is taken out again. The frames it saw first are
+        // all its own (no process follows it), so the distinct count is
+        // again exactly that of the others.
+        if pages_cut && self.counting && self.system.pfns_visible {
+            let (rss, distinct, anon) = std::mem::take(&mut self.current);
+            self.figures.rss_sum_pages -= rss;
+            self.distinct -= distinct;
+            self.anon -= anon;
+            self.figures.processes_unread += 1;
+            self.counting = false;
+        }
         self.close();
         Ok(())
     }

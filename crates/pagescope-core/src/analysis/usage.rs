@@ -267,6 +267,12 @@ pub struct Usage {
     pub notes: Vec<String>,
     /// Whether the end record was seen.
     pub complete: bool,
+    /// The process (pid, command) in whose pages the file was cut short:
+    /// its figures are its smaps sums, as for a process whose pages were
+    /// not read.
+    pub pages_cut: Option<(u32, String)>,
+    /// The last process given, as given.
+    last: Option<ProcessRecord>,
     options: UsageOptions,
     classes: Vec<VmaClass>,
     cursor: VmaCursor,
@@ -491,6 +497,8 @@ impl SnapshotSink for Usage {
             });
         }
         self.processes.push(u);
+        // Kept in case the file ends in its pages.
+        self.last = p.pages_read().then(|| p.clone());
         Ok(())
     }
 
@@ -596,6 +604,19 @@ impl SnapshotSink for Usage {
     fn finish(&mut self, trailer: &Trailer) -> Result<()> {
         self.notes = trailer.notes.clone();
         self.complete = true;
+        Ok(())
+    }
+
+    fn cut_short(&mut self, pages_cut: bool) -> Result<()> {
+        let Some(mut p) = self.last.take().filter(|p| pages_cut && p.pages_read()) else {
+            return Ok(());
+        };
+        // Counted again as a process whose pages were not read. What its
+        // pages already added to the unit sums stays: the file holds it.
+        self.processes.pop();
+        p.unread = Unread::Pages;
+        self.process(&p)?;
+        self.pages_cut = Some((p.task.pid, p.task.comm));
         Ok(())
     }
 }

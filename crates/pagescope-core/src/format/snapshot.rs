@@ -167,6 +167,9 @@ pub fn read_snapshot<R: Read>(
     let mut reader = open_kind(input, path, Kind::Snapshot, "a snapshot")?;
     let mut seen_system = false;
     let mut seen_process = false;
+    // The stream is in a process's pages: nothing else came after its
+    // record yet.
+    let mut in_pages = false;
     let mut page_size = 0;
     // The system record goes to the sink once its origin frame, if any,
     // is read: at the next frame of another type, or at the end.
@@ -180,9 +183,13 @@ pub fn read_snapshot<R: Read>(
         }
         let frame = match frame {
             Ok(f) => f,
-            Err(cut) => return Ok(cut),
+            Err(cut) => {
+                sink.cut_short(in_pages)?;
+                return Ok(cut);
+            }
         };
         let at = frame.offset;
+        in_pages &= matches!(frame.frame_type, frame_type::PAGES);
         match frame.frame_type {
             frame_type::SYSTEM => {
                 if seen_system {
@@ -222,6 +229,7 @@ pub fn read_snapshot<R: Read>(
                     .map_err(|why| Error::corrupt(path, format!("frame at byte {at}: {why}")))?;
                 sink.process(&p)?;
                 seen_process = true;
+                in_pages = true;
             }
             frame_type::PAGES => {
                 if !seen_process {

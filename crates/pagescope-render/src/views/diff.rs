@@ -74,11 +74,8 @@ pub fn diff(
     kernel_threads: bool,
 ) -> Report {
     let ps = new.system.page_size.max(1);
-    let secs = (new
-        .system
-        .time_unix_ns
-        .saturating_sub(old.system.time_unix_ns)) as f64
-        / 1e9;
+    // Negative when the second snapshot is the older one.
+    let secs = (new.system.time_unix_ns as i128 - old.system.time_unix_ns as i128) as f64 / 1e9;
     let (pairs, mut gone, mut born) = match_processes(old, new);
     if !kernel_threads {
         gone.retain(|&i| !old.processes[i].kernel_thread);
@@ -143,7 +140,12 @@ pub fn diff(
                 Value::from(n.comm.as_str()),
                 Value::Pages((n_anon - o_anon) as f64, 0),
                 Value::Int(bytes),
-                Value::Float(if secs > 0.0 { bytes as f64 / secs } else { 0.0 }, 0),
+                // No rate over no time, or backwards in time.
+                if secs > 0.0 {
+                    Value::Float(bytes as f64 / secs, 0)
+                } else {
+                    Value::Missing
+                },
                 Value::from(n.cmdline.as_str()),
             ]);
         }
@@ -203,6 +205,14 @@ pub fn diff(
     );
     let mut notes_all = notes(&new.system, &new.notes);
     notes_all.extend(old.notes.iter().cloned());
+    if of.processes_unread != nf.processes_unread {
+        notes_all.push(format!(
+            "the sums over processes (user pages, sum of process RSS) leave out {} unread \
+             processes in the first snapshot and {} in the second, so their change is partly \
+             which processes could be read",
+            of.processes_unread, nf.processes_unread
+        ));
+    }
     Report {
         view: "diff",
         page_size: ps,

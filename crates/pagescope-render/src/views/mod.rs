@@ -86,6 +86,12 @@ fn unread_notes(u: &Usage) -> Vec<String> {
             "page classes need each process's VMAs and pages: they are missing for processes read from smaps_rollup only (take a snapshot, or run the live report with --classes)".into(),
         );
     }
+    if let Some((pid, comm)) = &u.pages_cut {
+        n.push(format!(
+            "the file ends in the pages of pid {pid} ({comm}): its figures are the sums of its \
+             smaps, and its page classes are missing"
+        ));
+    }
     n
 }
 

@@ -27,9 +27,6 @@ pub fn run(args: DiffArgs) -> Result<()> {
         let mut t = Total::new();
         // One read feeds both: standard input can't be read twice.
         let cut = read_snapshot_file(path, pids, &mut Tee(&mut u, &mut t))?;
-        if cut.is_some() {
-            t.close();
-        }
         cut_notes.extend(cut);
         usage.push(u);
         totals.push(t);

@@ -172,9 +172,6 @@ pub fn snapshot(args: &ReportArgs) -> Result<()> {
         let mut all = Tee(&mut total, &mut rest);
         source.snapshot(pids, &mut all)?
     };
-    if cut.is_some() {
-        total.close();
-    }
     for pid in pids {
         if !usage.processes.iter().any(|p| p.pid == *pid) {
             anyhow::bail!("pid {pid} is not in {}", name.display());

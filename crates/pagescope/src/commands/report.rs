@@ -63,9 +63,6 @@ pub fn run(args: ReportArgs) -> Result<()> {
         View::Total => {
             let mut a = Total::new();
             let cut = feed(&args, Detail::Full, &mut a)?;
-            if cut.is_some() {
-                a.close();
-            }
             (views::total(&a), cut)
         }
         view => {
