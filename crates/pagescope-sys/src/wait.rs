@@ -93,6 +93,16 @@ impl Status {
     pub fn is_gone(self) -> bool {
         matches!(self, Status::Exited(_) | Status::Signaled(_))
     }
+
+    /// Whether a seized tracee stopped in a job-control stop (`SIGSTOP`,
+    /// `SIGTSTP`, `SIGTTIN`, `SIGTTOU`): a `PTRACE_EVENT_STOP` with its
+    /// stopping signal. Restarted with `PTRACE_LISTEN` it stays stopped
+    /// until a `SIGCONT`; any other restart lets it run.
+    pub fn is_group_stop(self) -> bool {
+        let job = [k::SIGSTOP, k::SIGTSTP, k::SIGTTIN, k::SIGTTOU];
+        matches!(self, Status::Event { signal, event }
+            if event == crate::ptrace::event::STOP && job.contains(&(signal as u32)))
+    }
 }
 
 /// `__WALL`: children and tracees, whatever signal they report their

@@ -1004,6 +1004,97 @@ fn attach_counts_every_read_exactly() {
     }
 }
 
+/// A program stopped by job control (SIGSTOP, as Ctrl-Z stops a job)
+/// stays stopped while traced: stopped before the attach or during the
+/// trace, it runs again only at SIGCONT, and it is let go as stopped as it
+/// was found.
+#[test]
+fn job_control_stops_hold_while_traced() {
+    use rustix::process::{kill_process, Pid, Signal};
+    use std::io::{BufRead, BufReader};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    require_trace!();
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = temp_path(dir.path(), "t.trace");
+    let mut prog = Command::new(pagetest_bin())
+        .args(["--size", "4M", "--iterations", "100000", "--sleep", "20ms"])
+        .process_group(0)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = Pid::from_raw(prog.id() as i32).unwrap();
+    let lines = Arc::new(AtomicU64::new(0));
+    let reader = {
+        let out = BufReader::new(prog.stdout.take().unwrap());
+        let lines = lines.clone();
+        std::thread::spawn(move || {
+            for _ in out.lines().map_while(|l| l.ok()) {
+                lines.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+    };
+    let signal = |s: Signal| kill_process(pid, s).unwrap();
+    let state = || {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", prog.id())).unwrap();
+        stat[stat.rfind(')').unwrap() + 2..].chars().next().unwrap()
+    };
+    // Holds still for a while: no line comes.
+    let holds_still = |why: &str| {
+        std::thread::sleep(Duration::from_millis(150));
+        let before = lines.load(Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(lines.load(Ordering::SeqCst), before, "it ran {why}");
+    };
+    let runs = |why: &str| {
+        let before = lines.load(Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(
+            lines.load(Ordering::SeqCst) > before,
+            "it did not run {why}"
+        );
+    };
+    while lines.load(Ordering::SeqCst) < 2 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    signal(Signal::STOP);
+    holds_still("after SIGSTOP, untraced");
+    let mut tracer = Command::new(pagescope_bin())
+        .args([
+            "trace",
+            "--pool",
+            "1M",
+            "-o",
+            &trace,
+            "--pid",
+            &prog.id().to_string(),
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(tracer.stderr.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("tracing process") {
+        assert!(err.read_line(&mut said).unwrap() > 0, "{said}");
+    }
+    holds_still("when attached while stopped");
+    signal(Signal::CONT);
+    runs("at SIGCONT, traced");
+    signal(Signal::STOP);
+    holds_still("after SIGSTOP, traced");
+    kill_process(Pid::from_raw(tracer.id() as i32).unwrap(), Signal::INT).unwrap();
+    let status = tracer.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    assert_eq!(state(), 'T', "let go, it must be stopped as it was");
+    holds_still("once let go");
+    signal(Signal::CONT);
+    runs("at SIGCONT, let go");
+    prog.kill().unwrap();
+    prog.wait().unwrap();
+    reader.join().unwrap();
+}
+
 /// `trace --pid` of a shell waiting for a pagetest it forked before the
 /// attach: the child is traced too, as it was attached itself (every page
 /// it had goes out, and each pass over its buffer is logged exactly, under

@@ -126,13 +126,6 @@ fn traced_by_us(proc_root: &Path, tid: u32) -> bool {
     ProcDir::at(proc_root, tid).tracer_pid(&mut Vec::new()).ok() == Some(std::process::id())
 }
 
-fn is_job_stop(sig: i32) -> bool {
-    use rustix::process::Signal;
-    [Signal::STOP, Signal::TSTP, Signal::TTIN, Signal::TTOU]
-        .map(Signal::as_raw)
-        .contains(&sig)
-}
-
 /// Restarts a stopped thread; returns its new state.
 fn resume(tid: u32, r: Resume) -> State {
     match r {
@@ -296,10 +289,7 @@ impl Freezer {
                 self.threads.insert(tid, State::Stopped(Resume::Cont(0)));
                 return None;
             }
-            wait::Status::Event {
-                signal,
-                event: ptrace::event::STOP,
-            } if is_job_stop(signal) => Resume::Listen,
+            st if st.is_group_stop() => Resume::Listen,
             wait::Status::Event { .. } | wait::Status::Syscall => Resume::Cont(0),
             // Not stopped.
             _ => return None,

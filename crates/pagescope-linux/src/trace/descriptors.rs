@@ -114,7 +114,7 @@ pub fn userfaultfd_of(pid: u32) -> Result<Option<OwnedFd>> {
     let r = (|| -> Result<OwnedFd> {
         let t = seized
             .iter()
-            .find(|(_, how)| *how == pt::Seized::Interrupted)
+            .find(|(_, how)| how.injectable())
             .map(|&(t, _)| t)
             .ok_or_else(|| {
                 sys(

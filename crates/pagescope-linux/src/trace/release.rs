@@ -440,10 +440,7 @@ fn remove_stopped(proc: &Path, pid: u32, seized: &[(u32, super::ptrace::Seized)]
             e,
         )
     };
-    let Some(&(t, _)) = seized
-        .iter()
-        .find(|(_, how)| *how == super::ptrace::Seized::Interrupted)
-    else {
+    let Some(&(t, _)) = seized.iter().find(|(_, how)| how.injectable()) else {
         return Err(failed(
             "stopping a thread",
             std::io::Error::other("no thread stopped where it can run a system call"),

@@ -51,12 +51,23 @@ pub(super) fn seize_error(tid: u32, e: io::Error) -> io::Error {
 pub enum Seized {
     /// At the `PTRACE_INTERRUPT` stop: ready for injection.
     Interrupted,
+    /// At the `PTRACE_INTERRUPT` stop of a thread in a job-control stop
+    /// (`SIGSTOP`, `SIGTSTP`, ...): ready for injection too, and to be
+    /// restarted with `PTRACE_LISTEN`, so that it stays stopped.
+    GroupStop,
     /// At a signal-delivery stop: the signal (its number) is delivered
     /// when it resumes.
     Signal(i32),
     /// At another ptrace event (`PTRACE_EVENT_*`: it was exiting, or
     /// forking).
     Event(i32),
+}
+
+impl Seized {
+    /// Whether the thread stopped where calls can be injected.
+    pub fn injectable(self) -> bool {
+        matches!(self, Seized::Interrupted | Seized::GroupStop)
+    }
 }
 
 /// Attaches every thread of the running process `pid` with
@@ -144,6 +155,7 @@ fn wait_seized(tid: u32) -> io::Result<Option<Seized>> {
             Err(Errno::CHILD) => Ok(None),
             Err(e) => Err(e.into()),
             Ok(Some((_, st))) => match st {
+                st if st.is_group_stop() => Ok(Some(Seized::GroupStop)),
                 Status::Event {
                     event: ptrace::event::STOP,
                     ..

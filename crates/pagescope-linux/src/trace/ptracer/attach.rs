@@ -247,10 +247,7 @@ impl Ptracer {
                 },
             );
         }
-        let Some(&(by, _)) = seized
-            .iter()
-            .find(|(_, how)| *how == pt::Seized::Interrupted)
-        else {
+        let Some(&(by, _)) = seized.iter().find(|(_, how)| how.injectable()) else {
             return Err(sys(
                 &format!("cannot attach to process {tgid}"),
                 std::io::Error::other("no thread stopped where system calls can be injected"),
@@ -268,6 +265,15 @@ impl Ptracer {
                     0
                 }
                 pt::Seized::Interrupted => 0,
+                // Stopped it was, stopped it stays (until a SIGCONT). The
+                // injections left it at a system call stop, which
+                // PTRACE_LISTEN refuses: interrupted again, it stops in
+                // its job-control stop before it runs a user instruction,
+                // and is kept there (`on_status`).
+                pt::Seized::GroupStop => {
+                    let _ = ptrace::interrupt(tid);
+                    0
+                }
             };
             let _ = ptrace::syscall(tid, sig);
         }

@@ -158,6 +158,12 @@ impl Ptracer {
                 self.first_stop(tid)?;
                 let _ = ptrace::syscall(tid, 0);
             }
+            // A job-control stop (SIGSTOP, Ctrl-Z) is kept: the thread
+            // stays stopped until a SIGCONT, after which it stops again
+            // (a PTRACE_EVENT_STOP with SIGTRAP) and is restarted below.
+            st if st.is_group_stop() => {
+                let _ = ptrace::listen(tid);
+            }
             Status::Event { event, .. } => {
                 match event {
                     event::FORK | event::VFORK | event::CLONE => {
