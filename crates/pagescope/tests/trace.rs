@@ -2025,6 +2025,33 @@ fn bad_input_is_one_line_and_a_nonzero_exit() {
     );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to release"));
+    // A zombie (here a child its parent never reaps; a killed trace's
+    // mover is one, with its program's name) holds nothing either.
+    let mut parent = Command::new("sh")
+        .args(["-c", "sleep 0 & echo $!; exec sleep 30"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(parent.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let zombie = line.trim().to_string();
+    let stat = format!("/proc/{zombie}/stat");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(&stat).unwrap().contains(") Z ") {
+        assert!(Instant::now() < deadline, "{zombie} never exited");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = run(&[], &["trace", "--release", &zombie]);
+    let _ = parent.kill();
+    let _ = parent.wait();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("has exited (a zombie"), "{said}");
+    assert!(said.contains(&format!("pid {}", parent.id())), "{said}");
     let out = run(&[], &["analyze", &snap, "refs", "--range", "0x2000-0x1000"]);
     assert_eq!(out.status.code(), Some(2));
     let out = run(&[], &["analyze", &snap, "mrc", "--range", "0x1000-0x2000"]);

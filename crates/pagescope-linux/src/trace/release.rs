@@ -37,6 +37,34 @@ pub fn release_all(fs: &crate::Root, root: u32) -> Result<ReleaseReport, Release
     if ProcDir::open(proc, root).is_err() {
         return Err(ReleaseError::NoSuchProcess(root));
     }
+    // A zombie holds nothing; its parent may (a mover that died with its
+    // tracer is a zombie child of the traced program, with its name).
+    if let Ok(st) = ProcDir::at(proc, root).stat(&mut Vec::new()) {
+        if st.state == 'Z' {
+            let traced = store_of(proc, st.ppid).is_ok_and(|s| s.is_some());
+            return Err(ReleaseError::Failed {
+                pid: root,
+                done: ReleaseReport::default(),
+                source: Error::corrupt(
+                    ProcDir::at(proc, root).path(),
+                    format!(
+                        "process {root} has exited (a zombie, not yet reaped by its parent, \
+                         pid {}): there is nothing of it to release{}",
+                        st.ppid,
+                        if traced {
+                            format!(
+                                "; its parent was traced by pagescope: \
+                                 `pagescope trace --release {}`",
+                                st.ppid
+                            )
+                        } else {
+                            String::new()
+                        }
+                    ),
+                ),
+            });
+        }
+    }
     let mut report = ReleaseReport::default();
     let released = release_tree(proc, root, &mut report);
     // A root without a userfaultfd held nothing of pagescope's (its
