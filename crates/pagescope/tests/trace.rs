@@ -582,6 +582,25 @@ fn forked_children_are_traced_exactly() {
             (Some(0), Some(2048)),
             "{what}"
         );
+        // The buffer's mapping has a row per process that referenced it,
+        // each with that process's own references.
+        let rows: Vec<(u64, u64, u64)> = refs["mappings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["references"].as_u64() > Some(0))
+            .map(|m| {
+                let n = |k: &str| m[k].as_u64().unwrap();
+                (n("pid"), n("reads"), n("writes"))
+            })
+            .collect();
+        let of = |pid: u32| -> (u64, u64) {
+            rows.iter()
+                .filter(|r| r.0 == pid as u64)
+                .fold((0, 0), |a, r| (a.0 + r.1, a.1 + r.2))
+        };
+        assert_eq!(of(parent), (0, 2048), "{what}: {rows:?}");
+        assert_eq!(of(child), (2048, 2048), "{what}: {rows:?}");
     }
 }
 

@@ -149,7 +149,9 @@ pub struct RefStats {
     pid: Option<u32>,
     total: Acc,
     threads: BTreeMap<(u32, u32), Acc>,
-    per_mapping: BTreeMap<u32, Acc>,
+    /// Per (mapping id, referencing pid): a child forked with a mapping
+    /// references it under the parent's id.
+    per_mapping: BTreeMap<(u32, u32), Acc>,
     commands: HashMap<u32, String>,
 }
 
@@ -178,8 +180,10 @@ impl RefStats {
         self.threads.iter().map(|(&k, a)| (k, &a.counts))
     }
 
-    /// Per mapping id, in order.
-    pub fn per_mapping(&self) -> impl Iterator<Item = (u32, &RefCounts)> {
+    /// Per mapping id and process that referenced it, in order: a
+    /// process forked with a mapping has rows of its own under the
+    /// mapping's id.
+    pub fn per_mapping(&self) -> impl Iterator<Item = ((u32, u32), &RefCounts)> {
         self.per_mapping.iter().map(|(&k, a)| (k, &a.counts))
     }
 
@@ -230,7 +234,10 @@ impl TraceVisitor for RefStats {
             let key = self.maps.key(r);
             self.total.add(r, key);
             self.threads.entry((r.pid, r.tid)).or_default().add(r, key);
-            self.per_mapping.entry(r.mapping).or_default().add(r, key);
+            self.per_mapping
+                .entry((r.mapping, r.pid))
+                .or_default()
+                .add(r, key);
         }
         Ok(())
     }

@@ -89,13 +89,15 @@ pub fn refs(s: &RefStats) -> Report {
     // A shared page's identity across processes (page_key).
     mappings.columns.push(opt("device", "DEV", 3));
     mappings.columns.push(opt("inode", "INODE", 3));
-    let mut per: Vec<(u32, &RefCounts)> = s.per_mapping().collect();
+    let mut per: Vec<((u32, u32), &RefCounts)> = s.per_mapping().collect();
     per.sort_by_key(|(_, c)| std::cmp::Reverse(c.references));
-    for (id, c) in per {
+    for ((id, pid), c) in per {
         let m = s.maps.mappings.get(&id);
         let mut row = vec![
             Value::Int(id as u64),
-            m.map_or(Value::Missing, |m| Value::Int(m.pid as u64)),
+            // The process whose references these are (a child forked with
+            // the mapping has a row of its own).
+            Value::Int(pid as u64),
             m.map_or(Value::Missing, |m| Value::from(m.kind.name())),
             m.map_or(Value::Missing, |m| Value::Hex(m.start)),
             m.map_or(Value::Missing, |m| Value::Hex(m.end)),
