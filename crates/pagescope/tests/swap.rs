@@ -115,6 +115,63 @@ fn processes_view_counts_the_pages_in_swap() {
     }
 }
 
+/// Shared memory in swap has no swap entry in pagemap (its page table
+/// entry is empty): `swap_pages` is still the kernel's `Swap`, from a
+/// snapshot and live with the page classes (`--classes` reads pages).
+#[test]
+fn shared_memory_in_swap_is_counted() {
+    let _serial = serial();
+    let _swap = require_swap!();
+    let dir = tempfile::tempdir().unwrap();
+    let pt = Pagetest::start(
+        &[],
+        &[
+            "--size",
+            "64M",
+            "--mode",
+            "shm",
+            "--op",
+            "write",
+            "--iterations",
+            "1",
+            "--pageout",
+            "0.5",
+            "--hold",
+        ],
+        "done",
+    );
+    let swap = rollup_swap(pt.pid());
+    assert!(
+        swap >= PAGES / 2 * 95 / 100,
+        "the kernel paged out {swap} of the {} shared pages asked",
+        PAGES / 2
+    );
+    let snap = temp_path(dir.path(), "s.snap");
+    snapshot_pid(pt.pid(), &snap);
+    let pid = pt.pid().to_string();
+    for args in [
+        vec!["report", "processes", "--input", &snap],
+        vec!["report", "processes", "--classes"],
+    ] {
+        let args = [args, vec!["--pid", &pid, "--format", "json"]].concat();
+        let before = rollup_swap(pt.pid());
+        let row = process_row(&report_json(&args), pt.pid());
+        let after = rollup_swap(pt.pid());
+        assert_eq!(row["source"], "pages", "{args:?}: {row}");
+        // A page may come back from swap meanwhile (the kernel's own
+        // readahead); the figure is the kernel's at the snapshot.
+        let got = row["swap_pages"].as_u64().unwrap();
+        assert!(got > 0, "{args:?}: {row}");
+        let live = args.contains(&"--classes");
+        let (lo, hi) = if live {
+            (before.min(after), before.max(after))
+        } else {
+            (swap.min(before), swap.max(before))
+        };
+        assert!(lo <= got && got <= hi, "{args:?}: {got} not in {lo}..={hi}");
+    }
+}
+
 /// `diff` of a snapshot before the pageout and one after: the process's
 /// swap grew by the pages paged out, and its RSS, anonymous and heap
 /// pages shrank by as many (the kernel's Rss before and after, within 2

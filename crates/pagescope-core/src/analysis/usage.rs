@@ -161,7 +161,7 @@ pub struct ProcessUsage {
     pub pss: Option<f64>,
     /// USS in pages.
     pub uss: Option<u64>,
-    /// Swapped pages.
+    /// Swapped pages, as smaps counts them (shared memory in swap too).
     pub swap: Option<u64>,
     /// Resident anonymous pages.
     pub anon: Option<u64>,
@@ -403,7 +403,10 @@ impl SnapshotSink for Usage {
             u.rss = Some(0);
             u.pss = Some(0.0);
             u.uss = Some(0);
-            u.swap = Some(0);
+            // Swap is smaps's (the kernel's own count): pagemap shows no
+            // swap entry for a shared-memory page in swap, whose page
+            // table entry is empty.
+            u.swap = smaps.map(|s| s.swap / kpp);
             u.anon = Some(0);
             u.single = Some(0);
             u.multi = Some(0);
@@ -517,12 +520,8 @@ impl SnapshotSink for Usage {
         }
         for page in &chunk.pages {
             let u = self.processes.last_mut().expect("checked above");
-            // Pages in swap, as smaps counts them: not guard regions or
-            // other markers, which pagemap marks swapped too.
+            // Not resident (its swap is counted from smaps).
             if page.entry.is_in_swap() {
-                if u.from_pages {
-                    bump(&mut u.swap);
-                }
                 continue;
             }
             let idx = self.cursor.index_by(&u.vmas, page.vaddr, |v| &v.vma);
