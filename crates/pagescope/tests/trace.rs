@@ -1092,6 +1092,9 @@ fn job_control_stops_hold_while_traced() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // A failed check leaves neither running (the tracer first, which
+    // lets the program go).
+    let _guard = KillOnDrop(vec![tracer.id(), prog.id()]);
     let mut err = BufReader::new(tracer.stderr.take().unwrap());
     let mut said = String::new();
     while !said.contains("tracing process") {
