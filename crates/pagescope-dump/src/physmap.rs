@@ -8,10 +8,11 @@
 use crate::kernel::Kernel;
 use crate::{DumpError, Result};
 use pagescope_core::model::{PhysChunk, SnapshotSink, SystemInfo};
-use pagescope_core::physclass::FrameClassifier;
+use pagescope_core::physclass::{FrameClassifier, RUN_ALIGN};
 
-/// Frames per chunk (as the live scan's).
-pub const RUN: u64 = 64 * 1024;
+/// Frames per chunk, at most (as the live scan's): chunks end on
+/// multiples of it, so that no huge page is cut in two.
+pub const RUN: u64 = RUN_ALIGN;
 
 /// `KPF_NOPAGE`: what kpageflags gives a frame without a `struct page`.
 const KPF_NOPAGE: u64 = 1 << 20;
@@ -35,9 +36,9 @@ pub fn scan(
     stop: fn() -> bool,
 ) -> Result<Scanned> {
     let ps = system.page_size.max(1);
-    let mut classifier = FrameClassifier::default();
+    let mut classifier = FrameClassifier::new(ps);
     let mut done = Scanned::default();
-    let mut classes = Vec::with_capacity(RUN as usize);
+    let (mut flags, mut counts) = (Vec::new(), Vec::new());
     for &(start, end) in &system.ram_ranges {
         let (first, last) = (start.div_ceil(ps), (end + 1) / ps);
         let mut pfn = first;
@@ -45,23 +46,26 @@ pub fn scan(
             if stop() {
                 return Err(DumpError::Interrupted);
             }
-            let n = (last - pfn).min(RUN);
-            classes.clear();
+            let n = (last - pfn).min(RUN - pfn % RUN);
+            flags.clear();
+            counts.clear();
             for p in pfn..pfn + n {
-                let (flags, count) = match k.frames.frame(&mut k.mmu, p)? {
+                let (f, count) = match k.frames.frame(&mut k.mmu, p)? {
                     Some(f) => (f.kflags, f.kcount),
                     None => {
                         done.missing += 1;
                         (KPF_NOPAGE, 0)
                     }
                 };
-                classes.push(classifier.class(p, flags, count) as u8);
+                flags.push(f);
+                counts.push(count);
             }
+            let mut classes = Vec::with_capacity(flags.len());
+            classifier.class_run(pfn, &flags, &counts, &mut classes);
             sink.physmap(&PhysChunk {
                 start_pfn: pfn,
-                classes: std::mem::take(&mut classes),
+                classes,
             })?;
-            classes.reserve(RUN as usize);
             pfn += n;
             done.frames += n;
         }

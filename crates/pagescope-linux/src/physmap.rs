@@ -6,11 +6,12 @@
 use crate::kpage::PfnFile;
 use crate::Root;
 use pagescope_core::model::{PhysChunk, SnapshotSink, SystemInfo};
-use pagescope_core::physclass::FrameClassifier;
+use pagescope_core::physclass::{FrameClassifier, RUN_ALIGN};
 use pagescope_core::{Error, Result};
 
-/// Frames per read and per chunk.
-pub const RUN: usize = 64 * 1024;
+/// Frames per read and per chunk, at most: runs end on multiples of it
+/// (so that no huge page is cut in two, see [`RUN_ALIGN`]).
+pub const RUN: usize = RUN_ALIGN as usize;
 
 /// Scans every RAM frame into `sink`; returns the frames scanned. Stops
 /// with [`Error::Interrupted`] when `stop` says so (asked at each run).
@@ -30,7 +31,7 @@ pub fn scan(
     let count = PfnFile::open(root.proc.join("kpagecount"))?;
     let ps = system.page_size.max(1);
     let (mut fbuf, mut cbuf) = (vec![0u64; RUN], vec![0u64; RUN]);
-    let mut classifier = FrameClassifier::default();
+    let mut classifier = FrameClassifier::new(ps);
     let mut frames = 0;
     for &(start, end) in &system.ram_ranges {
         let (first, last) = (start.div_ceil(ps), (end + 1) / ps);
@@ -39,12 +40,11 @@ pub fn scan(
             if stop() {
                 return Err(Error::Interrupted);
             }
-            let n = ((last - pfn) as usize).min(RUN);
+            let n = ((last - pfn) as usize).min(RUN - (pfn % RUN as u64) as usize);
             flags.read(pfn, &mut fbuf[..n])?;
             count.read(pfn, &mut cbuf[..n])?;
-            let classes = (0..n)
-                .map(|i| classifier.class(pfn + i as u64, fbuf[i], cbuf[i]) as u8)
-                .collect();
+            let mut classes = Vec::with_capacity(n);
+            classifier.class_run(pfn, &fbuf[..n], &cbuf[..n], &mut classes);
             sink.physmap(&PhysChunk {
                 start_pfn: pfn,
                 classes,

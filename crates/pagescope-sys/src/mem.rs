@@ -174,6 +174,23 @@ impl Region {
     }
 }
 
+impl Region {
+    /// `MADV_HUGEPAGE` of the whole region: the kernel may back it with
+    /// transparent huge pages where THP is `madvise` (or `always`).
+    pub fn advise_huge(&self) -> io::Result<()> {
+        // SAFETY: MADV_HUGEPAGE changes only how the kernel backs the
+        // range, never its contents; the range is the region's own.
+        unsafe {
+            rustix::mm::madvise(
+                self.base.cast(),
+                self.len,
+                rustix::mm::Advice::LinuxHugepage,
+            )?
+        };
+        Ok(())
+    }
+}
+
 /// `MADV_POPULATE_READ` (Linux 5.14) of this process's `len` bytes at
 /// `addr`: every page of the range is mapped as a read would map it (a
 /// file's pages from its page cache, the zero page for untouched

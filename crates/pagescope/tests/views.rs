@@ -877,15 +877,98 @@ fn slabinfo_pages() -> u64 {
         .sum()
 }
 
+/// A /proc/meminfo figure in 4 KiB pages.
+fn meminfo_pages(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .map(|v| v.trim().trim_end_matches(" kB").parse::<u64>().unwrap() / 4)
+        .unwrap_or_else(|| panic!("{key} in /proc/meminfo"))
+}
+
+/// Frames in transparent huge pages, as meminfo counts them.
+fn meminfo_thp_pages() -> u64 {
+    ["AnonHugePages", "ShmemHugePages", "FileHugePages"]
+        .iter()
+        .map(|k| meminfo_pages(k))
+        .sum()
+}
+
+/// Page-cache frames outside huge pages, as meminfo counts them.
+fn meminfo_small_cache_pages() -> u64 {
+    (meminfo_pages("Cached") + meminfo_pages("Buffers"))
+        .saturating_sub(meminfo_pages("ShmemHugePages") + meminfo_pages("FileHugePages"))
+}
+
+/// /proc/kpageflags over every System RAM frame, read directly: the
+/// frames with each flag of `bits`.
+fn kpageflags_count(bit: u32) -> u64 {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open("/proc/kpageflags").unwrap();
+    let mut n = 0;
+    for l in std::fs::read_to_string("/proc/iomem").unwrap().lines() {
+        if l.starts_with(' ') || !l.ends_with(" : System RAM") {
+            continue;
+        }
+        let (a, b) = l.split(' ').next().unwrap().split_once('-').unwrap();
+        let (a, b) = (
+            u64::from_str_radix(a, 16).unwrap().div_ceil(4096),
+            (u64::from_str_radix(b, 16).unwrap() + 1) / 4096,
+        );
+        let mut pfn = a;
+        let mut buf = vec![0u8; 8 << 16];
+        while pfn < b {
+            let k = ((b - pfn) as usize).min(1 << 16);
+            f.seek(SeekFrom::Start(pfn * 8)).unwrap();
+            f.read_exact(&mut buf[..k * 8]).unwrap();
+            n += buf[..k * 8]
+                .chunks_exact(8)
+                .filter(|w| u64::from_ne_bytes((*w).try_into().unwrap()) >> bit & 1 == 1)
+                .count() as u64;
+            pfn += k as u64;
+        }
+    }
+    n
+}
+
+/// Checks `got` against a kernel figure read before and after it: within
+/// `share` of the two, or `floor` frames, outside the range between them.
+fn bracketed(what: &str, got: f64, before: u64, after: u64, share: f64, floor: f64) {
+    let (lo, hi) = (before.min(after) as f64, before.max(after) as f64);
+    let slack = ((lo + hi) / 2.0 * share).max(floor);
+    assert!(
+        got >= lo - slack && got <= hi + slack,
+        "{what}: pagescope {got}, the kernel {before} before and {after} after"
+    );
+}
+
 #[test]
 fn physmap_agrees_with_the_kernels_counters() {
     require_pfns!();
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    let pt = Pagetest::start(&[], &["--size", "64M", "--hold"], "done");
+    // The buffer in transparent huge pages (THP is `madvise` or
+    // `always` where the kernel has it).
+    let pt = Pagetest::start(&[], &["--size", "64M", "--thp", "--hold"], "done");
+    let pt_thp = smaps_rollup(pt.pid())
+        .get("AnonHugePages")
+        .copied()
+        .unwrap_or(0)
+        / 4;
+    // The zero page, mapped by reading memory never written.
+    let zero = pagescope_sys::mem::Region::anonymous(1 << 16).unwrap();
+    pagescope_sys::mem::populate_read(zero.addr(), zero.len()).unwrap();
+    let zero_pfn = pagemap_entries(
+        std::process::id(),
+        zero.addr() as u64,
+        zero.addr() as u64 + 4096,
+    )[0] & ((1 << 55) - 1);
     let snap = temp_path(dir.path(), "phys.snap");
     let free_before = zone_free_pages();
     let slab_before = slabinfo_pages();
+    let thp_before = meminfo_thp_pages();
+    let cache_before = meminfo_small_cache_pages();
     run_ok(&[
         "snapshot",
         "-q",
@@ -897,6 +980,8 @@ fn physmap_agrees_with_the_kernels_counters() {
     ]);
     let free_after = zone_free_pages();
     let slab_after = slabinfo_pages();
+    let thp_after = meminfo_thp_pages();
+    let cache_after = meminfo_small_cache_pages();
     let v = report_json(&["report", "physmap", "-i", &snap, "-f", "json"]);
     let f = |k: &str| v[k].as_f64().unwrap();
     // Every frame of every System RAM range, each in one class.
@@ -933,19 +1018,41 @@ fn physmap_agrees_with_the_kernels_counters() {
     // The buddy allocator's free frames, as the zones count them before
     // and after the walk (between the two where the machine's memory
     // moved meanwhile, within 3% of them where it held still).
-    let bracketed = |what: &str, got: f64, before: u64, after: u64, share: f64| {
-        let (lo, hi) = (before.min(after) as f64, before.max(after) as f64);
-        let slack = (lo + hi) / 2.0 * share;
-        assert!(
-            got >= lo - slack && got <= hi + slack,
-            "{what}: pagescope {got}, the kernel {before} before and {after} after"
-        );
-    };
-    bracketed("free", f("free_pages"), free_before, free_after, 0.03);
+    bracketed("free", f("free_pages"), free_before, free_after, 0.03, 0.0);
+    // Free as meminfo counts it too: no note that they differ.
+    let notes = v["notes"].to_string();
+    assert!(!notes.contains("MemFree"), "{notes}");
     // Slab frames, as slabinfo counts them.
-    bracketed("slab", f("slab_pages"), slab_before, slab_after, 0.05);
-    // pagetest's 16384 anonymous frames are among the anonymous ones.
+    bracketed("slab", f("slab_pages"), slab_before, slab_after, 0.05, 0.0);
+    // Huge pages: meminfo's AnonHugePages, ShmemHugePages and
+    // FileHugePages (5%, or two huge pages); large page-cache folios of
+    // less than a PMD are page cache (Cached + Buffers without the huge
+    // pages, 3%).
+    bracketed("thp", f("thp_pages"), thp_before, thp_after, 0.05, 1024.0);
+    let cache = f("cache_mapped_pages") + f("cache_unmapped_pages");
+    bracketed("page cache", cache, cache_before, cache_after, 0.03, 0.0);
+    // pagetest's 16384 anonymous frames are among the anonymous ones, and
+    // those the kernel gave it in huge pages among the THP ones.
     assert!(f("anon_pages") + f("thp_pages") >= pt.pages() as f64);
+    assert!(
+        f("thp_pages") >= pt_thp as f64,
+        "pagetest's {pt_thp} in THP"
+    );
+    // The zero page (and the huge zero page, if the kernel made one): as
+    // many frames as kpageflags marks ZERO_PAGE (24), among them the one
+    // this process maps.
+    assert_eq!(kpageflags_count(24), f("zero_pages") as u64);
+    let zero_block = v["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|b| b["start"].as_u64().unwrap() / 4096 <= zero_pfn)
+        .unwrap();
+    assert!(
+        zero_block["zero_pages"].as_u64().unwrap() >= 1,
+        "pfn {zero_pfn:#x}"
+    );
+    drop(zero);
     // The block table covers the same frames.
     let blocks: u64 = v["blocks"]
         .as_array()
@@ -969,6 +1076,50 @@ fn physmap_agrees_with_the_kernels_counters() {
     // The picture renders.
     let svg = run_ok(&["report", "physmap", "-i", &snap, "-f", "svg"]);
     roxmltree::Document::parse(std::str::from_utf8(&svg.stdout).unwrap()).unwrap();
+}
+
+#[test]
+fn physmap_blocks_are_bounded_and_named() {
+    require_pfns!();
+    // The highest RAM address, and so the smallest block size that sums
+    // the machine in at most 64 Ki blocks.
+    let top = std::fs::read_to_string("/proc/iomem")
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with(' ') && l.ends_with(" : System RAM"))
+        .map(|l| {
+            let end = l.split(' ').next().unwrap().split_once('-').unwrap().1;
+            u64::from_str_radix(end, 16).unwrap() + 1
+        })
+        .max()
+        .unwrap();
+    let smallest = top.div_ceil(1 << 16).next_power_of_two().max(4096);
+    let name = |b: u64| match b {
+        b if b >= 1 << 30 => format!("{} GiB", b >> 30),
+        b if b >= 1 << 20 => format!("{} MiB", b >> 20),
+        b => format!("{} KiB", b >> 10),
+    };
+    if smallest > 4096 {
+        // A block too small is a usage error that names the smallest.
+        let out = run(&[], &["report", "physmap", "--block", "4k", "-f", "json"]);
+        let msg = failed_with(&out, 2);
+        let want = format!(
+            "the smallest --block for this machine is {}",
+            name(smallest).replace(' ', "")
+        );
+        assert!(msg.contains(&want), "{msg}");
+        assert!(out.stdout.is_empty());
+        // ...and is allowed, its size named in the header.
+        let arg = name(smallest).replace(' ', "");
+        let out = run_ok(&["report", "physmap", "--block", &arg]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(&format!("blocks of {}, 64 a line", name(smallest))),
+            "{text}"
+        );
+    }
+    let out = run_ok(&["report", "physmap", "--block", "2M"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("blocks of 2 MiB, 64 a line"));
 }
 
 /// Every figure of the processes report, by key.

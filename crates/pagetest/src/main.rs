@@ -135,6 +135,11 @@ struct Args {
     /// went is the kernel's to tell (smaps `Swap`, pagemap bit 62).
     #[arg(long, value_name = "AMOUNT", value_parser = parse_amount)]
     pageout: Option<Amount>,
+    /// Ask for transparent huge pages (`madvise(MADV_HUGEPAGE)`) on the
+    /// anonymous buffer before touching it (whether the kernel gives
+    /// them is its to tell: smaps `AnonHugePages`).
+    #[arg(long)]
+    thp: bool,
 }
 
 /// A part of the buffer: pages, or a fraction of it.
@@ -246,6 +251,12 @@ fn run(args: Args) -> Result<()> {
         bail!("size too large");
     }
     let buf = map_buffer(&args, len)?;
+    if args.thp {
+        if args.mode != Mode::Anon {
+            bail!("--thp asks for huge pages of an anonymous buffer: it needs --mode anon");
+        }
+        buf.advise_huge().context("madvise(MADV_HUGEPAGE)")?;
+    }
     if args.op == Op::Read || args.prefault {
         touch(&buf, len, page, Op::Write, 1);
     }

@@ -88,7 +88,7 @@ pub fn total(t: &Total) -> Report {
 /// total, per block of physical memory (with a strip of each block's
 /// dominant class) and per NUMA node.
 pub fn physmap(p: &pagescope_core::analysis::physmap::Physmap) -> Report {
-    use pagescope_core::analysis::physmap::Physmap;
+    use pagescope_core::analysis::physmap::{block_name, Physmap};
     use pagescope_core::physclass::ALL;
     let ps = p.system.page_size.max(1);
     let block_bytes = p.block_frames * ps;
@@ -166,8 +166,8 @@ pub fn physmap(p: &pagescope_core::analysis::physmap::Physmap) -> Report {
         .collect();
     let _ = writeln!(
         text,
-        "\nblocks of {} MiB, 64 a line ({}):",
-        block_bytes >> 20,
+        "\nblocks of {}, 64 a line ({}):",
+        block_name(block_bytes),
         legend.join(", ")
     );
     let last = p.blocks.keys().next_back().copied().unwrap_or(0);
@@ -221,8 +221,8 @@ pub fn physmap(p: &pagescope_core::analysis::physmap::Physmap) -> Report {
         text: Some(text),
         chart: Some(Chart {
             title: format!(
-                "Page frames by class, per {} MiB block of physical memory",
-                block_bytes >> 20
+                "Page frames by class, per {} block of physical memory",
+                block_name(block_bytes)
             ),
             y_label: "memory".into(),
             series: ALL.iter().map(|c| c.name().to_string()).collect(),
@@ -239,8 +239,8 @@ pub fn physmap(p: &pagescope_core::analysis::physmap::Physmap) -> Report {
             style: Style::Bars,
             y_unit: Quantity::Pages(ps),
             x_label: format!(
-                "physical address of the block (hex; blocks of {} MiB)",
-                block_bytes >> 20
+                "physical address of the block (hex; blocks of {})",
+                block_name(block_bytes)
             ),
             ..Chart::default()
         }),

@@ -76,7 +76,9 @@ Columns of the other views:
   physmap      page frames by class per block: FREE, ANON, CACHE (page cache,
                mapped), UNMAPPED (page cache, unmapped), SLAB, PGTBL (page tables),
                KERNEL (other kernel memory), RSVD (reserved or offline), HUGE
-               (hugetlb), THP, KSM, ZERO (the zero page); MOST the largest class
+               (hugetlb), THP (transparent huge pages of a PMD's size,
+               anonymous, shmem or file), KSM, ZERO (the zero page); MOST the
+               largest class
   diff         the change of each figure between the two snapshots
 ";
 
@@ -110,7 +112,8 @@ pub struct ReportArgs {
     #[arg(long, value_name = "FLAGS")]
     pub flags: Option<String>,
     /// `physmap`: block size to sum frames over (default: the memory
-    /// block size), e.g. 64M.
+    /// block size), e.g. 64M; one that gives more than 64 Ki blocks is
+    /// refused.
     #[arg(long, value_name = "SIZE", value_parser = parse::block)]
     pub block: Option<u64>,
     /// `html`: the page to write ("-" for standard output); made with

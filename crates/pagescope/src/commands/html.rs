@@ -170,8 +170,10 @@ pub fn snapshot(args: &ReportArgs) -> Result<()> {
     let cut = {
         let mut rest = Tee(&mut usage, &mut phys);
         let mut all = Tee(&mut total, &mut rest);
-        source.snapshot(pids, &mut all)?
+        source.snapshot(pids, &mut all)
     };
+    super::report::block_refused(&phys, true)?;
+    let cut = cut?;
     for pid in pids {
         if !usage.processes.iter().any(|p| p.pid == *pid) {
             anyhow::bail!("pid {pid} is not in {}", name.display());

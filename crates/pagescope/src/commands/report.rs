@@ -13,6 +13,22 @@ use pagescope_linux::snapshot::Detail;
 use pagescope_render::views::ProcessesOptions;
 use pagescope_render::{views, Report};
 
+/// A usage error if `--block` was too small for the map `a` was fed
+/// (from a snapshot file if `file`): it names the smallest block allowed.
+pub fn block_refused(a: &Physmap, file: bool) -> Result<()> {
+    use pagescope_core::analysis::physmap::{block_name, MAX_BLOCKS};
+    match a.too_small {
+        None => Ok(()),
+        Some(smallest) => Err(anyhow::anyhow!(
+            "--block {}: the physical map would have more than {MAX_BLOCKS} blocks (a report holds every one in memory); the smallest --block for this {} is {}",
+            block_name(a.block_frames * a.system.page_size.max(1)).replace(' ', ""),
+            if file { "snapshot" } else { "machine" },
+            block_name(smallest).replace(' ', "")
+        ))
+        .context(BadInput),
+    }
+}
+
 /// Runs `report`.
 pub fn run(args: ReportArgs) -> Result<()> {
     if args.view == View::Html {
@@ -35,7 +51,9 @@ pub fn run(args: ReportArgs) -> Result<()> {
     if args.view == View::Physmap {
         let mut a = Physmap::new(args.block.unwrap_or(0));
         // Live, the process side is not needed: the quick rollup read.
-        let cut = feed(&args, Detail::Rollup, &mut a)?;
+        let cut = feed(&args, Detail::Rollup, &mut a);
+        block_refused(&a, args.input.is_some())?;
+        let cut = cut?;
         if a.frames == 0 {
             match &args.input {
                 Some(path) => anyhow::bail!(
