@@ -1,5 +1,25 @@
 //! The format-neutral report document.
 
+use std::borrow::Cow;
+
+/// `s` with each control character (C0, tab, newline, carriage return
+/// and escape among them; DEL; C1, U+0080 to U+009F) replaced by `?`, as
+/// ps(1) shows them: a process's name, its command line and the paths it
+/// maps are anyone's choice, and would otherwise put escape sequences on
+/// the terminal, or break a row in two. One character for one, so a
+/// column's width is that of its text.
+pub fn printable(s: &str) -> Cow<'_, str> {
+    if s.contains(char::is_control) {
+        Cow::Owned(
+            s.chars()
+                .map(|c| if c.is_control() { '?' } else { c })
+                .collect(),
+        )
+    } else {
+        Cow::Borrowed(s)
+    }
+}
+
 /// One value of a field or cell.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {

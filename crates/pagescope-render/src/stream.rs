@@ -1,7 +1,7 @@
 //! Row-at-a-time output for views too large to hold in memory (the page
 //! dump): the same four formats, written as rows arrive.
 
-use crate::report::{Chart, Quantity, Report, Style};
+use crate::report::{printable, Chart, Quantity, Report, Style};
 use crate::{Format, Renderer};
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -36,8 +36,8 @@ impl Cell<'_> {
         matches!(self, Cell::Int(_) | Cell::Hex(_))
     }
 
-    /// Writes the cell as tables show it (`hex` for addresses) or as
-    /// CSV and JSON want it.
+    /// Writes the cell as tables show it (`hex` for addresses, control
+    /// characters as `?`) or as CSV and JSON want it.
     fn write(&self, out: &mut String, table: bool) {
         use std::fmt::Write as _;
         match self {
@@ -50,6 +50,7 @@ impl Cell<'_> {
             Cell::Hex(v) => {
                 let _ = write!(out, "{v}");
             }
+            Cell::Text(s) if table => out.push_str(&printable(s)),
             Cell::Text(s) => out.push_str(s),
             Cell::Missing if table => out.push('-'),
             Cell::Missing => {}
@@ -266,4 +267,33 @@ pub fn row_stream<'a>(
             counts: HashMap::new(),
         }),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_streamed_table_shows_control_characters_as_question_marks() {
+        let columns = [
+            StreamColumn {
+                key: "comm",
+                title: "COMM",
+                width: 8,
+            },
+            StreamColumn {
+                key: "n",
+                title: "N",
+                width: 3,
+            },
+        ];
+        let mut out = Vec::new();
+        let mut s = row_stream(Format::Table, "v", "rows", &columns, 0, &mut out).unwrap();
+        s.row(&[Cell::Text("a\u{1b}[2J\n"), Cell::Int(5)]).unwrap();
+        s.finish(4096, &[]).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "COMM      N\na?[2J?      5\n"
+        );
+    }
 }

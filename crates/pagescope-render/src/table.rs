@@ -2,7 +2,10 @@
 //! right-aligned numbers. On a narrow terminal the least important
 //! columns are dropped, then the widest text column is cut to fit.
 //! Counts of pages are shown in the report's [`Units`](crate::Units).
+//! Control characters in the text are shown as `?`
+//! ([`printable`](crate::report::printable)).
 
+use crate::report::printable;
 use crate::{Column, Renderer, Report, Value};
 use std::io;
 
@@ -11,6 +14,16 @@ use std::io;
 pub struct TableRenderer {
     /// Terminal width to fit, if known.
     pub width: Option<usize>,
+}
+
+/// A view's own text: each line [`printable`], the line ends kept.
+fn printable_lines(text: &str) -> String {
+    text.split_inclusive('\n')
+        .map(|l| match l.strip_suffix('\n') {
+            Some(l) => format!("{}\n", printable(l)),
+            None => printable(l).into_owned(),
+        })
+        .collect()
 }
 
 fn cut(s: &str, width: usize) -> String {
@@ -25,7 +38,7 @@ fn cut(s: &str, width: usize) -> String {
 impl Renderer for TableRenderer {
     fn render(&self, report: &Report, out: &mut dyn io::Write) -> io::Result<()> {
         if let Some(text) = &report.text {
-            return out.write_all(text.as_bytes());
+            return out.write_all(printable_lines(text).as_bytes());
         }
         if !report.fields.is_empty() {
             let w = report
@@ -38,7 +51,7 @@ impl Renderer for TableRenderer {
                 writeln!(
                     out,
                     "{title:<w$}  {}",
-                    value.display_in(report.units, report.page_size)
+                    printable(&value.display_in(report.units, report.page_size))
                 )?;
             }
         }
@@ -51,7 +64,9 @@ impl Renderer for TableRenderer {
                 .iter()
                 .map(|r| {
                     r.iter()
-                        .map(|v| v.display_in(report.units, report.page_size))
+                        .map(|v| {
+                            printable(&v.display_in(report.units, report.page_size)).into_owned()
+                        })
                         .collect()
                 })
                 .collect();
@@ -146,5 +161,66 @@ impl Renderer for TableRenderer {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Table;
+    use std::borrow::Cow;
+
+    #[test]
+    fn control_characters_are_question_marks() {
+        assert!(matches!(printable("plain ünïcode"), Cow::Borrowed(_)));
+        assert_eq!(
+            printable("a\tb\nc\rd\u{1b}[2J\u{7}e\u{7f}f\u{80}g\u{9b}h\u{a0}i"),
+            "a?b?c?d?[2J?e?f?g?h\u{a0}i"
+        );
+        assert_eq!(printable_lines("a\u{1b}b\nc\rd\n"), "a?b\nc?d\n");
+    }
+
+    #[test]
+    fn a_name_with_control_characters_stays_in_its_row_and_column() {
+        let column = |key, title| Column {
+            key,
+            title,
+            keep: Column::ALWAYS,
+            bytes_twin: false,
+        };
+        let report = Report {
+            fields: vec![("cmd", "command", Value::from("x\u{1b}]0;pwn\u{7}"))],
+            tables: vec![Table {
+                key: "t",
+                columns: vec![column("comm", "COMM"), column("pid", "PID")],
+                rows: vec![
+                    vec![Value::from("esc\u{1b}[2J\nx\u{9b}"), Value::Int(7)],
+                    vec![Value::from("plain"), Value::Int(12)],
+                ],
+            }],
+            ..Report::default()
+        };
+        let mut out = Vec::new();
+        TableRenderer { width: Some(80) }
+            .render(&report, &mut out)
+            .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            "command  x?]0;pwn?\n\
+             \n\
+             COMM        PID\n\
+             esc?[2J?x?    7\n\
+             plain        12\n"
+        );
+        let own = Report {
+            text: Some("name: a\u{1b}[2Jb\u{7f}\nnext\n".into()),
+            ..Report::default()
+        };
+        let mut out = Vec::new();
+        TableRenderer { width: None }
+            .render(&own, &mut out)
+            .unwrap();
+        assert_eq!(out, b"name: a?[2Jb?\nnext\n");
     }
 }

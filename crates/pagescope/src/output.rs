@@ -5,6 +5,7 @@
 
 use crate::cli::OutputFormat;
 use anyhow::Result;
+use pagescope_render::report::printable;
 use pagescope_render::{renderer, Format, Report};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -22,9 +23,10 @@ pub fn emit(report: &Report, format: OutputFormat) -> Result<()> {
     Ok(())
 }
 
-/// A line on standard error that qualifies the result.
+/// A line on standard error that qualifies the result (its control
+/// characters as `?`: a note may name a process or a path).
 pub fn note(line: &str) {
-    eprintln!("note: {line}");
+    eprintln!("note: {}", printable(line));
 }
 
 /// Buffered standard output, for a report or a stream of rows (not

@@ -11,6 +11,7 @@ use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use util::named::Named;
 use util::*;
 
 const MIB: u64 = 1024 * 1024;
@@ -114,16 +115,46 @@ impl Drop for Serve {
 }
 
 /// Sends `raw` to 127.0.0.1:`port` and reads the answer to its end:
-/// (status line and headers, body).
+/// (status line and headers, body). A chunked body (tiny_http chunks a
+/// large answer to HTTP/1.1) is put together again.
 fn request(port: u16, raw: &[u8]) -> std::io::Result<(String, String)> {
     let mut s = TcpStream::connect(("127.0.0.1", port))?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
     s.write_all(raw)?;
     let mut answer = Vec::new();
     s.read_to_end(&mut answer)?;
-    let text = String::from_utf8_lossy(&answer).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    Ok((head.to_string(), body.to_string()))
+    let split = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or(answer.len());
+    let head = String::from_utf8_lossy(&answer[..split]).into_owned();
+    let mut body = answer.get(split + 4..).unwrap_or_default().to_vec();
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        body = dechunk(&body).ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidData, "a malformed chunked body")
+        })?;
+    }
+    Ok((head, String::from_utf8_lossy(&body).into_owned()))
+}
+
+/// A chunked body's data (RFC 9112 7.1): hex sizes, each chunk ended by
+/// CRLF, a chunk of size 0 last.
+fn dechunk(mut raw: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let eol = raw.windows(2).position(|w| w == b"\r\n")?;
+        let size = std::str::from_utf8(&raw[..eol]).ok()?;
+        let size = usize::from_str_radix(size.split(';').next()?.trim(), 16).ok()?;
+        raw = &raw[eol + 2..];
+        if size == 0 {
+            return Some(out);
+        }
+        out.extend_from_slice(raw.get(..size)?);
+        raw = raw.get(size..)?.strip_prefix(b"\r\n")?;
+    }
 }
 
 /// The status code of an answer's head.
@@ -279,6 +310,162 @@ fn process_figures_are_smaps_rollup() {
         text.contains("cmdline=\"") && text.contains("--size 64M --hold"),
         "no command line with --cmdline"
     );
+}
+
+/// One sample of the exposition text, its label values unescaped.
+#[derive(Debug)]
+struct Sample {
+    name: String,
+    labels: Vec<(String, String)>,
+    value: f64,
+}
+
+impl Sample {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Parses OpenMetrics text strictly (the ABNF of the OpenMetrics
+/// specification, without exemplars, which pagescope does not write):
+/// `# HELP`, `# TYPE` and `# UNIT` lines, samples `name{label="value",...}
+/// number`, and `# EOF` at the end. A label value may hold any character
+/// but `"`, `\` and a newline, which it writes as `\"`, `\\` and `\n`.
+fn parse_exposition(text: &str) -> Result<Vec<Sample>, String> {
+    fn name_ok(s: &str, colon: bool) -> bool {
+        let mut chars = s.chars();
+        chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || (colon && c == ':'))
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || (colon && c == ':'))
+    }
+    let body = text
+        .strip_suffix("# EOF\n")
+        .ok_or("the text does not end with `# EOF`")?;
+    let mut samples = Vec::new();
+    for (n, line) in body.lines().enumerate() {
+        let bad = |why: &str| format!("line {}: {why}: {line:?}", n + 1);
+        if let Some(rest) = line.strip_prefix("# ") {
+            let mut w = rest.splitn(3, ' ');
+            let (kind, name) = (w.next().unwrap_or(""), w.next().unwrap_or(""));
+            if !["HELP", "TYPE", "UNIT"].contains(&kind) || !name_ok(name, true) {
+                return Err(bad("not a HELP, TYPE or UNIT line"));
+            }
+            continue;
+        }
+        let end = line.find(['{', ' ']).ok_or_else(|| bad("no value"))?;
+        let name = &line[..end];
+        if !name_ok(name, true) {
+            return Err(bad("not a metric name"));
+        }
+        let mut rest = &line[end..];
+        let mut labels = Vec::new();
+        if let Some(mut r) = rest.strip_prefix('{') {
+            loop {
+                let eq = r.find('=').ok_or_else(|| bad("a label without `=`"))?;
+                let key = &r[..eq];
+                if !name_ok(key, false) {
+                    return Err(bad("not a label name"));
+                }
+                let mut chars = r[eq + 1..]
+                    .strip_prefix('"')
+                    .ok_or_else(|| bad("a label value without `\"`"))?
+                    .char_indices();
+                let mut value = String::new();
+                let close = loop {
+                    match chars.next().ok_or_else(|| bad("an unclosed label value"))? {
+                        (i, '"') => break i,
+                        (_, '\\') => match chars.next() {
+                            Some((_, '\\')) => value.push('\\'),
+                            Some((_, '"')) => value.push('"'),
+                            Some((_, 'n')) => value.push('\n'),
+                            _ => return Err(bad("an escape other than \\\\, \\\" and \\n")),
+                        },
+                        (_, c) => value.push(c),
+                    }
+                };
+                labels.push((key.to_string(), value));
+                r = &r[eq + 2 + close + 1..];
+                if let Some(more) = r.strip_prefix(',') {
+                    r = more;
+                } else {
+                    rest = r
+                        .strip_prefix('}')
+                        .ok_or_else(|| bad("labels not closed by `}`"))?;
+                    break;
+                }
+            }
+        }
+        let value = rest
+            .strip_prefix(' ')
+            .and_then(|v| v.parse::<f64>().ok())
+            .ok_or_else(|| bad("not one space and a number after the name and labels"))?;
+        samples.push(Sample {
+            name: name.to_string(),
+            labels,
+            value,
+        });
+    }
+    Ok(samples)
+}
+
+#[test]
+fn the_strict_parser_takes_escapes_and_refuses_raw_quotes_and_newlines() {
+    let good = "# TYPE m gauge\nm{a=\"x\\\"y\\\\z\\nw\",b=\"\"} 1\n# EOF\n";
+    let s = parse_exposition(good).unwrap();
+    assert_eq!(s[0].label("a"), Some("x\"y\\z\nw"));
+    assert_eq!((s[0].label("b"), s[0].value), (Some(""), 1.0));
+    for bad in [
+        "m{a=\"x\"y\"} 1\n# EOF\n",
+        "m{a=\"x\ny\"} 1\n# EOF\n",
+        "m{a=\"x\\y\"} 1\n# EOF\n",
+        "m{a=\"x\"} 1\n",
+    ] {
+        assert!(parse_exposition(bad).is_err(), "{bad:?}");
+    }
+}
+
+/// A process named with a quote, a backslash, a newline, a comma and a
+/// brace: every label value is escaped, the whole scrape parses, and its
+/// comm and command line labels read back to the kernel's.
+#[test]
+fn odd_process_names_are_escaped_and_the_scrape_parses() {
+    let _g = serial();
+    let name = "a\"b\\c\nd,e}f=";
+    let named = Named::start(name);
+    let pid = named.pid();
+    let serve = Serve::start(&["--interval", "500ms", "--budget", "100", "--cmdline"]);
+    let text = serve.wait_for(
+        |m| process_value(m, "pagescope_process_rss_bytes", pid).is_some(),
+        "the named process",
+    );
+    let samples = parse_exposition(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let pid_label = pid.to_string();
+    let ours: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| s.label("pid") == Some(&pid_label))
+        .collect();
+    let comm = String::from_utf8(named.comm()).unwrap();
+    assert_eq!(comm, name, "the kernel keeps the name whole");
+    let cmdline = named.cmdline();
+    assert!(cmdline.ends_with(&format!("/{name} 600")), "{cmdline:?}");
+    let names: Vec<&str> = ours.iter().map(|s| s.name.as_str()).collect();
+    for family in [
+        "pagescope_process_rss_bytes",
+        "pagescope_process_figures_age_seconds",
+    ] {
+        assert!(names.contains(&family), "no {family} of {pid}: {names:?}");
+    }
+    for s in &ours {
+        assert_eq!(s.label("comm"), Some(comm.as_str()), "{s:?}");
+        if s.name != "pagescope_process_figures_age_seconds" {
+            assert_eq!(s.label("cmdline"), Some(cmdline.as_str()), "{s:?}");
+        }
+    }
+    assert!(samples.iter().any(|s| s.label("cgroup").is_some()));
 }
 
 #[test]

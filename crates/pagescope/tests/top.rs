@@ -12,6 +12,7 @@ mod util;
 
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+use util::named::Named;
 use util::*;
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -467,6 +468,42 @@ fn beside_another_pagescope_clearing_bits_top_has_no_working_set_and_says_whose(
     let pid = rustix::process::Pid::from_raw(recorder.id() as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
     assert!(recorder.wait().unwrap().code().is_some());
+}
+
+/// A process named with terminal escapes (set the title, bell, clear the
+/// screen) and a newline: its row and its detail show each as `?`, and
+/// the terminal's title is left alone.
+#[test]
+fn terminal_escapes_in_names_are_shown_as_question_marks() {
+    let _serial = serial();
+    let Some(t) = Tmux::start("escapes") else {
+        return;
+    };
+    let title = |t: &Tmux| {
+        let out = t.tmux(&["display", "-p", "-t", &t.name, "#{pane_title}"]);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let before = title(&t);
+    let named = Named::start("zq\u{1b}]0;pwn\u{7}\u{1b}[2J\n");
+    let pid = named.pid();
+    let shown = "zq?]0;pwn??[2J?";
+    t.line(&format!("{} top", pagescope_bin().display()));
+    t.wait_for("top's first refresh", |s| s.contains("sort: PSS"));
+    t.keys(&["/"]);
+    t.line("zq");
+    let screen = t.wait_for("the named process", |s| {
+        s.contains("filter: zq") && row_of(s, pid).is_some()
+    });
+    assert_eq!(row_of(&screen, pid).unwrap().name, shown, "{screen}");
+    t.keys(&["Enter"]);
+    let screen = t.wait_for("its detail", |s| {
+        s.contains(&format!("pid {pid} {shown}")) && s.contains("VMAs, largest")
+    });
+    // The copy of sleep's path, its newline as the kernel's maps write it.
+    assert!(screen.contains("/zq?]0;pwn??[2J\\012"), "{screen}");
+    assert_eq!(title(&t), before, "the title changed");
+    t.keys(&["q"]);
+    t.wait_for("the shell", |s| s.trim_end().ends_with('$'));
 }
 
 #[test]

@@ -9,6 +9,7 @@ use object::{Object, ObjectSection, ObjectSegment, SectionFlags};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::process::Command;
+use util::named::Named;
 use util::*;
 
 /// The map string of the VMA holding `addr`, cut to `[addr, addr + len)`.
@@ -529,6 +530,50 @@ fn physmap_and_recording_pictures_fit() {
         let out = run_ok(&["analyze", &rec, view, "-f", "svg"]);
         check_picture(view, std::str::from_utf8(&out.stdout).unwrap());
     }
+}
+
+/// The characters a terminal may act on, besides the table's own line
+/// ends: C0 controls, DEL and C1 controls.
+fn controls(line: &str) -> Vec<char> {
+    line.chars().filter(|c| c.is_control()).collect()
+}
+
+/// A process named with terminal escapes (clear the screen, set the
+/// title, bell), a newline, a tab, DEL and a C1 CSI: tables show each as
+/// `?`, one row per process; JSON keeps the name as it is.
+#[test]
+fn terminal_escapes_in_names_reach_tables_as_question_marks() {
+    let _serial = serial();
+    let name = "\u{1b}[2J\u{1b}]0;p\u{7}\n\t\u{7f}\u{9b}";
+    let named = Named::start(name);
+    let pid = named.pid().to_string();
+    let shown = "?[2J?]0;p?????";
+    let out = run_ok(&["report", "processes", "--pid", &pid]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    for line in text.lines() {
+        assert!(controls(line).is_empty(), "{line:?} in\n{text}");
+    }
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.split_whitespace().next() == Some(pid.as_str()))
+        .collect();
+    assert_eq!(rows.len(), 1, "{text}");
+    assert!(rows[0].contains(shown), "{text}");
+    // vmas: the process's name and the path of its copy of sleep, in the
+    // view's own text layout and in its tables.
+    let out = run_ok(&["report", "vmas", "--pid", &pid]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    for line in text.lines() {
+        assert!(controls(line).is_empty(), "{line:?} in\n{text}");
+    }
+    assert!(
+        text.lines().any(|l| l == format!("{shown} (pid {pid}):")),
+        "{text}"
+    );
+    assert!(text.contains("/?[2J?]0;p?"), "no path of the copy: {text}");
+    // JSON escapes it, and keeps it whole.
+    let json = report_json(&["report", "processes", "--pid", &pid, "-f", "json"]);
+    assert_eq!(process_row(&json, named.pid())["comm"], name);
 }
 
 #[test]

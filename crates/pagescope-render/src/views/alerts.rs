@@ -1,7 +1,7 @@
 //! The `alerts` view: VMAs holding both single-use and shared pages.
 
 use super::{col, notes};
-use crate::report::{Chart, Quantity, Report, Style, Table, Units, Value};
+use crate::report::{printable, Chart, Quantity, Report, Style, Table, Units, Value};
 use pagescope_core::analysis::usage::Usage;
 use std::fmt::Write;
 
@@ -46,8 +46,13 @@ pub fn alerts(u: &Usage) -> Report {
             let hint = alert_hint(v);
             let _ = writeln!(
                 text,
-                "Alert! VMA [{short}] in \"{}\" (pid {}) has {} single usage and {} shared usage, flags {}\n  hint: {hint}",
-                p.comm, p.pid, single, shared, v.vma.perms
+                "Alert! VMA [{}] in \"{}\" (pid {}) has {} single usage and {} shared usage, flags {}\n  hint: {hint}",
+                printable(short),
+                printable(&p.comm),
+                p.pid,
+                single,
+                shared,
+                v.vma.perms
             );
             vec![
                 Value::Int(p.pid as u64),

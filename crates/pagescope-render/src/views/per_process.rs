@@ -2,7 +2,7 @@
 //! `vmas` (each VMA of the chosen processes, with its page map).
 
 use super::{by_pss, class_cells, class_values, col, float, notes, opt, unread_notes, CLASSES};
-use crate::report::{Chart, Quantity, Report, Style, Table, Units, Value};
+use crate::report::{printable, Chart, Quantity, Report, Style, Table, Units, Value};
 use pagescope_core::analysis::usage::{map_char, PageCounts, ProcessUsage, Usage};
 use std::fmt::Write;
 
@@ -180,7 +180,7 @@ pub fn vmas(u: &Usage, pids: &[u32]) -> Report {
         .iter()
         .filter(|p| pids.is_empty() || pids.contains(&p.pid))
     {
-        let _ = writeln!(text, "{} (pid {}):", p.comm, p.pid);
+        let _ = writeln!(text, "{} (pid {}):", printable(&p.comm), p.pid);
         if p.smaps.is_none() {
             let _ = writeln!(
                 text,
@@ -223,7 +223,7 @@ pub fn vmas(u: &Usage, pids: &[u32]) -> Report {
                 v.flags,
                 v.vma.start,
                 v.vma.end - 1,
-                name,
+                printable(&name),
                 if v.heuristic { " (by permissions)" } else { "" }
             );
             if v.map.is_some() {
@@ -248,7 +248,7 @@ pub fn vmas(u: &Usage, pids: &[u32]) -> Report {
         let _ = writeln!(
             text,
             "{} has {} rw and {} rx pages",
-            p.comm,
+            printable(&p.comm),
             show(phys.map(|c| c.rw)),
             show(phys.map(|c| c.rx))
         );

@@ -5,14 +5,43 @@
 use super::collect::Collection;
 use super::figures::Figures;
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
+use std::fmt::Write;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-type Labels = Vec<(&'static str, String)>;
+type Labels = Vec<(&'static str, LabelValue)>;
+
+/// A label value, written escaped as the text exposition format asks:
+/// backslash as `\\`, double quote as `\"`, newline as `\n`.
+/// `prometheus-client` writes a `String` label value as it is, and a
+/// process's name, command line or cgroup path may hold any of the three;
+/// every label value goes through this type.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct LabelValue(String);
+
+impl EncodeLabelValue for LabelValue {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> std::fmt::Result {
+        for c in self.0.chars() {
+            match c {
+                '\\' => encoder.write_str("\\\\")?,
+                '"' => encoder.write_str("\\\"")?,
+                '\n' => encoder.write_str("\\n")?,
+                c => encoder.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One label.
+fn label(name: &'static str, value: impl Into<String>) -> (&'static str, LabelValue) {
+    (name, LabelValue(value.into()))
+}
 
 /// The five per-process (or per-cgroup) figures.
 const FIGURES: [(&str, &str); 5] = [
@@ -72,9 +101,9 @@ pub fn render(c: &Collection, cpu_total: Duration) -> String {
             &format!("pagescope_process_{what}"),
             &format!("Per process: {help}"),
             c.processes.iter().map(|p| {
-                let mut labels = vec![("pid", p.pid.to_string()), ("comm", p.comm.clone())];
+                let mut labels = vec![label("pid", p.pid.to_string()), label("comm", &p.comm)];
                 if let Some(cmd) = &p.cmdline {
-                    labels.push(("cmdline", cmd.clone()));
+                    labels.push(label("cmdline", cmd));
                 }
                 (labels, pick(&p.figures, i))
             }),
@@ -87,7 +116,7 @@ pub fn render(c: &Collection, cpu_total: Duration) -> String {
             &format!("Per cgroup, summed over its processes: {help}"),
             c.cgroups
                 .iter()
-                .map(|(name, f)| (vec![("cgroup", name.clone())], pick(f, i))),
+                .map(|(name, f)| (vec![label("cgroup", name)], pick(f, i))),
         );
     }
     let m = &c.machine;
@@ -165,7 +194,7 @@ pub fn render(c: &Collection, cpu_total: Duration) -> String {
     let age = Family::<Labels, Gauge<f64, AtomicU64>>::default();
     for p in &c.processes {
         if let Some(a) = p.age {
-            let labels = vec![("pid", p.pid.to_string()), ("comm", p.comm.clone())];
+            let labels = vec![label("pid", p.pid.to_string()), label("comm", &p.comm)];
             age.get_or_create(&labels).set(a.as_secs_f64());
         }
     }
@@ -180,7 +209,7 @@ pub fn render(c: &Collection, cpu_total: Duration) -> String {
     let walked = Family::<Labels, Gauge>::default();
     for (reason, n) in &c.walked {
         walked
-            .get_or_create(&vec![("reason", reason.to_string())])
+            .get_or_create(&vec![label("reason", reason.to_string())])
             .set(*n as i64);
     }
     r.register(
@@ -193,4 +222,54 @@ pub fn render(c: &Collection, cpu_total: Duration) -> String {
     let mut text = String::new();
     encode(&mut text, &r).expect("writing to a String does not fail");
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve::collect::ProcessFigures;
+
+    #[test]
+    fn label_values_are_escaped() {
+        let odd = "a\\b\"c\nd,e}f";
+        let escaped = r#"a\\b\"c\nd,e}f"#;
+        let figures = Figures {
+            rss: Some(4096),
+            ..Figures::default()
+        };
+        let mut c = Collection {
+            page_size: 4096,
+            ..Collection::default()
+        };
+        c.processes.push(ProcessFigures {
+            pid: 7,
+            comm: odd.into(),
+            cmdline: Some(format!("{odd} --x")),
+            figures,
+            age: Some(Duration::from_secs(1)),
+        });
+        c.cgroups.insert(format!("/{odd}"), figures);
+        let text = render(&c, Duration::ZERO);
+        assert!(text.contains(&format!(
+            "pagescope_process_rss_bytes{{pid=\"7\",comm=\"{escaped}\",cmdline=\"{escaped} --x\"}} 4096\n"
+        )), "{text}");
+        assert!(
+            text.contains(&format!(
+                "pagescope_process_figures_age_seconds{{pid=\"7\",comm=\"{escaped}\"}} 1.0\n"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "pagescope_cgroup_rss_bytes{{cgroup=\"/{escaped}\"}} 4096\n"
+            )),
+            "{text}"
+        );
+        // The only newlines are those that end samples and comments.
+        assert!(
+            text.lines()
+                .all(|l| l.starts_with("pagescope_") || l.starts_with('#')),
+            "{text}"
+        );
+    }
 }

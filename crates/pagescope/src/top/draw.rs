@@ -2,11 +2,12 @@
 //! CPU, the machine's totals, a note on what could not be read), then the
 //! table of processes or cgroups, or the detail of one process (its
 //! working set over the refreshes as a sparkline, its VMAs), and a line
-//! of keys (or the filter being typed).
+//! of keys (or the filter being typed). Names, paths and messages are
+//! drawn [`printable`]: their control characters as `?`.
 
 use super::detail::{Detail, Vma};
 use super::state::{Column, Mode, State};
-use pagescope_render::report::human_size;
+use pagescope_render::report::{human_size, printable};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -60,7 +61,7 @@ pub fn draw(f: &mut Frame<'_>, s: &State, h: &Header, detail: Option<&Detail>) {
     let keys = if s.editing {
         Line::from(vec![
             Span::styled("filter: ", Style::new().add_modifier(Modifier::BOLD)),
-            Span::raw(format!("{}_", s.filter)),
+            Span::raw(format!("{}_", printable(&s.filter))),
             Span::styled(
                 "   (Enter keeps it, Esc clears it)",
                 Style::new().fg(Color::DarkGray),
@@ -101,7 +102,7 @@ fn draw_header(f: &mut Frame<'_>, area: Rect, s: &State, h: &Header) {
         Span::raw(format!("   own CPU {cpu}   {what}")),
     ];
     if !s.filter.is_empty() {
-        first.push(Span::raw(format!("   filter: {}", s.filter)));
+        first.push(Span::raw(format!("   filter: {}", printable(&s.filter))));
     }
     let m = &c.machine;
     let ps = c.page_size;
@@ -118,8 +119,14 @@ fn draw_header(f: &mut Frame<'_>, area: Rect, s: &State, h: &Header) {
         )),
     ]);
     let third = match (&h.error, &h.note) {
-        (Some(e), _) => Line::styled(format!("error: {e}"), Style::new().fg(Color::Red)),
-        (None, Some(n)) => Line::styled(format!("note: {n}"), Style::new().fg(Color::Yellow)),
+        (Some(e), _) => Line::styled(
+            format!("error: {}", printable(e)),
+            Style::new().fg(Color::Red),
+        ),
+        (None, Some(n)) => Line::styled(
+            format!("note: {}", printable(n)),
+            Style::new().fg(Color::Yellow),
+        ),
         (None, None) => Line::from(""),
     };
     f.render_widget(Paragraph::new(vec![Line::from(first), second, third]), area);
@@ -178,7 +185,7 @@ fn draw_table(f: &mut Frame<'_>, area: Rect, s: &State) {
         if let Some(pid) = r.pid {
             cells.push(right(pid.to_string()));
         }
-        cells.push(Cell::from(r.name.clone()));
+        cells.push(Cell::from(printable(&r.name).into_owned()));
         for col in SIZES {
             cells.push(right(size(col.size(&r.figures).flatten())));
         }
@@ -208,7 +215,7 @@ fn draw_detail(f: &mut Frame<'_>, area: Rect, s: &State, pid: u32, d: &Detail) {
     let p = s.collection.processes.iter().find(|p| p.pid == pid);
     let name = p.map_or("(gone)", |p| p.comm.as_str());
     let mut line = vec![Span::styled(
-        format!("pid {pid} {name}"),
+        format!("pid {pid} {}", printable(name)),
         Style::new().add_modifier(Modifier::BOLD),
     )];
     if let Some(p) = p {
@@ -248,7 +255,8 @@ fn draw_detail(f: &mut Frame<'_>, area: Rect, s: &State, pid: u32, d: &Detail) {
     );
     match d {
         Detail::Unread(why) => f.render_widget(
-            Paragraph::new(format!("VMAs: {why}")).block(Block::new().borders(Borders::TOP)),
+            Paragraph::new(format!("VMAs: {}", printable(why)))
+                .block(Block::new().borders(Borders::TOP)),
             vmas,
         ),
         Detail::Vmas(list) => draw_vmas(f, vmas, list, s.vma_offset),
@@ -293,7 +301,7 @@ fn draw_vmas(f: &mut Frame<'_>, area: Rect, list: &[Vma], offset: usize) {
             Cell::from(resident_bar(v, 10)),
             Cell::from(match v.map.path.as_str() {
                 "" => "[anon]".to_string(),
-                p => p.to_string(),
+                p => printable(p).into_owned(),
             }),
         ])
     });

@@ -25,6 +25,8 @@ macro_rules! require_pfns {
     };
 }
 
+pub mod named;
+
 use pagescope_core::analysis::temporal::Recording;
 use pagescope_core::format::{read_record, Completeness};
 use serde_json::Value;
