@@ -243,6 +243,49 @@ fn refs_backend_sees_every_iteration_read() {
 /// between the read of pagetest's smaps and the clearing of its bits is
 /// missed: iterations that overlap a boundary's work are not held to 2%.
 /// Processes pagescope may not read are left out and named in a note.
+/// A launched command that outlives `--duration`: the file is complete
+/// at the duration, while the command runs on, and pagescope then exits
+/// with the command's exit status.
+#[test]
+fn a_command_that_outlives_the_duration_finds_its_file_complete() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let rec = temp_path(dir.path(), "d.rec");
+    let mut recorder = Command::new(pagescope_bin())
+        .args([
+            "record",
+            "--interval",
+            "200ms",
+            "--duration",
+            "600ms",
+            "-o",
+            &rec,
+        ])
+        .args(["--", "sh", "-c", "sleep 4; exit 3"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _guard = KillTokenOnDrop(rec.clone());
+    let started = std::time::Instant::now();
+    let mut err = std::io::BufReader::new(recorder.stderr.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("the recording is complete") {
+        let mut line = String::new();
+        assert!(
+            std::io::BufRead::read_line(&mut err, &mut line).unwrap() > 0,
+            "{said}"
+        );
+        said.push_str(&line);
+    }
+    // The command still runs, and the file is whole already.
+    assert!(started.elapsed() < Duration::from_secs(3), "{said}");
+    assert_eq!(recorder.try_wait().unwrap(), None, "{said}");
+    let (r, done) = read_recording(&rec);
+    assert_eq!(done, Completeness::Complete);
+    assert!(!r.intervals.is_empty());
+    assert_eq!(recorder.wait().unwrap().code(), Some(3), "{said}");
+}
+
 #[test]
 fn system_wide_refs_recording_has_each_process() {
     let _guard = serial();

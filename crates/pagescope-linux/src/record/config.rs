@@ -79,6 +79,10 @@ pub struct RecordOutcome {
     pub bytes: u64,
     /// The launched command's exit code.
     pub exit_code: Option<i32>,
+    /// The launched command, if it still ran when the recording ended
+    /// (`--duration`, Ctrl-C): the file is complete, and the command's
+    /// exit code comes from [`wait_launched`](super::wait_launched).
+    pub runs_on: Option<u32>,
 }
 
 pub use pagescope_core::record::DENIED_MISSING;

@@ -46,6 +46,6 @@ pub use choose::probe_for_processes;
 pub use config::{Choice, Live, RecordConfig, RecordOutcome, Target, DENIED_MISSING};
 pub use machine::kernel_resident;
 pub use probe::{Follow, Followed, Launched, Probe};
-pub use recorder::record;
+pub use recorder::{record, wait_launched};
 pub use soft_dirty::has_soft_dirty;
 pub use writes::scan_supported;

@@ -511,10 +511,9 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
             Some(Launched::Exited(_) | Launched::Running | Launched::LetGo) | None => {}
         }
     }
-    if let (Some(c), None) = (rec.child, rec.exit_code) {
-        // Interrupted: the command runs on; wait for it as a shell would.
-        rec.exit_code = freeze::wait_pid(c).map(|e| e.code);
-    }
+    // Ended by --duration or Ctrl-C, the command runs on: the caller
+    // waits for it, as a shell would, once the file is complete.
+    let runs_on = rec.child.filter(|_| rec.exit_code.is_none());
     let end = RecordEnd {
         intervals,
         reason,
@@ -527,7 +526,15 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         end,
         bytes: out.bytes(),
         exit_code: rec.exit_code,
+        runs_on,
     })
+}
+
+/// Waits for a launched command that ran on after its recording
+/// ([`RecordOutcome::runs_on`]); returns its exit code (128 plus the
+/// signal that ended it).
+pub fn wait_launched(pid: u32) -> Option<i32> {
+    freeze::wait_pid(pid).map(|e| e.code)
 }
 
 /// The interval loop; returns the intervals written and why it stopped.

@@ -142,11 +142,23 @@ pub fn run(args: RecordArgs) -> Result<u8> {
             ));
         }
     }
-    // A launched command's exit code is its own; a recording of running
-    // processes stopped by Ctrl-C or SIGTERM (its file complete, its end
-    // saying `interrupted`) exits 130, as the shell's convention has it.
+    // A launched command's exit code is its own: one that runs on past the
+    // recording is waited for, the file complete meanwhile. A recording of
+    // running processes stopped by Ctrl-C or SIGTERM (its file complete,
+    // its end saying `interrupted`) exits 130, as the shell's convention
+    // has it.
+    let mut exit_code = outcome.exit_code;
+    if let Some(pid) = outcome.runs_on {
+        if !quiet {
+            note(&format!(
+                "the recording is complete; the command (pid {pid}) runs on, and pagescope \
+                 exits with its exit status when it ends"
+            ));
+        }
+        exit_code = pagescope_linux::record::wait_launched(pid);
+    }
     let interrupted = outcome.end.reason == EndReason::Interrupted;
-    Ok(match outcome.exit_code {
+    Ok(match exit_code {
         Some(c) => u8::try_from(c).unwrap_or(1),
         None if interrupted => 130,
         None => 0,
