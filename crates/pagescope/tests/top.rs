@@ -439,6 +439,8 @@ fn beside_another_pagescope_clearing_bits_top_has_no_working_set_and_says_whose(
         .arg(&out)
         .spawn()
         .unwrap();
+    // A failed check must not leave it holding the machine.
+    let _recorder_guard = KillTokenOnDrop(out.display().to_string());
     let deadline = Instant::now() + Duration::from_secs(20);
     while std::fs::metadata(&out).map_or(true, |m| m.len() == 0) {
         assert!(Instant::now() < deadline, "no recording started");

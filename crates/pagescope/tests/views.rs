@@ -784,7 +784,12 @@ fn a_file_cut_in_a_process_gives_its_smaps_figures() {
     for tenth in 1..10 {
         let cut = temp_path(dir.path(), &format!("cut{tenth}.snap"));
         std::fs::write(&cut, &bytes[..bytes.len() * tenth / 10]).unwrap();
-        let out = run_ok(&["report", "processes", "-i", &cut, "-f", "json"]);
+        let out = run(&[], &["report", "processes", "-i", &cut, "-f", "json"]);
+        if String::from_utf8_lossy(&out.stderr).contains("cut short before any data") {
+            // Inside the system record, before any process.
+            continue;
+        }
+        assert!(out.status.success(), "{out:?}");
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
         let Some(r) = row(&v) else { continue };
         cut_in_pages += 1;
