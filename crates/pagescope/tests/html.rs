@@ -701,4 +701,22 @@ fn html_errors_and_standard_output() {
     assert_eq!(table.rows[0][table.column("pid")].v, Some(pt.pid() as f64));
     // Named by --pid, the page's VMAs are the process's.
     assert!(html.contains("<section id=\"vmas\">"));
+    // A disk that fills leaves no page cut short, and the page that was
+    // there as it was.
+    if let Some(fs) = SmallFs::mount("256k") {
+        let page = fs.path("r.html");
+        std::fs::write(&page, "the page before").unwrap();
+        fs.fill(4096);
+        let o = run(&[], &["report", "html", "--input", &snap, "-o", &page]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains("No space left"), "{err}");
+        assert_eq!(std::fs::read_to_string(&page).unwrap(), "the page before");
+        let left: Vec<_> = std::fs::read_dir(fs.dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n.to_string_lossy().ends_with(".part"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
 }

@@ -45,13 +45,16 @@ fn output_of(output: &Option<PathBuf>, format: OutputFormat, command: &str) -> R
 }
 
 /// Writes `page` to `path`: a new file of mode 0600 (it holds command
-/// lines), or standard output for `-`.
+/// lines), or standard output for `-`. The file reaches the path whole or
+/// not at all: a page cut short (a disk full) is no page, and a page
+/// already there stays.
 fn write_page(page: &Page, path: &Path) -> Result<()> {
-    let file = pagescope_linux::output::create(path)
+    let (file, mut pending) = pagescope_linux::output::create_pending(path)
         .with_context(|| format!("creating {}", output_name(path).display()))?;
     let mut out = std::io::BufWriter::new(file);
     html::write(page, &mut out)
         .and_then(|()| out.flush())
+        .and_then(|()| pending.commit())
         .with_context(|| format!("writing {}", output_name(path).display()))?;
     Ok(())
 }
