@@ -13,6 +13,19 @@ use pagescope_core::{Error, Result};
 /// (so that no huge page is cut in two, see [`RUN_ALIGN`]).
 pub const RUN: usize = RUN_ALIGN as usize;
 
+/// Whether the machine `system` describes can be scanned: page frame
+/// numbers and the RAM ranges are visible (root). Asked before anything
+/// is collected, so that a snapshot that can't have its map fails first.
+pub fn check(system: &SystemInfo) -> Result<()> {
+    if !system.pfns_visible || system.ram_ranges.is_empty() {
+        return Err(Error::Unsupported {
+            what: "the physical map".into(),
+            needs: "root (CAP_SYS_ADMIN) to read /proc/kpageflags, /proc/kpagecount and the RAM ranges of /proc/iomem".into(),
+        });
+    }
+    Ok(())
+}
+
 /// Scans every RAM frame into `sink`; returns the frames scanned. Stops
 /// with [`Error::Interrupted`] when `stop` says so (asked at each run).
 pub fn scan(
@@ -21,12 +34,7 @@ pub fn scan(
     sink: &mut dyn SnapshotSink,
     stop: fn() -> bool,
 ) -> Result<u64> {
-    if !system.pfns_visible || system.ram_ranges.is_empty() {
-        return Err(Error::Unsupported {
-            what: "the physical map".into(),
-            needs: "root (CAP_SYS_ADMIN) to read /proc/kpageflags, /proc/kpagecount and the RAM ranges of /proc/iomem".into(),
-        });
-    }
+    check(system)?;
     let flags = PfnFile::open(root.proc.join("kpageflags"))?;
     let count = PfnFile::open(root.proc.join("kpagecount"))?;
     let ps = system.page_size.max(1);

@@ -584,6 +584,9 @@ pub fn collect(
 ) -> Result<Trailer> {
     let started = Instant::now();
     let system = system::collect(&config.root, &config.pids)?;
+    if config.physmap {
+        crate::physmap::check(&system)?;
+    }
     let pids = if config.pids.is_empty() {
         list_pids(&config.root.proc)?
     } else {

@@ -507,6 +507,16 @@ fn usage_errors_exit_2_and_absent_pids_1() {
             }
             assert_eq!(std::fs::read(&kept).unwrap(), b"kept", "{args:?}");
         }
+        // Without root, a physical map is refused before anything is
+        // read or written.
+        if i == 1 {
+            let line = failed_with(
+                &run(wrapper, &["snapshot", "-q", "--physmap", "-o", &kept]),
+                1,
+            );
+            assert!(line.contains("the physical map is not supported"), "{line}");
+            assert_eq!(std::fs::read(&kept).unwrap(), b"kept");
+        }
         let parts: Vec<_> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name())

@@ -36,6 +36,11 @@ pub fn run(args: SnapshotArgs) -> Result<u8> {
         config.jobs = jobs as usize;
     }
     config.physmap = args.physmap;
+    if config.physmap {
+        // Refused before the file is made, not after every process.
+        let system = pagescope_linux::system::collect(&config.root, &[])?;
+        pagescope_linux::physmap::check(&system).context("snapshot failed")?;
+    }
     let out = pagescope_linux::output::create(&args.output)
         .with_context(|| format!("cannot create {}", args.output.display()))?;
     let mut writer = SnapshotWriter::new(out, &args.output)?;
