@@ -575,6 +575,25 @@ fn read_whole_note(label: &str, ranges: &[Range], page_size: u64) -> Option<Stri
     ))
 }
 
+/// Why process `pid` was skipped as gone: it exited during the scan, or
+/// it is a zombie (exited, not reaped), or (where its main thread
+/// exited before the others) a zombie leader whose memory /proc/PID
+/// does not show.
+fn gone_note(proc: &std::path::Path, pid: u32) -> String {
+    match ProcDir::at(proc, pid).stat(&mut Vec::new()) {
+        Ok(s) if s.state == 'Z' && s.num_threads > 1 => format!(
+            "pid {pid}: its main thread has exited while its other threads run on, and \
+             /proc/{pid} then shows no memory; skipped (its memory is not counted)"
+        ),
+        Ok(s) if s.state == 'Z' => format!(
+            "pid {pid}: a zombie (it has exited; its parent, pid {}, has not reaped it), \
+             with no memory; skipped",
+            s.ppid
+        ),
+        _ => format!("pid {pid}: exited during the scan; skipped"),
+    }
+}
+
 /// Collects a snapshot into `sink`: system facts, then each process, then
 /// the trailer. `progress` is called after each process.
 pub fn collect(
@@ -650,8 +669,7 @@ pub fn collect(
                             }
                             Ok(Outcome::Gone) => {
                                 em.discard();
-                                c.notes
-                                    .push(format!("pid {pid}: exited during the scan; skipped"));
+                                c.notes.push(gone_note(&config.root.proc, pid));
                             }
                             Err(e) => {
                                 abort.store(true, Ordering::Relaxed);

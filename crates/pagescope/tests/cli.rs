@@ -651,3 +651,23 @@ fn interrupted_snapshot_exits_130_and_leaves_a_file_cut_short() {
     assert!(!v["processes"].as_array().unwrap().is_empty());
     drop(pt);
 }
+
+/// A snapshot of a zombie says it is one (exited, its parent named), not
+/// that it exited during the scan.
+#[test]
+fn a_zombie_is_named_as_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut parent, zombie) = zombie();
+    let zombie = zombie.to_string();
+    let snap = temp_path(dir.path(), "z.snap");
+    let out = run(&[], &["snapshot", "--pid", &zombie, "-o", &snap]);
+    let _ = parent.kill();
+    let _ = parent.wait();
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    let parent_pid = format!("pid {}", parent.id());
+    assert!(
+        said.contains(&format!("pid {zombie}: a zombie")) && said.contains(&parent_pid),
+        "{said}"
+    );
+}

@@ -2049,24 +2049,8 @@ fn bad_input_is_one_line_and_a_nonzero_exit() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to release"));
     // A zombie (here a child its parent never reaps; a killed trace's
     // mover is one, with its program's name) holds nothing either.
-    let mut parent = Command::new("sh")
-        .args(["-c", "sleep 0 & echo $!; exec sleep 30"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(parent.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let zombie = line.trim().to_string();
-    let stat = format!("/proc/{zombie}/stat");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !std::fs::read_to_string(&stat).unwrap().contains(") Z ") {
-        assert!(Instant::now() < deadline, "{zombie} never exited");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let (mut parent, zombie) = zombie();
+    let zombie = zombie.to_string();
     let out = run(&[], &["trace", "--release", &zombie]);
     let _ = parent.kill();
     let _ = parent.wait();

@@ -951,3 +951,31 @@ pub fn run_and_check_nothing_left(
     }
     (status, stderr, lines)
 }
+
+/// A zombie: a child of `sleep 30` (a shell's `sleep 0`, which the shell
+/// exec'd away from and so never reaps), and its parent, which the caller
+/// kills. Returns once the child is a zombie.
+pub fn zombie() -> (std::process::Child, u32) {
+    let mut parent = Command::new("sh")
+        .args(["-c", "sleep 0 & echo $!; exec sleep 30"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut BufReader::new(parent.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let zombie: u32 = line.trim().parse().unwrap();
+    let stat = format!("/proc/{zombie}/stat");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read_to_string(&stat).unwrap().contains(") Z ") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{zombie} never exited"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    (parent, zombie)
+}
