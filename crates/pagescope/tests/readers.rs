@@ -82,6 +82,25 @@ fn snapshot_start() -> Vec<u8> {
     snapshot_start_with(false)
 }
 
+/// The end frame of a snapshot, as its writer's `finish` writes it: a
+/// file without it is cut short, and its last process's pages count
+/// for nothing.
+fn snapshot_end() -> Vec<u8> {
+    let written = |end: bool| {
+        let mut buf = Vec::new();
+        let mut w = SnapshotWriter::new(&mut buf, Path::new("s")).unwrap();
+        if end {
+            w.finish(&pagescope_core::model::Trailer::default())
+                .unwrap();
+        }
+        drop(w);
+        buf
+    };
+    let (open, ended) = (written(false), written(true));
+    assert!(ended.len() > open.len() && ended.starts_with(&open));
+    ended[open.len()..].to_vec()
+}
+
 /// The same, from a machine whose frames were visible (or not).
 fn snapshot_start_with(pfns_visible: bool) -> Vec<u8> {
     let mut buf = Vec::new();
@@ -527,6 +546,7 @@ fn files_at_the_limits_are_read() {
         frame_type::PAGES,
         &page_chunk(limits::CHUNK_PAGES as u64),
     );
+    file.extend(snapshot_end());
     let procs = read(
         "pages.snap",
         &file,
@@ -571,6 +591,7 @@ fn frames_far_apart_are_counted_in_little_memory() {
     frames.extend((0..65534u64).map(|i| (i + 1) << 15));
     let mut file = snapshot_start_with(true);
     frame(&mut file, frame_type::PAGES, &page_chunk_in(&frames));
+    file.extend(snapshot_end());
     let dir = tempfile::tempdir().unwrap();
     let path = temp_path(dir.path(), "far.snap");
     std::fs::write(&path, &file).unwrap();
