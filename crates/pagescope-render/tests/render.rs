@@ -92,7 +92,15 @@ fn feed(sink: &mut dyn SnapshotSink) {
     sink.process(&ProcessRecord {
         task: task(10, "alpha"),
         vmas: vec![
-            vma(heap, 8, "rw-p", "[heap]"),
+            // Its smaps counts the page in swap too (in kB), as the
+            // kernel's does: the swap figure is smaps's.
+            Vma {
+                smaps: SmapsCounters {
+                    swap: PS / 1024,
+                    ..SmapsCounters::default()
+                },
+                ..vma(heap, 8, "rw-p", "[heap]")
+            },
             vma(lib, 4, "r-xp", "/usr/lib/libc.so.6"),
         ],
         rollup: None,
