@@ -8,6 +8,7 @@
 //! column). docs/format.md has the layouts and what each saves.
 
 use super::codec::{put, unzigzag, zigzag, Column};
+use super::frame_type;
 use super::limits::CHUNK_REFS;
 use super::maptable::MappingTable;
 use crate::trace::Ref;
@@ -238,7 +239,9 @@ fn to_u32(v: i64, what: &str) -> std::result::Result<u32, String> {
 /// Decodes a chunk written by [`encode_refs`] (frame type 24), or with
 /// `in_ns` one of frame type 19 (times in ns), checking every bound.
 pub fn decode_refs(bytes: &[u8], in_ns: bool) -> std::result::Result<Vec<Ref>, String> {
-    decode_chunk(bytes, in_ns, None, Layout::Plain)
+    let mut out = Vec::new();
+    decode_chunk(bytes, in_ns, None, Layout::Plain, &mut out)?;
+    Ok(out)
 }
 
 /// Decodes a chunk written by [`encode_refs_predicted`] (frame type 28)
@@ -247,7 +250,9 @@ pub fn decode_refs_predicted(
     bytes: &[u8],
     table: &MappingTable,
 ) -> std::result::Result<Vec<Ref>, String> {
-    decode_chunk(bytes, false, Some(table), Layout::Predicted)
+    let mut out = Vec::new();
+    decode_chunk(bytes, false, Some(table), Layout::Predicted, &mut out)?;
+    Ok(out)
 }
 
 /// Decodes a chunk written by [`encode_refs_folded`] (frame type 31)
@@ -256,7 +261,29 @@ pub fn decode_refs_folded(
     bytes: &[u8],
     table: &MappingTable,
 ) -> std::result::Result<Vec<Ref>, String> {
-    decode_chunk(bytes, false, Some(table), Layout::Folded)
+    let mut out = Vec::new();
+    decode_refs_into(bytes, frame_type::REFS_FOLDED, table, &mut out)?;
+    Ok(out)
+}
+
+/// Decodes a chunk of frame type `frame_type` (19, 24, 28 or 31) into
+/// `out`, which it empties first: a reader that decodes chunk after chunk
+/// into the same buffer allocates (and the kernel zeroes) its 2 MiB once,
+/// not per chunk.
+pub fn decode_refs_into(
+    bytes: &[u8],
+    frame_type: u16,
+    table: &MappingTable,
+    out: &mut Vec<Ref>,
+) -> std::result::Result<(), String> {
+    let (in_ns, table, layout) = match frame_type {
+        frame_type::REFS => (true, None, Layout::Plain),
+        frame_type::REFS_IN_UNITS => (false, None, Layout::Plain),
+        frame_type::REFS_PREDICTED => (false, Some(table), Layout::Predicted),
+        frame_type::REFS_FOLDED => (false, Some(table), Layout::Folded),
+        t => return Err(format!("frame type {t} is not a reference chunk")),
+    };
+    decode_chunk(bytes, in_ns, table, layout, out)
 }
 
 fn decode_chunk(
@@ -264,7 +291,8 @@ fn decode_chunk(
     in_ns: bool,
     table: Option<&MappingTable>,
     layout: Layout,
-) -> std::result::Result<Vec<Ref>, String> {
+    out: &mut Vec<Ref>,
+) -> std::result::Result<(), String> {
     let fold = layout == Layout::Folded;
     let bad = |e: postcard::Error| format!("bad reference chunk: {e}");
     let (unit, c) = if in_ns {
@@ -302,7 +330,8 @@ fn decode_chunk(
     let mut tids = Column::new("tid", &c.tid_delta);
     let mut pids = Column::new("pid", &c.pid_delta);
     let mut maps = Column::new("mapping", &c.mapping_delta);
-    let mut out = Vec::with_capacity(n);
+    out.clear();
+    out.reserve(n);
     let (mut t, mut page, mut tid, mut pid, mut map) = (c.first_time, 0u64, 0i64, 0i64, 0i64);
     let mut threads = ThreadPages::new(layout != Layout::Plain);
     for i in 0..n {
@@ -333,7 +362,7 @@ fn decode_chunk(
     for col in [&time, &pages, &tids, &pids, &maps] {
         col.done()?;
     }
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use super::frame::{decode, open_kind, Completeness, Kind, RecordFile};
 use super::frame_type;
 use super::limits::CHUNK_REFS;
 use super::maptable::MappingTable;
-use super::refchunk::{decode_refs, decode_refs_folded, decode_refs_predicted, encode_refs_folded};
+use super::refchunk::{decode_refs_into, encode_refs_folded};
 use super::v1::TraceEndV1;
 use crate::trace::{Mapping, ProcessEvent, Ref, Residency, TraceEnd, TraceHeader};
 use crate::{Error, Result};
@@ -156,9 +156,12 @@ pub trait TraceVisitor {
     fn refs(&mut self, refs: &[Ref]) -> Result<()>;
     /// A chunk of references, in trace order, given to keep: for a
     /// visitor that hands them to another thread. [`read_trace`] calls
-    /// this one.
-    fn refs_owned(&mut self, refs: Vec<Ref>) -> Result<()> {
-        self.refs(&refs)
+    /// this one, and decodes the next chunk into the buffer it returns
+    /// (`refs` itself, or one the other thread is done with), so that
+    /// chunks do not each allocate anew.
+    fn refs_owned(&mut self, refs: Vec<Ref>) -> Result<Vec<Ref>> {
+        self.refs(&refs)?;
+        Ok(refs)
     }
     /// Residency of an untraced mapping.
     fn residency(&mut self, _r: &Residency) -> Result<()> {
@@ -220,6 +223,9 @@ pub fn read_trace<R: Read>(
     // The header goes to the visitor once its origin frame, if any, is
     // read: at the next frame of another type, or at the end.
     let mut pending: Option<TraceHeader> = None;
+    // The buffer chunks are decoded into, kept or handed back by the
+    // visitor.
+    let mut refs = Vec::new();
     loop {
         let frame = reader.next_or_end(seen_header)?;
         if !matches!(&frame, Ok(f) if f.frame_type == frame_type::ORIGIN) {
@@ -298,13 +304,9 @@ pub fn read_trace<R: Read>(
             | frame_type::REFS_IN_UNITS
             | frame_type::REFS_PREDICTED
             | frame_type::REFS_FOLDED => {
-                let refs = match frame.frame_type {
-                    frame_type::REFS_PREDICTED => decode_refs_predicted(&frame.payload, &table),
-                    frame_type::REFS_FOLDED => decode_refs_folded(&frame.payload, &table),
-                    t => decode_refs(&frame.payload, t == frame_type::REFS),
-                }
-                .map_err(|why| Error::corrupt(path, format!("frame at byte {at}: {why}")))?;
-                visitor.refs_owned(refs)?;
+                decode_refs_into(&frame.payload, frame.frame_type, &table, &mut refs)
+                    .map_err(|why| Error::corrupt(path, format!("frame at byte {at}: {why}")))?;
+                refs = visitor.refs_owned(std::mem::take(&mut refs))?;
             }
             frame_type::END => {
                 let end: TraceEnd = match version {
@@ -323,7 +325,10 @@ pub fn read_trace<R: Read>(
 mod tests {
     use super::*;
     use crate::format::limits;
-    use crate::format::refchunk::{encode_refs, encode_refs_predicted, RefChunk};
+    use crate::format::refchunk::{
+        decode_refs, decode_refs_folded, decode_refs_predicted, encode_refs, encode_refs_predicted,
+        RefChunk,
+    };
     use crate::trace::EvictMethod;
 
     fn header() -> TraceHeader {

@@ -528,7 +528,7 @@ impl TraceVisitor for Both<'_> {
         self.0.refs(refs)?;
         self.1.refs(refs)
     }
-    fn refs_owned(&mut self, refs: Vec<Ref>) -> pagescope_core::Result<()> {
+    fn refs_owned(&mut self, refs: Vec<Ref>) -> pagescope_core::Result<Vec<Ref>> {
         self.0.refs(&refs)?;
         self.1.refs_owned(refs)
     }

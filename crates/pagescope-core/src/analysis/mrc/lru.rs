@@ -12,7 +12,7 @@ use super::super::refs::{key_in, shared_base, SharedBase};
 use super::{PageKey, Sampling, StackDistance};
 use crate::trace::{Mapping, Ref};
 use rustc_hash::FxHashMap;
-use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Mutex, OnceLock};
 use std::thread::JoinHandle;
 
@@ -221,10 +221,17 @@ impl Counted {
         }
     }
 
-    fn take(&mut self, part: Part) {
+    /// Counts `part`; gives back its buffer of references, if any.
+    fn take(&mut self, part: Part) -> Option<Vec<Ref>> {
         match part {
-            Part::Mapping(id, base) => self.keys.set(id, base),
-            Part::Refs(refs) => self.add(&refs),
+            Part::Mapping(id, base) => {
+                self.keys.set(id, base);
+                None
+            }
+            Part::Refs(refs) => {
+                self.add(&refs);
+                Some(refs)
+            }
         }
     }
 
@@ -257,6 +264,9 @@ impl Counted {
 #[derive(Debug, Default)]
 pub(super) struct Lru {
     sender: Mutex<Option<SyncSender<Part>>>,
+    /// Buffers of references the thread is done with, to decode into
+    /// again.
+    spare: Mutex<Option<Receiver<Vec<Ref>>>>,
     worker: Mutex<Option<JoinHandle<Counted>>>,
     /// Counted without a thread.
     inline: Mutex<Option<Counted>>,
@@ -276,18 +286,25 @@ impl Lru {
         let sender = self.sender.get_mut().expect("not poisoned");
         if sender.is_none() {
             let (tx, rx) = sync_channel::<Part>(16);
+            let (back, spare) = sync_channel::<Vec<Ref>>(4);
             let spawned = std::thread::Builder::new()
                 .name("mrc-lru".into())
                 .spawn(move || {
                     let mut c = Counted::new(how);
                     for part in rx {
-                        c.take(part);
+                        if let Some(mut refs) = c.take(part) {
+                            refs.clear();
+                            // Full (the reader has enough) or closed:
+                            // the buffer is freed.
+                            let _ = back.try_send(refs);
+                        }
                     }
                     c
                 });
             match spawned {
                 Ok(handle) => {
                     *sender = Some(tx);
+                    *self.spare.get_mut().expect("not poisoned") = Some(spare);
                     *self.worker.get_mut().expect("not poisoned") = Some(handle);
                 }
                 Err(_) => {
@@ -327,10 +344,16 @@ impl Lru {
         }
     }
 
-    /// References, handed on as they are.
-    pub fn refs_owned(&mut self, refs: Vec<Ref>, how: Numbering) {
+    /// References, handed on as they are; returns a buffer to decode
+    /// the next ones into (one the thread is done with, if any).
+    pub fn refs_owned(&mut self, refs: Vec<Ref>, how: Numbering) -> Vec<Ref> {
         self.flush(how);
         self.hand(Part::Refs(refs), how);
+        let spare = self.spare.get_mut().expect("not poisoned");
+        spare
+            .as_ref()
+            .and_then(|s| s.try_recv().ok())
+            .unwrap_or_default()
     }
 
     /// Everything counted: what was handed on, and what is pending.

@@ -317,10 +317,9 @@ impl TraceVisitor for Mrc {
         Ok(())
     }
 
-    fn refs_owned(&mut self, refs: Vec<Ref>) -> Result<()> {
+    fn refs_owned(&mut self, refs: Vec<Ref>) -> Result<Vec<Ref>> {
         let how = self.numbering();
-        self.lru.refs_owned(refs, how);
-        Ok(())
+        Ok(self.lru.refs_owned(refs, how))
     }
 }
 
