@@ -180,6 +180,18 @@ mod tests {
             "a?b?c?d?[2J?e?f?g?h\u{a0}i"
         );
         assert_eq!(printable_lines("a\u{1b}b\nc\rd\n"), "a?b\nc?d\n");
+        // Bidirectional overrides, embeddings and isolates, zero widths,
+        // a BOM, separators and tags: each one `?`; accents, wide
+        // letters and the drawn Arabic number sign stay.
+        assert_eq!(
+            printable("\u{202a}\u{202b}\u{202c}\u{202d}\u{202e}|\u{2066}\u{2067}\u{2068}\u{2069}"),
+            "?????|????"
+        );
+        assert_eq!(
+            printable("a\u{200b}b\u{200d}c\u{200e}\u{200f}d\u{feff}\u{2028}\u{2060}\u{61c}\u{ad}\u{e0041}e"),
+            "a?b?c??d??????e"
+        );
+        assert!(matches!(printable("é日本\u{600}1"), Cow::Borrowed(_)));
     }
 
     fn column(key: &'static str, title: &'static str, keep: u8) -> Column {
