@@ -6,18 +6,45 @@ use std::borrow::Cow;
 /// and escape among them; DEL; C1, U+0080 to U+009F) replaced by `?`, as
 /// ps(1) shows them: a process's name, its command line and the paths it
 /// maps are anyone's choice, and would otherwise put escape sequences on
-/// the terminal, or break a row in two. One character for one, so a
+/// the terminal, or break a row in two. The invisible format characters
+/// ([`is_invisible`]: bidirectional overrides and isolates, zero-width
+/// characters, line and paragraph separators) are `?` too: they would
+/// let a name show as another, reordered ("Trojan Source",
+/// CVE-2021-42574) or with hidden letters. One character for one, so a
 /// column's width is that of its text.
 pub fn printable(s: &str) -> Cow<'_, str> {
-    if s.contains(char::is_control) {
-        Cow::Owned(
-            s.chars()
-                .map(|c| if c.is_control() { '?' } else { c })
-                .collect(),
-        )
+    let hidden = |c: char| c.is_control() || is_invisible(c);
+    if s.contains(hidden) {
+        Cow::Owned(s.chars().map(|c| if hidden(c) { '?' } else { c }).collect())
     } else {
         Cow::Borrowed(s)
     }
+}
+
+/// Whether `c` is a format character that a terminal draws as nothing
+/// yet changes how the text around it shows: Unicode's general category
+/// Cf (Format; DerivedGeneralCategory.txt) but for the prepended
+/// concatenation marks (U+0600 to U+0605 and the like, which are drawn),
+/// and the line and paragraph separators (Zl, Zp).
+fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{ad}' // soft hyphen
+            | '\u{61c}' // Arabic letter mark
+            | '\u{180e}' // Mongolian vowel separator
+            | '\u{200b}'..='\u{200f}' // zero widths, LRM, RLM
+            | '\u{2028}'..='\u{2029}' // line and paragraph separators
+            | '\u{202a}'..='\u{202e}' // bidi embeddings and overrides
+            | '\u{2060}'..='\u{2064}' // word joiner, invisible operators
+            | '\u{2066}'..='\u{206f}' // bidi isolates, deprecated formats
+            | '\u{feff}' // zero-width no-break space (BOM)
+            | '\u{fff9}'..='\u{fffb}' // interlinear annotation
+            | '\u{13430}'..='\u{1343f}'
+            | '\u{1bca0}'..='\u{1bca3}'
+            | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0001}'
+            | '\u{e0020}'..='\u{e007f}' // tags
+    )
 }
 
 /// One value of a field or cell.

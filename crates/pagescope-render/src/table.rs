@@ -116,7 +116,9 @@ impl Renderer for TableRenderer {
                         .is_some_and(Value::is_numeric)
                 })
                 .collect();
-            // Fit the width by cutting the widest text column.
+            // Fit the width by cutting the widest text column. `widths`,
+            // `numeric` and `cells` are by shown position; the column
+            // itself is `table.columns[shown[i]]`.
             if let Some(limit) = self.width {
                 let total: usize =
                     widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
@@ -128,7 +130,7 @@ impl Renderer for TableRenderer {
                         let excess = total - limit;
                         widths[i] = widths[i]
                             .saturating_sub(excess)
-                            .max(table.columns[i].title.len())
+                            .max(table.columns[shown[i]].title.len())
                             .max(8);
                     }
                 }
@@ -178,16 +180,80 @@ mod tests {
             "a?b?c?d?[2J?e?f?g?h\u{a0}i"
         );
         assert_eq!(printable_lines("a\u{1b}b\nc\rd\n"), "a?b\nc?d\n");
+        // Bidirectional overrides, embeddings and isolates, zero widths,
+        // a BOM, separators and tags: each one `?`; accents, wide
+        // letters and the drawn Arabic number sign stay.
+        assert_eq!(
+            printable("\u{202a}\u{202b}\u{202c}\u{202d}\u{202e}|\u{2066}\u{2067}\u{2068}\u{2069}"),
+            "?????|????"
+        );
+        assert_eq!(
+            printable("a\u{200b}b\u{200d}c\u{200e}\u{200f}d\u{feff}\u{2028}\u{2060}\u{61c}\u{ad}\u{e0041}e"),
+            "a?b?c??d??????e"
+        );
+        assert!(matches!(printable("é日本\u{600}1"), Cow::Borrowed(_)));
+    }
+
+    fn column(key: &'static str, title: &'static str, keep: u8) -> Column {
+        Column {
+            key,
+            title,
+            keep,
+            bytes_twin: false,
+        }
+    }
+
+    /// Three columns, the first of which goes on a narrow terminal, in
+    /// text 20 wide.
+    fn narrow(first: &'static str, second: &'static str, text: &str) -> String {
+        let report = Report {
+            tables: vec![Table {
+                key: "t",
+                columns: vec![
+                    column("first", first, 0),
+                    column("second", second, Column::ALWAYS),
+                    column("pid", "PID", Column::ALWAYS),
+                ],
+                rows: vec![vec![Value::Int(12345), Value::from(text), Value::Int(7)]],
+            }],
+            ..Report::default()
+        };
+        let mut out = Vec::new();
+        TableRenderer { width: Some(20) }
+            .render(&report, &mut out)
+            .unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// A text column cut to fit, after a column before it was dropped,
+    /// is floored by its own title, not by the dropped column's.
+    #[test]
+    fn a_cut_column_after_a_dropped_one_is_sized_by_its_own_title() {
+        // Its own title is kept whole (a dropped "N" would let it be cut
+        // to 15).
+        assert_eq!(
+            narrow(
+                "N",
+                "MAPPED FILE PATH",
+                "/usr/lib/x86_64-linux-gnu/libc.so.6"
+            ),
+            "MAPPED FILE PATH  PID\n\
+             /usr/lib/x86_64~    7\n"
+        );
+        // A short title lets it fit the 20 columns (a dropped 16-wide
+        // title would make the line 21 wide).
+        let text = narrow("REFERENCED PAGES", "NAME", "a-rather-long-process-name");
+        assert_eq!(
+            text,
+            "NAME             PID\n\
+             a-rather-long-~    7\n"
+        );
+        assert!(text.lines().all(|l| l.chars().count() <= 20), "{text}");
     }
 
     #[test]
     fn a_name_with_control_characters_stays_in_its_row_and_column() {
-        let column = |key, title| Column {
-            key,
-            title,
-            keep: Column::ALWAYS,
-            bytes_twin: false,
-        };
+        let column = |key, title| column(key, title, Column::ALWAYS);
         let report = Report {
             fields: vec![("cmd", "command", Value::from("x\u{1b}]0;pwn\u{7}"))],
             tables: vec![Table {

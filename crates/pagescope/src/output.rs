@@ -7,7 +7,7 @@ use crate::cli::OutputFormat;
 use anyhow::Result;
 use pagescope_render::report::printable;
 use pagescope_render::{renderer, Format, Report};
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 /// Prints the notes of `report`, then renders it to standard output (a
@@ -50,11 +50,44 @@ pub fn is_stdout(path: &Path) -> bool {
     pagescope_linux::output::is_stdout(path)
 }
 
+/// Whether writing a binary file to `path` would put it on a terminal:
+/// `-` while standard output is one (`stdout_is_terminal`).
+pub fn binary_to_terminal(path: &Path, stdout_is_terminal: bool) -> bool {
+    is_stdout(path) && stdout_is_terminal
+}
+
+/// Refuses `-o -` for a binary file (`what`) when standard output is a
+/// terminal, as gzip and zstd do: its bytes would garble the terminal and
+/// be of no use. A pipe or a file is fine. A usage error (exit 2).
+pub fn refuse_binary_to_terminal(path: &Path, what: &str) -> Result<()> {
+    if binary_to_terminal(path, std::io::stdout().is_terminal()) {
+        return Err(anyhow::anyhow!(
+            "-o -: standard output is a terminal, and {what} is binary (pipe it to another \
+             command, or redirect it to a file)"
+        )
+        .context(crate::BadInput));
+    }
+    Ok(())
+}
+
 /// How messages name an output: `-` is standard output.
 pub fn output_name(path: &Path) -> PathBuf {
     if is_stdout(path) {
         PathBuf::from("standard output")
     } else {
         path.to_path_buf()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_standard_output_on_a_terminal_is_refused() {
+        assert!(binary_to_terminal(Path::new("-"), true));
+        assert!(!binary_to_terminal(Path::new("-"), false));
+        assert!(!binary_to_terminal(Path::new("s.snap"), true));
+        assert!(!binary_to_terminal(Path::new("/dev/tty"), true));
     }
 }

@@ -4,7 +4,7 @@
 #[macro_use]
 mod util;
 
-use std::process::Command;
+use std::process::{Command, Stdio};
 use util::*;
 
 /// Snapshots everything while pagetest holds its buffer, then checks the
@@ -555,6 +555,31 @@ fn snapshot_files_are_private_and_never_written_through_a_symlink() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(names.len(), 3, "{names:?}");
+}
+
+/// `snapshot -o -` on a terminal (script(1) gives it one) is a usage
+/// error, before anything is read: no binary reaches the terminal. The
+/// same command into a pipe streams (the test below).
+#[test]
+fn snapshot_to_a_terminal_is_refused() {
+    if Command::new("script").arg("--version").output().is_err() {
+        skip!("script", "script (util-linux) is not installed");
+    }
+    let me = std::process::id();
+    let cmd = format!("{} snapshot -q --pid {me} -o -", pagescope_bin().display());
+    // -e: script exits with the command's code.
+    let out = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let seen = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{seen}");
+    assert_eq!(
+        seen.trim_end(),
+        "error: -o -: standard output is a terminal, and a snapshot is binary (pipe it to \
+         another command, or redirect it to a file)"
+    );
 }
 
 /// `snapshot -o -` streams to standard output, and `report --input -` and

@@ -39,8 +39,15 @@ impl Serve {
     /// Starts `pagescope serve` on a free port with `args`, and waits for
     /// its first collection.
     fn start(args: &[&str]) -> Serve {
+        Serve::start_on("127.0.0.1", args)
+    }
+
+    /// Starts `pagescope serve --listen HOST:PORT`, PORT a free port of
+    /// 127.0.0.1, with `args`, and waits for its first collection
+    /// (scraped at 127.0.0.1).
+    fn start_on(host: &str, args: &[&str]) -> Serve {
         let port = free_port();
-        let listen = format!("127.0.0.1:{port}");
+        let listen = format!("{host}:{port}");
         let child = Command::new(pagescope_bin())
             .args(["serve", "--listen", &listen])
             .args(args)
@@ -893,7 +900,16 @@ fn prometheus_scrapes_the_pss_of_a_held_process() {
 fn bad_addresses_are_one_line_and_exit_2() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let taken = taken.local_addr().unwrap().to_string();
-    for listen in ["nonsense", "127.0.0.1", "127.0.0.1:99999", taken.as_str()] {
+    for listen in [
+        "nonsense",
+        "127.0.0.1",
+        "127.0.0.1:99999",
+        "localhost:99999",
+        "::1",
+        ":9464",
+        "no-such-host.invalid:9464",
+        taken.as_str(),
+    ] {
         let out = run(&[], &["serve", "--listen", listen]);
         let err = failed_with(&out, 2);
         assert_eq!(err.lines().count(), 1, "{listen}: {err}");
@@ -901,7 +917,43 @@ fn bad_addresses_are_one_line_and_exit_2() {
         if listen == taken {
             assert!(err.contains("in use"), "{err}");
         }
+        if listen.contains(".invalid") {
+            assert!(
+                err.contains("no-such-host.invalid does not resolve"),
+                "{err}"
+            );
+        }
     }
+}
+
+/// `--listen localhost:PORT`: the name is resolved (to 127.0.0.1 by
+/// /etc/hosts), bound, scraped, and the address said.
+#[test]
+fn a_host_name_is_resolved_and_listened_on() {
+    let addrs: Vec<std::net::SocketAddr> =
+        std::net::ToSocketAddrs::to_socket_addrs(&("localhost", 1))
+            .map(Iterator::collect)
+            .unwrap_or_default();
+    if !addrs
+        .iter()
+        .any(|a| a.ip() == std::net::Ipv4Addr::LOCALHOST)
+    {
+        skip(
+            "localhost",
+            &format!("localhost resolves to {addrs:?}, not 127.0.0.1 (/etc/hosts)"),
+        );
+        return;
+    }
+    let serve = Serve::start_on("localhost", &["--interval", "1s", "--backend", "none"]);
+    let text = serve.metrics().expect("a scrape");
+    assert!(text.contains("pagescope_machine_free_bytes"), "{text}");
+    let port = serve.port;
+    let (code, err) = serve.stop(rustix::process::Signal::TERM);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains(&format!("http://127.0.0.1:{port}/metrics")),
+        "{err}"
+    );
 }
 
 #[test]

@@ -576,6 +576,32 @@ fn terminal_escapes_in_names_reach_tables_as_question_marks() {
     assert_eq!(process_row(&json, named.pid())["comm"], name);
 }
 
+/// A process named to show as another: a right-to-left override that
+/// reverses what follows it ("x", then "gpj.sh" drawn backwards: it
+/// reads "xhs.jpg") and a zero-width space. Tables show each as
+/// `?`, so the name reads as the bytes it is; JSON keeps it whole.
+#[test]
+fn bidi_overrides_in_names_reach_tables_as_question_marks() {
+    let _serial = serial();
+    let name = "x\u{202e}gpj.sh\u{200b}";
+    let named = Named::start(name);
+    let pid = named.pid().to_string();
+    let shown = "x?gpj.sh?";
+    let out = run_ok(&["report", "processes", "--pid", &pid]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let row = text
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(pid.as_str()))
+        .unwrap_or_else(|| panic!("no row of {pid}: {text}"));
+    assert!(row.contains(&format!(" {shown} ")), "{row:?} in\n{text}");
+    assert!(!text.contains(['\u{202e}', '\u{200b}']), "{text:?}");
+    // One `?` for one character, and nothing else on the row that a
+    // terminal would not draw.
+    assert!(row.is_ascii(), "{row:?}");
+    let json = report_json(&["report", "processes", "--pid", &pid, "-f", "json"]);
+    assert_eq!(process_row(&json, named.pid())["comm"], name);
+}
+
 #[test]
 fn every_view_renders_in_every_format() {
     let _serial = serial();

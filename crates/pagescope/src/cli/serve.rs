@@ -17,8 +17,10 @@ use std::time::Duration;
         Examples:\n  pagescope serve\n  \
         pagescope serve --listen 0.0.0.0:9464 --interval 30s --backend none")]
 pub struct ServeArgs {
-    /// Address and port to listen on (loopback unless told otherwise).
-    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:9464")]
+    /// Address, or host name, and port to listen on (loopback unless
+    /// told otherwise). A name is resolved, and the first of its
+    /// addresses that can be bound is listened on.
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9464")]
     pub listen: String,
     /// Time between collections (at least this; longer if --budget asks).
     #[arg(long, value_name = "DUR", default_value = "15s", value_parser = parse::interval)]

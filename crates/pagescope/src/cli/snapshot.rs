@@ -9,7 +9,8 @@ use std::path::PathBuf;
 pub struct SnapshotArgs {
     #[command(flatten)]
     pub select: Pids,
-    /// Output file ("-" for standard output).
+    /// Output file ("-" for standard output, when it is a pipe or a
+    /// file: a terminal is refused).
     #[arg(short, long, value_name = "FILE", default_value = "pagescope.snap")]
     pub output: PathBuf,
     #[command(flatten)]

@@ -1,12 +1,12 @@
 //! `pagescope analyze`: the views of a recording or of a trace.
 
 use crate::cli::{AnalyzeArgs, AnalyzeView};
-use crate::input::{open_input, peek_kind};
+use crate::input::{input_name, open_input, peek_kind};
 use crate::output::emit;
 use crate::BadInput;
 use anyhow::{anyhow, Context, Result};
 use pagescope_core::analysis::mrc::{Comparison, Mrc, RecordedMrc, Sampling};
-use pagescope_core::analysis::refs::RefStats;
+use pagescope_core::analysis::refs::{RefStats, TraceMaps};
 use pagescope_core::analysis::temporal::{Recording, Select};
 use pagescope_core::format::{read_record, read_trace, Kind, TraceVisitor};
 use pagescope_render::{record_views, views, Report};
@@ -41,6 +41,7 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
         AnalyzeView::Refs => {
             let mut s = RefStats::new(args.range, args.pid);
             read_trace_file(&args.file, &mut s)?;
+            check_pid_traced(&s.maps, &args.file)?;
             views::refs(&s)
         }
         AnalyzeView::Mrc => {
@@ -71,6 +72,7 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
                 m = m.lru_only();
             }
             read_trace(input, &name, &mut m).context(BadInput)?;
+            check_pid_traced(&m.maps, &args.file)?;
             views::mrc(&m)
         }
         AnalyzeView::Html => unreachable!("handled above"),
@@ -134,6 +136,25 @@ fn recording(args: &AnalyzeArgs) -> Result<Report> {
         }
     }
     .context(BadInput)
+}
+
+/// With `--pid`, a pid that the trace does not hold is an error, as it
+/// is for `report` and `diff` of a snapshot: the message names the
+/// processes the trace has.
+fn check_pid_traced(maps: &TraceMaps, file: &Path) -> Result<()> {
+    let Some(pid) = maps.selected_but_absent() else {
+        return Ok(());
+    };
+    let known: Vec<String> = maps.pids.iter().map(u32::to_string).collect();
+    anyhow::bail!(
+        "pid {pid} is not in {} (its processes: {})",
+        input_name(file).display(),
+        if known.is_empty() {
+            "none".to_string()
+        } else {
+            known.join(" ")
+        }
+    )
 }
 
 /// Reads a trace (a file, or standard input for `-`) into an analysis. A

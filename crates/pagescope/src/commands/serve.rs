@@ -1,4 +1,4 @@
-//! `pagescope serve`: validates the address, binds it, starts the
+//! `pagescope serve`: resolves the address, binds it, starts the
 //! collecting thread and the HTTP thread, and waits for SIGINT (exit 130)
 //! or SIGTERM (exit 0, a service's normal end).
 
@@ -12,25 +12,14 @@ use anyhow::{Context, Result};
 use pagescope_core::record::Backend;
 use pagescope_linux::signals;
 use pagescope_linux::Root;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::mpsc;
 use std::time::Duration;
 
 /// Runs `serve`; returns the exit code.
 pub fn run(args: ServeArgs) -> Result<u8> {
-    let addr: SocketAddr = args
-        .listen
-        .parse()
-        .map_err(|_| {
-            anyhow::anyhow!(
-                "--listen {:?}: not an address and port (e.g. 127.0.0.1:9464 or [::1]:9464)",
-                args.listen
-            )
-        })
-        .context(BadInput)?;
-    let listener = std::net::TcpListener::bind(addr)
-        .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))
-        .context(BadInput)?;
+    let listener = listen(&args.listen).context(BadInput)?;
+    let addr = listener.local_addr().context("the address listened on")?;
     // Before any thread starts, so that every thread leaves the signals
     // to the main one.
     signals::block().context("blocking SIGINT and SIGTERM")?;
@@ -92,6 +81,52 @@ pub fn run(args: ServeArgs) -> Result<u8> {
         drop(stop_tx);
         server.unblock();
         Ok(code)
+    })
+}
+
+/// Binds `--listen`: an address and port, or a host name and port. A
+/// name is resolved (/etc/hosts, DNS), and the first of its addresses
+/// that can be bound is: `localhost:9464` listens on one loopback
+/// address, as a numeric address does.
+fn listen(listen: &str) -> Result<TcpListener> {
+    let example = "e.g. 127.0.0.1:9464, [::1]:9464 or localhost:9464";
+    let addrs: Vec<SocketAddr> = match listen.parse::<SocketAddr>() {
+        Ok(addr) => vec![addr],
+        Err(_) => {
+            let Some((host, port)) = listen.rsplit_once(':') else {
+                anyhow::bail!(
+                    "--listen {listen:?}: not an address or host name and port ({example})"
+                );
+            };
+            let Ok(port) = port.parse::<u16>() else {
+                anyhow::bail!(
+                    "--listen {listen:?}: {port:?} is not a port, 0 to 65535 ({example})"
+                );
+            };
+            if host.is_empty() {
+                anyhow::bail!("--listen {listen:?}: no address or host name ({example})");
+            }
+            let host = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+                Some(h) => h,
+                None if host.contains(':') => anyhow::bail!(
+                    "--listen {listen:?}: an IPv6 address goes in brackets, before the port \
+                     ({example})"
+                ),
+                None => host,
+            };
+            (host, port)
+                .to_socket_addrs()
+                .map_err(|e| anyhow::anyhow!("--listen {listen:?}: {host} does not resolve: {e}"))?
+                .collect()
+        }
+    };
+    if addrs.is_empty() {
+        anyhow::bail!("--listen {listen:?}: the name has no address");
+    }
+    // Each address in turn; the last one's error if none can be bound.
+    TcpListener::bind(&addrs[..]).map_err(|e| {
+        let tried: Vec<String> = addrs.iter().map(SocketAddr::to_string).collect();
+        anyhow::anyhow!("cannot listen on {}: {e}", tried.join(" or "))
     })
 }
 

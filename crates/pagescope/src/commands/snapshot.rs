@@ -2,7 +2,7 @@
 
 use crate::cli::SnapshotArgs;
 use crate::input::check_pids_exist;
-use crate::output::{is_stdout, note, output_name};
+use crate::output::{is_stdout, note, output_name, refuse_binary_to_terminal};
 use crate::progress::Bar;
 use crate::BadInput;
 use anyhow::{Context, Result};
@@ -12,6 +12,7 @@ use pagescope_linux::snapshot::{collect, Config};
 /// Takes a snapshot; returns the exit code: 130 if Ctrl-C or SIGTERM
 /// stopped it (the file then has no end and reads as cut short).
 pub fn run(args: SnapshotArgs) -> Result<u8> {
+    refuse_binary_to_terminal(&args.output, "a snapshot")?;
     if let Some(vmcore) = args.vmcore.clone() {
         return from_dump(args, vmcore);
     }
