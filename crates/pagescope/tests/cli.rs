@@ -557,29 +557,40 @@ fn snapshot_files_are_private_and_never_written_through_a_symlink() {
     assert_eq!(names.len(), 3, "{names:?}");
 }
 
-/// `snapshot -o -` on a terminal (script(1) gives it one) is a usage
-/// error, before anything is read: no binary reaches the terminal. The
-/// same command into a pipe streams (the test below).
+/// `snapshot`, `record` and `trace` with `-o -` on a terminal (script(1)
+/// gives them one) are usage errors, before anything is read or run: no
+/// binary reaches the terminal. The snapshot into a pipe streams (the
+/// test below).
 #[test]
-fn snapshot_to_a_terminal_is_refused() {
+fn binary_files_to_a_terminal_are_refused() {
     if Command::new("script").arg("--version").output().is_err() {
         skip!("script", "script (util-linux) is not installed");
     }
     let me = std::process::id();
-    let cmd = format!("{} snapshot -q --pid {me} -o -", pagescope_bin().display());
-    // -e: script exits with the command's code.
-    let out = Command::new("script")
-        .args(["-qec", &cmd, "/dev/null"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let seen = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(2), "{seen}");
-    assert_eq!(
-        seen.trim_end(),
-        "error: -o -: standard output is a terminal, and a snapshot is binary (pipe it to \
-         another command, or redirect it to a file)"
-    );
+    let bin = pagescope_bin();
+    let bin = bin.display();
+    for (cmd, what) in [
+        (format!("{bin} snapshot -q --pid {me} -o -"), "a snapshot"),
+        (format!("{bin} record -q -o - -- true"), "a recording"),
+        (format!("{bin} trace -q -o - -- true"), "a trace"),
+    ] {
+        // -e: script exits with the command's code.
+        let out = Command::new("script")
+            .args(["-qec", &cmd, "/dev/null"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let seen = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(2), "{cmd}: {seen}");
+        assert_eq!(
+            seen.trim_end(),
+            format!(
+                "error: -o -: standard output is a terminal, and {what} is binary (pipe it to \
+                 another command, or redirect it to a file)"
+            ),
+            "{cmd}"
+        );
+    }
 }
 
 /// `snapshot -o -` streams to standard output, and `report --input -` and

@@ -71,7 +71,8 @@ pub struct RecordArgs {
     #[arg(long)]
     pub no_idle_poll: bool,
     /// Output file ("-" for standard output; a launched command's own
-    /// standard output then goes to standard error).
+    /// standard output then goes to standard error; a terminal
+    /// is refused).
     #[arg(short, long, value_name = "FILE", default_value = "pagescope.rec")]
     pub output: PathBuf,
     #[command(flatten)]

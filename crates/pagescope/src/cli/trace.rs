@@ -15,7 +15,8 @@ pub struct TraceArgs {
     #[arg(long, value_name = "SIZE", default_value = "2M", value_parser = parse::pool)]
     pub pool: u64,
     /// Output file ("-" for standard output; the traced program's own
-    /// standard output then goes to standard error).
+    /// standard output then goes to standard error; a terminal
+    /// is refused).
     #[arg(short, long, value_name = "FILE", default_value = "pagescope.trace")]
     pub output: PathBuf,
     /// How pages leave the pool: `move` (UFFDIO_MOVE, no copy; Linux

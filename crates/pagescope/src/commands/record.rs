@@ -3,7 +3,7 @@
 use crate::cli::{BackendArg, RecordArgs};
 use crate::idle::idle_poll;
 use crate::input::process_exists;
-use crate::output::{note, output_name};
+use crate::output::{note, output_name, refuse_binary_to_terminal};
 use crate::progress::Spinner;
 use crate::BadInput;
 use anyhow::{anyhow, Context, Result};
@@ -51,6 +51,7 @@ fn target(args: &RecordArgs) -> Result<Target> {
 
 /// Runs `record`; returns the exit code: the launched command's own.
 pub fn run(args: RecordArgs) -> Result<u8> {
+    refuse_binary_to_terminal(&args.output, "a recording")?;
     let quiet = args.progress.quiet;
     let config = RecordConfig {
         target: target(&args)?,

@@ -3,7 +3,7 @@
 
 use crate::cli::{EvictArg, TraceArgs};
 use crate::idle::idle_poll;
-use crate::output::{note, output_name};
+use crate::output::{note, output_name, refuse_binary_to_terminal};
 use crate::progress::Spinner;
 use crate::BadInput;
 use anyhow::{Context, Result};
@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 /// Runs `trace`; returns the exit code: a launched program's own.
 pub fn run(args: TraceArgs) -> Result<u8> {
+    refuse_binary_to_terminal(&args.output, "a trace")?;
     let quiet = args.progress.quiet;
     if let Some(cpu) = args.cpu {
         let allowed = pagescope_linux::system::allowed_cpus();
