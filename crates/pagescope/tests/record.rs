@@ -1863,6 +1863,94 @@ fn a_command_that_exits_is_read_on_its_way_out() {
     );
 }
 
+/// A child of the launched command is reset where it starts (at its
+/// fork, and after its exec), before its first instruction, not at the
+/// first boundary where it is seen: under `sh -c`, which forks (or
+/// vforks) pagetest and waits for it, pagetest writes its 32 MiB buffer
+/// twice, the first pass long before the first boundary. Both passes are
+/// in its rows, each page once, and their writes where the header says
+/// writes are tracked; the first boundary's reset lost the first pass.
+#[test]
+fn a_child_of_the_command_is_recorded_from_its_first_instruction() {
+    let _guard = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = temp_path(dir.path(), "child.rec");
+    let mut wrapper = recorder(&["--backend", "refs", "--interval", "2s"], &out);
+    // Not the last command: sh runs pagetest as its child, not by exec.
+    wrapper.extend(["sh", "-c", "\"$0\" \"$@\"; exit $?"]);
+    let args = [
+        "--size",
+        "32M",
+        "--mode",
+        "anon",
+        "--op",
+        "write",
+        "--iterations",
+        "2",
+        "--sleep",
+        "2500ms",
+    ];
+    let mut pt = Pagetest::start(&wrapper, &args, "done");
+    let rec = pt.recording(&out);
+    assert_eq!(rec.end.as_ref().unwrap().why(), "exited");
+    let h = rec.header();
+    let pid = pt.pid();
+    let sh = rec
+        .processes
+        .iter()
+        .find(|p| p.command.first().is_some_and(|c| c == "sh"))
+        .unwrap_or_else(|| panic!("no sh among {:?}", rec.processes));
+    assert_ne!(sh.pid, pid, "sh exec'd pagetest: {:?}", rec.processes);
+    let pages = pt.pages();
+    let (start, end) = pt.buffer();
+    // Pagetest's rows over its buffer, interval by interval.
+    let buffer: Vec<(u64, u64)> = rec
+        .intervals
+        .iter()
+        .map(|i| {
+            i.virt
+                .iter()
+                .filter(|v| v.pid == pid && v.start < end && start < v.end)
+                .fold((0, 0), |(u, w), v| {
+                    (u + v.counts.user, w + v.counts.written)
+                })
+        })
+        .collect();
+    let tracked = h.writes != pagescope_core::record::WriteSource::None;
+    let first_end = pt.lines[1]["end_ns"].as_u64().unwrap() - h.start_monotonic_ns;
+    if first_end <= rec.intervals[0].end_ns {
+        let (user, written) = buffer[0];
+        assert!(
+            user >= pages && user <= pages + pages / 50,
+            "the first interval holds {user} pages of the {pages} written: {buffer:?}"
+        );
+        if tracked {
+            assert!(written as f64 >= 0.98 * pages as f64, "{buffer:?}");
+        }
+    }
+    let user: u64 = buffer.iter().map(|b| b.0).sum();
+    let written: u64 = buffer.iter().map(|b| b.1).sum();
+    assert!(
+        user >= 2 * pages && user <= 2 * pages + pages / 25,
+        "two passes over {pages} pages recorded as {user}: {buffer:?}"
+    );
+    if tracked {
+        assert!(
+            written as f64 >= 0.98 * 2.0 * pages as f64,
+            "two passes wrote {written} pages of {pages}: {buffer:?}"
+        );
+    }
+    // Named by its own command line.
+    let mut named = rec.processes.iter().filter(|p| p.pid == pid);
+    assert!(
+        named
+            .next_back()
+            .is_some_and(|p| p.command.iter().any(|a| a == "32M")),
+        "{:?}",
+        rec.processes
+    );
+}
+
 /// `record -o -` streams the recording to standard output (the launched
 /// program's own output goes to standard error), and `analyze -` reads
 /// it back from standard input.

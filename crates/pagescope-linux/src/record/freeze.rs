@@ -11,7 +11,11 @@
 //! see: no signal is sent, and stops are made with `PTRACE_INTERRUPT`.
 //! New threads and children are attached by the kernel (`TRACECLONE`,
 //! `TRACEFORK`). Between boundaries every stop is passed on at once:
-//! signals are delivered, job-control stops are kept with `PTRACE_LISTEN`.
+//! signals are delivered, job-control stops are kept with `PTRACE_LISTEN`;
+//! with [`Freezer::hold_born`], a new process at its first stop, and a
+//! process that exec'd at an interrupt stop after its exec, are held (both
+//! before the image's first instruction) for the recorder to set up
+//! ([`Freezer::take_born`]).
 //! A recorder that dies detaches them all (the kernel does it), so the
 //! program runs on.
 
@@ -19,7 +23,7 @@ use crate::procfs::ProcDir;
 use pagescope_sys::ptrace;
 use pagescope_sys::wait::{self, waitpid};
 use rustix::io::Errno;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -67,6 +71,28 @@ pub struct Freezer {
     /// Threads stopped on their way out since the last
     /// [`Freezer::take_exiting`], between boundaries.
     exiting: Vec<u32>,
+    /// Whether processes are held where they start, between boundaries
+    /// ([`Freezer::hold_born`]).
+    born_held: bool,
+    /// Processes held before their first instruction since the last
+    /// [`Freezer::take_born`], between boundaries.
+    born: Vec<Born>,
+    /// Threads that exec'd and were interrupted: their next interrupt
+    /// stop comes before the new image's first instruction.
+    execs: HashSet<u32>,
+}
+
+/// A process held between boundaries before the first instruction of
+/// its image ([`Freezer::take_born`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Born {
+    /// Its pid.
+    pub pid: u32,
+    /// Whether it has just exec'd (a new address space of its own);
+    /// otherwise it is a new process at its first stop, with its
+    /// parent's memory (a copy, or the same address space for a vfork
+    /// child or a `CLONE_VM` one).
+    pub exec: bool,
 }
 
 /// One wait status: the thread, and what it reports (signals as raw
@@ -164,7 +190,26 @@ impl Freezer {
             proc_root: proc_root.to_path_buf(),
             exits,
             exiting: Vec::new(),
+            born_held: false,
+            born: Vec::new(),
+            execs: HashSet::new(),
         }
+    }
+
+    /// From now on, a new process (fork, vfork or clone, not a thread)
+    /// stays at its first stop between boundaries, and a thread that
+    /// execs is interrupted right after and stays at that stop, until
+    /// [`Freezer::resume`]: see [`Freezer::take_born`]. At a boundary
+    /// (while freezing) they stop as any thread does.
+    pub fn hold_born(&mut self) {
+        self.born_held = true;
+    }
+
+    /// The processes held before their first instruction since the last
+    /// call ([`Freezer::hold_born`]); each stays stopped until
+    /// [`Freezer::resume`] or the next [`Freezer::thaw`].
+    pub fn take_born(&mut self) -> Vec<Born> {
+        std::mem::take(&mut self.born)
     }
 
     /// The options it attaches threads with (`PTRACE_O_*`).
@@ -252,6 +297,16 @@ impl Freezer {
         self.threads.insert(pid, State::Stopped(Resume::Cont(0)));
     }
 
+    /// Whether `tid`, at an interrupt stop, is a new process the kernel
+    /// attached (`TRACEFORK`, `TRACEVFORK`, `TRACECLONE`) at its first
+    /// stop: not a thread known yet, and the leader of its process.
+    fn is_new_process(&self, tid: u32) -> bool {
+        !self.threads.contains_key(&tid)
+            && ProcDir::at(&self.proc_root, tid)
+                .tgid(&mut Vec::new())
+                .is_ok_and(|tgid| tgid == tid)
+    }
+
     /// Threads attached.
     pub fn is_empty(&self) -> bool {
         self.threads.is_empty()
@@ -263,6 +318,7 @@ impl Freezer {
     pub fn on_status(&mut self, st: Status, freezing: bool) -> Option<Exit> {
         if let Some(e) = exit_of(st) {
             self.threads.remove(&e.pid);
+            self.execs.remove(&e.pid);
             return Some(e);
         }
         let tid = st.tid;
@@ -279,7 +335,31 @@ impl Freezer {
                 if former as u32 != tid {
                     self.threads.remove(&(former as u32));
                 }
+                // The exec stop is not one where system calls can be
+                // injected (to give the new image its write tracking):
+                // the interrupt stop that follows, still before the
+                // image's first instruction, is.
+                if self.born_held && ptrace::interrupt(tid).is_ok() {
+                    self.execs.insert(tid);
+                    let _ = ptrace::cont(tid, 0);
+                    self.threads.insert(tid, State::Running);
+                    return None;
+                }
                 Resume::Cont(0)
+            }
+            wait::Status::Event {
+                event: ptrace::event::STOP,
+                signal,
+            } if signal == rustix::process::Signal::TRAP.as_raw()
+                && self.born_held
+                && (self.execs.contains(&tid) || self.is_new_process(tid)) =>
+            {
+                let exec = self.execs.remove(&tid);
+                if !freezing {
+                    self.born.push(Born { pid: tid, exec });
+                }
+                self.threads.insert(tid, State::Stopped(Resume::Cont(0)));
+                return None;
             }
             wait::Status::Event {
                 event: ptrace::event::EXIT,
@@ -334,6 +414,7 @@ impl Freezer {
     /// stopped on their way out.
     pub fn thaw(&mut self) {
         self.exiting.clear();
+        self.born.clear();
         let stopped: Vec<(u32, Resume)> = self
             .threads
             .iter()

@@ -37,8 +37,24 @@ pub(super) fn header_notes(
             }
         ));
     }
-    if probe.backend() != Backend::Fault && matches!(config.target, Target::Command(_)) {
-        notes.push(if frozen && probe.collects_at_exit() {
+    let command = matches!(config.target, Target::Command(_));
+    // Processes of the command set up where they start (at their fork
+    // stop, and after each exec), before their first instruction.
+    let born = frozen && command && probe.resets_alone();
+    if probe.backend() != Backend::Fault && command {
+        notes.push(if born && probe.collects_at_exit() {
+            format!(
+                "the {} backend reads each process at the boundaries; a process of the command \
+                 is reset where it starts (at its fork, and after each exec, before its first \
+                 instruction) and read on its way out when it exits by itself, so a process \
+                 that starts and exits between two boundaries (a short-lived child) is counted \
+                 too. Not counted: the references a process killed by a signal made after the \
+                 last boundary, and those a process made since the last boundary before an \
+                 exec (its address space goes with the exec); a vfork child's, until its exec, \
+                 count as its parent's (they share one address space)",
+                probe.backend().name()
+            )
+        } else if frozen && probe.collects_at_exit() {
             format!(
                 "the {} backend reads each process at the boundaries, and one that exits by \
                  itself on its way out too: a process that starts and exits between two \
@@ -68,7 +84,17 @@ pub(super) fn header_notes(
     }
     if probe.writes() == WriteSource::PagemapScan {
         notes.push(
-            "written pages come from PAGEMAP_SCAN: each recorded process was given a \
+            if born {
+                "written pages come from PAGEMAP_SCAN: each recorded process was given a \
+             userfaultfd in asynchronous write-protect mode where it started, before its \
+             first instruction (at its fork, and again after each exec; the launched command \
+             at its exec), and its first write to a page in each interval takes a fault the \
+             kernel resolves; not counted, so written_pages is short there: writes to mapped \
+             files, a vfork child's writes before its exec (to its parent's memory, which \
+             are its parent's), and writes to mappings made and unmapped between two \
+             boundaries (short-lived heap arenas and large malloc blocks)"
+            } else {
+                "written pages come from PAGEMAP_SCAN: each recorded process was given a \
              userfaultfd in asynchronous write-protect mode at the first boundary it was \
              seen (its first write to a page in each interval takes a fault the kernel \
              resolves); not counted, so written_pages is short there: writes to mapped \
@@ -77,7 +103,8 @@ pub(super) fn header_notes(
              held at its exec until then), and writes to mappings made and \
              unmapped between two boundaries (short-lived heap arenas and large malloc \
              blocks)"
-                .into(),
+            }
+            .into(),
         );
     }
     if probe.writes() == WriteSource::None {

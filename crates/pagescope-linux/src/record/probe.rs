@@ -28,6 +28,15 @@ pub trait Probe {
     fn collects_at_exit(&self) -> bool {
         false
     }
+    /// Whether [`Probe::reset`] of one process between boundaries leaves
+    /// what every other process referenced alone, so that a process can
+    /// be reset where it starts (at its fork or exec, before its first
+    /// instruction) rather than at the next boundary: a backend whose bits
+    /// are the process's own page-table entries, not the page frames it
+    /// shares with its parent.
+    fn resets_alone(&self) -> bool {
+        false
+    }
     /// When the interval just collected ended, for a backend that cuts
     /// it at one instant of its own inside [`Probe::collect`] (the fault
     /// backend holds faults there): what came in until then is in the

@@ -3,7 +3,7 @@
 
 use super::choose::choose;
 use super::config::{Live, RecordConfig, RecordOutcome, Target, DENIED_MISSING};
-use super::freeze::{self, Exit, Freezer};
+use super::freeze::{self, Born, Exit, Freezer};
 use super::machine::kernel_resident;
 use super::notes::{header_notes, NOT_HELD};
 use super::probe::{Follow, Followed, Launched, Probe};
@@ -58,6 +58,10 @@ struct Recorder<'a> {
     probe_launched: bool,
     exit_code: Option<i32>,
     seen: HashSet<u32>,
+    /// The processes first set up between boundaries, where they started
+    /// ([`Recorder::set_up_born`]), since the last boundary, with their
+    /// command lines then: each has rows in the interval that ends.
+    early: HashMap<u32, Vec<String>>,
     /// The command line last recorded for each process named by --pid or
     /// launched (and theirs), read again at each boundary (see
     /// [`Recorder::new_processes`]).
@@ -173,11 +177,19 @@ impl Recorder<'_> {
                 self.on_exit(e);
             }
         }
-        let exiting = match self.freezer.as_mut() {
-            Some(f) => f.take_exiting(),
+        let (exiting, born) = match self.freezer.as_mut() {
+            Some(f) => (f.take_exiting(), f.take_born()),
             None => return Ok(()),
         };
         let mut collected = Ok(());
+        for b in born {
+            if collected.is_ok() {
+                collected = self.set_up_born(b);
+            }
+            if let Some(f) = self.freezer.as_mut() {
+                f.resume(b.pid);
+            }
+        }
         for tid in exiting {
             let pid = ProcDir::at(&self.root.proc, tid)
                 .tgid(&mut self.buf)
@@ -197,6 +209,43 @@ impl Recorder<'_> {
             }
         }
         collected
+    }
+
+    /// Sets up a process held before its first instruction (see
+    /// [`Freezer::hold_born`]) as a process first seen at a boundary is:
+    /// reset, so that what it references from its first instruction on
+    /// counts in the interval that runs, and nothing before. A process of
+    /// the launched command is set up at its fork and after each exec; a
+    /// process named by `--pid` after each exec (its children are not
+    /// recorded). A child that shares its parent's address space (vfork,
+    /// `CLONE_VM`) is not reset: that would clear its parent's bits; it
+    /// is set up at its exec, or first seen at a boundary.
+    fn set_up_born(&mut self, b: Born) -> Result<()> {
+        let wanted = match self.config.target {
+            Target::Command(_) => true,
+            Target::Pids(_) => b.exec && self.seen.contains(&b.pid),
+            _ => false,
+        };
+        if !wanted || !(b.exec || self.own_address_space(b.pid)) {
+            return Ok(());
+        }
+        self.probe.reset(&[b.pid])?;
+        if self.seen.insert(b.pid) || self.early.contains_key(&b.pid) {
+            let command = ProcDir::open(&self.root.proc, b.pid)
+                .and_then(|d| d.cmdline(&mut self.buf))
+                .unwrap_or_default();
+            self.early.insert(b.pid, command);
+        }
+        Ok(())
+    }
+
+    /// Whether the new process `pid` has an address space of its own, not
+    /// its parent's (a vfork child until its exec, a `CLONE_VM` child).
+    fn own_address_space(&mut self, pid: u32) -> bool {
+        let Ok(stat) = ProcDir::at(&self.root.proc, pid).stat(&mut self.buf) else {
+            return false;
+        };
+        pagescope_sys::kcmp::same_vm(stat.ppid, pid).is_ok_and(|same| !same)
     }
 
     /// After a failure, ends the launched command (if it still runs) and
@@ -273,7 +322,16 @@ impl Recorder<'_> {
             let first_seq = match self.commands.get(&pid) {
                 Some((_, c)) if command.is_empty() || c == &command => continue,
                 Some(&(first, _)) => first,
-                None => seq,
+                None => match self.early.remove(&pid) {
+                    // Set up in the interval that ends.
+                    Some(then) => {
+                        if command.is_empty() {
+                            command = then;
+                        }
+                        seq.saturating_sub(1)
+                    }
+                    None => seq,
+                },
             };
             if per_process {
                 self.commands.insert(pid, (first_seq, command.clone()));
@@ -286,6 +344,15 @@ impl Recorder<'_> {
         }
         if per_process {
             self.commands.retain(|p, _| pids.contains(p));
+        }
+        // Those set up in the interval that ends and gone since, which
+        // have rows in it (collected on their way out).
+        for (pid, command) in self.early.drain() {
+            out.push(ProcessInfo {
+                pid,
+                command,
+                first_seq: seq.saturating_sub(1),
+            });
         }
         out
     }
@@ -349,17 +416,25 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
     let frozen = config.freeze && probe.needs_freeze() && per_process;
     let mut notes = header_notes(config, &*probe, &root, page_size, frozen, per_process);
     let at_exit = probe.collects_at_exit();
+    let born = probe.resets_alone() && per_process;
     let mut rec = Recorder {
         config,
         root,
         probe,
-        freezer: frozen.then(|| Freezer::new(&config.root.proc, at_exit)),
+        freezer: frozen.then(|| {
+            let mut f = Freezer::new(&config.root.proc, at_exit);
+            if born {
+                f.hold_born();
+            }
+            f
+        }),
         child: None,
         held: None,
         at_exit: Default::default(),
         probe_launched: false,
         exit_code: None,
         seen: HashSet::new(),
+        early: HashMap::new(),
         commands: HashMap::new(),
         denied: BTreeSet::new(),
         observed: BTreeSet::new(),

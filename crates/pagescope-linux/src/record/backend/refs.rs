@@ -85,6 +85,15 @@ impl Probe for Refs {
         true
     }
 
+    fn resets_alone(&self) -> bool {
+        // clear_refs 1 clears the process's own accessed bits. It clears
+        // the referenced flags of the frames it shares too, which count
+        // for another process only where reclaim has taken that one's
+        // accessed bit into the flag. Soft-dirty bits and write
+        // protection are the process's own.
+        true
+    }
+
     fn reset(&mut self, pids: &[u32]) -> Result<()> {
         for &pid in pids {
             let Ok(dir) = ProcDir::open(&self.proc_root, pid) else {

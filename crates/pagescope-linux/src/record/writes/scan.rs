@@ -17,14 +17,18 @@
 //! file's private copy-on-write pages) can't be write-protected this way,
 //! so their writes are not counted; mappings made after a boundary are
 //! registered at the next one (writes to them before that count in the
-//! interval of the boundary); a process is given its userfaultfd at the
-//! first boundary where one of its threads can run the injected call (the
-//! freezer holds it at an interrupt stop, or nothing traces it), and its
-//! writes count from the interval after. A process that execs leaves its
-//! userfaultfd with the old image: the scan finds that image gone (its
-//! pagemap reads empty), and the new one is given a userfaultfd of its
-//! own at once, as a new process would be (the writes of the interval of
-//! the exec are not counted).
+//! interval of the boundary); a process is given its userfaultfd when it
+//! is first reset, where one of its threads can run the injected call
+//! (the freezer holds it at an interrupt stop, or nothing traces it):
+//! under the freezer, a process of the launched command where it starts
+//! (at its fork, before its first instruction), otherwise at the first
+//! boundary where it is seen, its writes counting from the interval
+//! after. A process that execs leaves its userfaultfd with the old image:
+//! the scan finds that image gone (its pagemap reads empty), and the new
+//! one is given a userfaultfd of its own, under the freezer at the stop
+//! after its exec (before its first instruction), otherwise at once at
+//! the boundary, as a new process would be (the writes of the interval
+//! of the exec are then not counted).
 
 use pagescope_core::{Error, Result};
 use pagescope_sys::pagemap_scan::{self, PageRegion, Query, PAGE_IS_WRITTEN, WP_MATCHING};
