@@ -2188,3 +2188,62 @@ fn full_filesystem_mid_run_ends_the_program_the_fault_backend_launched() {
         full_filesystem_ends_the_launched_program("fault", 4096);
     }
 }
+
+/// `record --pid` of a process that another tracer holds says who, and
+/// suggests `--no-freeze` only where that records it: where the writes
+/// are tracked with a userfaultfd put in with ptrace (no soft-dirty
+/// bits), `--no-freeze` is refused by the same tracer. Both runs are made
+/// and held to what the first one said.
+#[test]
+fn a_process_held_by_another_tracer_gets_a_hint_that_works() {
+    let _serial = serial();
+    use std::io::{BufRead, BufReader, Write};
+    // A python3 that seizes a sleep of its own (PTRACE_SEIZE, which
+    // stops nothing) and holds it until its standard input closes.
+    let script = "import ctypes, subprocess, sys\n\
+        libc = ctypes.CDLL(None, use_errno=True)\n\
+        p = subprocess.Popen(['sleep', '120'])\n\
+        if libc.ptrace(0x4206, p.pid, None, None) != 0:\n    \
+            p.kill(); sys.exit('PTRACE_SEIZE: errno %d' % ctypes.get_errno())\n\
+        print(p.pid, flush=True)\n\
+        sys.stdin.read()\n\
+        p.kill(); p.wait()\n";
+    let mut tracer = Command::new("python3")
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(tracer.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let pid = line.trim().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.rec");
+    let file = file.to_str().unwrap();
+    let record = |extra: &[&str]| {
+        let mut args = vec!["record", "-q", "--backend", "refs", "--pid", &pid];
+        args.extend_from_slice(&["--interval", "200ms", "--duration", "600ms", "-o", file]);
+        args.extend_from_slice(extra);
+        run(&[], &args)
+    };
+    let frozen = record(&[]);
+    let unfrozen = record(&["--no-freeze"]);
+    tracer.stdin.take().unwrap().write_all(b"").unwrap();
+    tracer.wait().unwrap();
+    assert!(!pid.is_empty(), "the tracer did not start");
+    let err = String::from_utf8_lossy(&frozen.stderr).to_string();
+    assert_eq!(frozen.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("already traced by pid {} (python3)", tracer.id())),
+        "{err}"
+    );
+    let hinted = err.contains("--no-freeze records it");
+    let unfrozen_err = String::from_utf8_lossy(&unfrozen.stderr);
+    assert_eq!(
+        unfrozen.status.success(),
+        hinted,
+        "the first run said {err:?}; with --no-freeze: {unfrozen_err}"
+    );
+}

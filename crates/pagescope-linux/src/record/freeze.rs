@@ -77,6 +77,10 @@ pub struct Freezer {
     /// Processes held before their first instruction since the last
     /// [`Freezer::take_born`], between boundaries.
     born: Vec<Born>,
+    /// Whether the recording's write tracking attaches to each process
+    /// too (the scan's userfaultfd is put in with ptrace), so that
+    /// `--no-freeze` would not get past a refused attach either.
+    writes_need_ptrace: bool,
     /// Threads that exec'd and were interrupted: their next interrupt
     /// stop comes before the new image's first instruction.
     execs: HashSet<u32>,
@@ -192,8 +196,16 @@ impl Freezer {
             exiting: Vec::new(),
             born_held: false,
             born: Vec::new(),
+            writes_need_ptrace: false,
             execs: HashSet::new(),
         }
+    }
+
+    /// Says that the recording's write tracking attaches to each process
+    /// with ptrace as well, so that a refused attach does not suggest
+    /// `--no-freeze`.
+    pub fn writes_need_ptrace(&mut self) {
+        self.writes_need_ptrace = true;
     }
 
     /// From now on, a new process (fork, vfork or clone, not a thread)
@@ -271,7 +283,7 @@ impl Freezer {
                             && is_ending(&self.proc_root, tid) => {}
                     Err(e) if e.raw_os_error() == Some(rustix::io::Errno::PERM.raw_os_error()) => {
                         let facts = crate::cause::PtraceFacts::read(&self.proc_root, tid);
-                        let hint = if facts.only_attach_refused() {
+                        let hint = if facts.only_attach_refused() && !self.writes_need_ptrace {
                             " (--no-freeze records it without stopping it)"
                         } else {
                             ""

@@ -11,6 +11,7 @@ use crate::procfs::{self, ProcDir};
 use pagescope_core::format::RecordWriter;
 use pagescope_core::record::{
     Backend, EndNote, EndReason, Interval, ProcessInfo, RecordEnd, RecordHeader, Scope, VirtRow,
+    WriteSource,
 };
 use pagescope_core::{Error, Result};
 use pagescope_sys::ptrace;
@@ -417,6 +418,7 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
     let mut notes = header_notes(config, &*probe, &root, page_size, frozen, per_process);
     let at_exit = probe.collects_at_exit();
     let born = probe.resets_alone() && per_process;
+    let writes_scanned = probe.writes() == WriteSource::PagemapScan;
     let mut rec = Recorder {
         config,
         root,
@@ -425,6 +427,9 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
             let mut f = Freezer::new(&config.root.proc, at_exit);
             if born {
                 f.hold_born();
+            }
+            if writes_scanned {
+                f.writes_need_ptrace();
             }
             f
         }),
