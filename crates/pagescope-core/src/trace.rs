@@ -253,3 +253,42 @@ impl std::fmt::Display for EndNote {
         }
     }
 }
+
+/// Descriptor numbers [`descriptor_floor`] never goes above: a process's
+/// descriptor table grows to hold its highest number (and never shrinks),
+/// so a program with a soft limit of a million would otherwise carry an
+/// 8 MiB table for the sake of one descriptor.
+pub const DESCRIPTOR_CAP: u64 = 4096;
+
+/// Where a descriptor that pagescope keeps inside a traced program goes:
+/// the lowest free number at or above this one, for a program whose
+/// `RLIMIT_NOFILE` soft limit is `soft_limit` (`None`: unlimited). Each
+/// `open`, `pipe` or `dup` of the program takes the lowest free number,
+/// so a descriptor up there leaves every number the program would get
+/// untraced to the program. It is under the limit (which descriptor
+/// numbers must be, when made), some way below it: room for a program
+/// that puts a descriptor of its own there, near the top. 0 where the
+/// limit leaves no room at all.
+pub fn descriptor_floor(soft_limit: Option<u64>) -> u64 {
+    let top = soft_limit.unwrap_or(u64::MAX).min(DESCRIPTOR_CAP);
+    top.saturating_sub((top / 16).clamp(1, 64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptors_go_high_under_the_limit() {
+        assert_eq!(descriptor_floor(Some(1024)), 960);
+        assert_eq!(descriptor_floor(Some(524288)), 4032);
+        assert_eq!(descriptor_floor(None), 4032);
+        assert_eq!(descriptor_floor(Some(64)), 60);
+        assert_eq!(descriptor_floor(Some(10)), 9);
+        assert_eq!(descriptor_floor(Some(0)), 0);
+        for soft in 1..5000 {
+            let floor = descriptor_floor(Some(soft));
+            assert!(floor < soft && floor >= soft.min(DESCRIPTOR_CAP) * 15 / 16);
+        }
+    }
+}

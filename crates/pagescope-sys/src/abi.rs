@@ -46,6 +46,8 @@ pub mod nr {
     pub const DUP3: u64 = k::__NR_dup3 as u64;
     /// wait4
     pub const WAIT4: u64 = k::__NR_wait4 as u64;
+    /// fcntl
+    pub const FCNTL: u64 = k::__NR_fcntl as u64;
 }
 
 /// `mmap` flag `MAP_PRIVATE`.
@@ -74,6 +76,9 @@ pub const O_CLOEXEC: u64 = k::O_CLOEXEC as u64;
 pub const O_NONBLOCK: u64 = k::O_NONBLOCK as u64;
 /// `open` flag `O_RDWR`.
 pub const O_RDWR: u64 = k::O_RDWR as u64;
+/// `fcntl` command `F_DUPFD_CLOEXEC`: a close-on-exec copy at the lowest
+/// free number at or above the argument.
+pub const F_DUPFD_CLOEXEC: u64 = k::F_DUPFD_CLOEXEC as u64;
 /// `openat`'s directory `AT_FDCWD`, as a register value.
 pub const AT_FDCWD: u64 = k::AT_FDCWD as i64 as u64;
 /// `clone` flag `CLONE_VM`.
@@ -96,5 +101,7 @@ mod tests {
         assert_eq!(AT_FDCWD as i64, -100);
         #[cfg(target_arch = "x86_64")]
         assert_eq!((nr::MMAP, nr::CLONE, nr::USERFAULTFD), (9, 56, 323));
+        #[cfg(target_arch = "x86_64")]
+        assert_eq!((nr::FCNTL, F_DUPFD_CLOEXEC), (72, 1030));
     }
 }

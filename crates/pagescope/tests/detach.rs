@@ -46,11 +46,12 @@ macro_rules! require_attach {
     };
 }
 
-/// What a process holds that pagescope could leave behind: descriptors,
-/// lines of /proc/PID/maps, VmSize (kB), and children (movers are).
+/// What a process holds that pagescope could leave behind: descriptors
+/// (each number and what it names), lines of /proc/PID/maps, VmSize
+/// (kB), and children (movers are).
 #[derive(Debug, PartialEq, Eq)]
 struct Footprint {
-    fds: usize,
+    fds: std::collections::BTreeMap<u32, std::path::PathBuf>,
     maps: usize,
     vm_size_kb: u64,
     children: String,
@@ -59,7 +60,12 @@ struct Footprint {
 fn footprint(pid: u32) -> Footprint {
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .unwrap()
-        .count();
+        .flatten()
+        .filter_map(|e| {
+            let n = e.file_name().to_str()?.parse().ok()?;
+            Some((n, std::fs::read_link(e.path()).ok()?))
+        })
+        .collect();
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
         .unwrap()
         .lines()

@@ -834,6 +834,60 @@ fn traced_programs_compute_what_they_compute_untraced() {
     }
 }
 
+/// A program is given the lowest free descriptor number by each `open`,
+/// `pipe` and `dup`: under trace, started or attached, it gets the
+/// numbers it gets untraced (pagescope's userfaultfd must not take one it
+/// would get), and so does each child it forks, also after it closed
+/// every descriptor but 0-2 (which closes its copy of pagescope's).
+#[test]
+fn traced_programs_get_the_descriptor_numbers_they_get_untraced() {
+    require_trace!();
+    let _serial = serial();
+    let numbers = "import os\n\
+        def opened(): return os.open(\"/dev/null\", os.O_RDONLY)\n\
+        def in_child(f):\n\
+        \x20   r, w = os.pipe()\n\
+        \x20   pid = os.fork()\n\
+        \x20   if pid == 0: os.write(w, f().encode()); os._exit(0)\n\
+        \x20   os.waitpid(pid, 0)\n\
+        \x20   return (r, w, os.read(r, 64).decode())\n\
+        first = [opened() for _ in range(3)]\n\
+        print(first, in_child(lambda: \"%d %d\" % (opened(), os.dup(0))), os.dup(1))\n\
+        os.closerange(3, 1 << 20)\n\
+        print(in_child(lambda: \"%d\" % opened()), opened())";
+    let py = python3();
+    for evict in methods() {
+        let (plain, traced, summary) = both_ways(&[&py, "-c", numbers], None, evict);
+        let plain = String::from_utf8(plain).unwrap();
+        assert!(plain.starts_with("[3, 4, 5]"), "untraced: {plain}");
+        assert_eq!(plain, String::from_utf8(traced).unwrap(), "{summary}");
+        eprintln!("{summary}: same descriptors: {plain}");
+    }
+    let attached = "import os, sys\n\
+        print(\"ready\", flush=True)\n\
+        sys.stdin.readline()\n\
+        print(os.open(\"/dev/null\", os.O_RDONLY), os.dup(0), os.pipe())";
+    let plain = {
+        use std::io::Write;
+        let mut c = Command::new(&py)
+            .args(["-c", attached])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        let out = c.wait_with_output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    for evict in methods() {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = temp_path(dir.path(), "t.trace");
+        let traced = attached_run(&[&py, "-c", attached], evict, "512K", &trace);
+        assert_eq!(traced, plain, "attached, by {evict}");
+    }
+}
+
 /// A shell that forks a subshell per command substitution, with a pool
 /// of 16 pages: each child starts with pages evicted from its parent, and
 /// must find them in its copy of the store.

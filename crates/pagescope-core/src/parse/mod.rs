@@ -7,6 +7,7 @@
 pub mod cgroup;
 pub mod fdinfo;
 pub mod iomem;
+pub mod limits;
 pub mod maps;
 pub mod meminfo;
 pub mod numa_maps;

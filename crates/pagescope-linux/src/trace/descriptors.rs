@@ -34,8 +34,48 @@ pub(crate) fn take_fd(pid: u32, fd: i32) -> Result<OwnedFd> {
 
 /// Makes a userfaultfd (`O_CLOEXEC | O_NONBLOCK`) in the thread `t`,
 /// stopped under `inj`: the system call, or where it is refused,
-/// `/dev/userfaultfd`. Returns the descriptor's number in the program.
+/// `/dev/userfaultfd`; then moves it up out of the program's way
+/// ([`move_high`]). Returns the descriptor's number in the program.
 pub(super) fn make_userfaultfd(inj: &mut Injector, t: u32) -> Result<i64> {
+    let fd = make_low_userfaultfd(inj, t)?;
+    move_high(inj, t, fd)
+}
+
+/// Moves descriptor `fd` of the process of thread `t`, stopped under
+/// `inj`, to the lowest free number at or above
+/// [`descriptor_floor`](pagescope_core::trace::descriptor_floor) of the
+/// process's `RLIMIT_NOFILE` (`fcntl(F_DUPFD_CLOEXEC)`), and closes `fd`:
+/// the program's own `open`s then get the numbers they get untraced.
+/// Close-on-exec, as every descriptor pagescope makes there. Returns the
+/// new number; `fd` itself where it is already that high, or where the
+/// program holds every number from there to its limit (or its limits
+/// can't be read).
+fn move_high(inj: &mut Injector, t: u32, fd: i64) -> Result<i64> {
+    let path = crate::procfs::ProcDir::live(t).file_path("limits");
+    let soft = match std::fs::read_to_string(&path) {
+        Ok(text) => match parse::limits::open_files(&text) {
+            Ok(soft) => soft,
+            Err(_) => return Ok(fd),
+        },
+        Err(_) => return Ok(fd),
+    };
+    let floor = pagescope_core::trace::descriptor_floor(soft);
+    if fd < 0 || fd as u64 >= floor {
+        return Ok(fd);
+    }
+    use pagescope_sys::abi::F_DUPFD_CLOEXEC;
+    let high = inject(inj, nr::FCNTL, [fd as u64, F_DUPFD_CLOEXEC, floor, 0, 0, 0])?;
+    if high < 0 {
+        // EMFILE (or EINVAL, a limit lowered meanwhile by another
+        // process): it stays where it is.
+        return Ok(fd);
+    }
+    inject(inj, nr::CLOSE, [fd as u64, 0, 0, 0, 0, 0])?;
+    Ok(high)
+}
+
+/// [`make_userfaultfd`]'s descriptor, at the number the kernel gave it.
+fn make_low_userfaultfd(inj: &mut Injector, t: u32) -> Result<i64> {
     let flags = pagescope_sys::abi::O_CLOEXEC | pagescope_sys::abi::O_NONBLOCK;
     let mut fd = inject(inj, nr::USERFAULTFD, [flags, 0, 0, 0, 0, 0])?;
     if fd < 0 {
