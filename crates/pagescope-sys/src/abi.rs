@@ -48,6 +48,8 @@ pub mod nr {
     pub const WAIT4: u64 = k::__NR_wait4 as u64;
     /// fcntl
     pub const FCNTL: u64 = k::__NR_fcntl as u64;
+    /// close_range
+    pub const CLOSE_RANGE: u64 = k::__NR_close_range as u64;
 }
 
 /// `mmap` flag `MAP_PRIVATE`.

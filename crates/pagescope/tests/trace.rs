@@ -863,10 +863,23 @@ fn traced_programs_get_the_descriptor_numbers_they_get_untraced() {
         assert_eq!(plain, String::from_utf8(traced).unwrap(), "{summary}");
         eprintln!("{summary}: same descriptors: {plain}");
     }
-    let attached = "import os, sys\n\
+    // A pipe made before the attach, whose write end the program closes
+    // after it: its read end must see the end of the file, as untraced
+    // (pagescope's mover, cloned with a copy of the descriptor table,
+    // keeps none of the program's descriptors). Looked for up to 5 s, as
+    // the mover lets go of its copies just after the attach.
+    let attached = "import os, sys, time\n\
+        r, w = os.pipe()\n\
         print(\"ready\", flush=True)\n\
         sys.stdin.readline()\n\
-        print(os.open(\"/dev/null\", os.O_RDONLY), os.dup(0), os.pipe())";
+        os.close(w)\n\
+        os.set_blocking(r, False)\n\
+        def end():\n\
+        \x20   try: return os.read(r, 1) == b\"\"\n\
+        \x20   except BlockingIOError: return False\n\
+        deadline = time.time() + 5\n\
+        while not end() and time.time() < deadline: time.sleep(0.01)\n\
+        print(\"end\" if end() else \"no end\", os.open(\"/dev/null\", os.O_RDONLY), os.dup(0), os.pipe())";
     let plain = {
         use std::io::Write;
         let mut c = Command::new(&py)
@@ -880,6 +893,7 @@ fn traced_programs_get_the_descriptor_numbers_they_get_untraced() {
         assert!(out.status.success());
         String::from_utf8(out.stdout).unwrap()
     };
+    assert!(plain.starts_with("ready\nend "), "untraced: {plain}");
     for evict in methods() {
         let dir = tempfile::tempdir().unwrap();
         let trace = temp_path(dir.path(), "t.trace");

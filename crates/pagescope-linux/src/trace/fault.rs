@@ -141,6 +141,36 @@ fn release_space(space: &mut Space) -> Result<Option<Leftover>> {
     Ok(None)
 }
 
+/// Closes every descriptor of the mover `pid` but `keep` (the
+/// userfaultfd it moves pages with). It was cloned with a copy of the
+/// program's descriptor table; each copy would hold open what the program
+/// closes: a pipe whose reader then never sees its end, a socket, a file
+/// lock. `close_range` (Linux 5.9), else one `close` per descriptor listed
+/// in /proc/PID/fd.
+fn close_all_but(mover: &Mover, pid: u32, keep: i32) {
+    let keep = keep as u64;
+    let mut ranges = vec![(keep + 1, u64::from(u32::MAX))];
+    if keep > 0 {
+        ranges.push((0, keep - 1));
+    }
+    let closed = ranges
+        .iter()
+        .all(|&(a, b)| matches!(mover.syscall(nr::CLOSE_RANGE, [a, b, 0, 0, 0, 0]), Ok(0)));
+    if closed {
+        return;
+    }
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return;
+    };
+    for fd in dir.flatten() {
+        if let Ok(fd) = fd.file_name().to_string_lossy().parse::<u64>() {
+            if fd != keep {
+                let _ = mover.syscall(nr::CLOSE, [fd, 0, 0, 0, 0, 0]);
+            }
+        }
+    }
+}
+
 /// Attaches movers the ptrace thread created, and empties the ranges it
 /// registered; then marks the spaces ready.
 fn prepare_spaces(st: &mut State) {
@@ -150,7 +180,10 @@ fn prepare_spaces(st: &mut State) {
         if let Some(m) = space.mm.mover.as_mut() {
             if m.mover.is_none() && !m.failed {
                 match Mover::seize(m.pid, m.insn) {
-                    Ok(mv) => m.mover = Some(mv),
+                    Ok(mv) => {
+                        close_all_but(&mv, m.pid, m.fd);
+                        m.mover = Some(mv)
+                    }
                     Err(e) => {
                         m.failed = true;
                         st.failure.get_or_insert(sys("attaching the mover", e));
