@@ -21,6 +21,7 @@ use pagescope_core::model::{
     PageChunk, PageRecord, PhysInfo, ProcessRecord, SnapshotSink, SystemInfo, Task, Trailer,
     Unread, Vma,
 };
+use pagescope_core::parse::stat::Stat;
 use pagescope_core::{Error, Result};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -257,16 +258,18 @@ impl Collector<'_, '_> {
         Ok(n)
     }
 
-    fn task(&mut self, dir: &ProcDir) -> Result<Task> {
-        let stat = dir.stat(&mut self.text)?;
+    /// The task of `dir`, whose `stat` is read already; its command line
+    /// and executable come from `mem`, the directory its memory is read
+    /// through ([`live_thread`]).
+    fn task(&mut self, dir: &ProcDir, mem: &ProcDir, stat: Stat) -> Result<Task> {
         let status = dir.status(&mut self.text)?;
-        let cmdline = dir.cmdline(&mut self.text)?;
+        let cmdline = mem.cmdline(&mut self.text)?;
         let cgroup = dir.cgroup(&mut self.text).unwrap_or_default();
         let kernel_thread = stat.is_kernel_thread();
         let exe = if kernel_thread {
             String::new()
         } else {
-            dir.exe()
+            mem.exe()
                 .map(|p| p.to_string_lossy().into_owned())
                 .unwrap_or_default()
         };
@@ -365,7 +368,22 @@ impl Collector<'_, '_> {
             Err(e) if e.is_gone() => return Ok(Outcome::Gone),
             Err(e) => return Err(e),
         };
-        let task = match self.task(&dir) {
+        let stat = match dir.stat(&mut self.text) {
+            Ok(s) => s,
+            Err(e) if e.is_gone() => return Ok(Outcome::Gone),
+            Err(e) => return Err(e),
+        };
+        // A process whose main thread has exited while its other threads
+        // run on: its memory is read through one of those.
+        let thread = match stat.state == 'Z' && stat.num_threads > 1 {
+            true => match live_thread(&dir, &mut self.text) {
+                Some(t) => Some(t),
+                None => return Ok(Outcome::Gone),
+            },
+            false => None,
+        };
+        let mem = thread.as_ref().unwrap_or(&dir);
+        let task = match self.task(&dir, mem, stat) {
             Ok(t) => t,
             Err(e) if e.is_gone() => return Ok(Outcome::Gone),
             Err(e) => return Err(e),
@@ -379,7 +397,7 @@ impl Collector<'_, '_> {
             return Ok(Outcome::Recorded { pages: 0 });
         }
         if self.config.detail == Detail::Rollup {
-            let (rollup, unread) = match dir.smaps_rollup(&mut self.text) {
+            let (rollup, unread) = match mem.smaps_rollup(&mut self.text) {
                 Ok(r) => (Some(r), Unread::Nothing),
                 Err(e) if e.is_gone() => return Ok(Outcome::Gone),
                 Err(Error::PermissionDenied { .. }) => {
@@ -396,7 +414,7 @@ impl Collector<'_, '_> {
             })))?;
             return Ok(Outcome::Recorded { pages: 0 });
         }
-        let vmas = match self.vmas(&dir) {
+        let vmas = match self.vmas(mem) {
             Ok(v) => v,
             Err(e) if e.is_gone() => return Ok(Outcome::Gone),
             Err(Error::PermissionDenied { .. }) => {
@@ -410,10 +428,10 @@ impl Collector<'_, '_> {
             }
             Err(e) => return Err(e),
         };
-        let pagemap = match dir.open_file("pagemap") {
+        let pagemap = match mem.open_file("pagemap") {
             Ok(f) => Some(PagemapReader::new(
                 f,
-                dir.path().join("pagemap"),
+                mem.file_path("pagemap"),
                 self.system.page_size,
             )),
             Err(e) if e.is_gone() => return Ok(Outcome::Gone),
@@ -495,9 +513,10 @@ impl Collector<'_, '_> {
             }
             emitted += self.emit_chunk(em, pid, start_time, pages)?;
         }
-        // Did the process exit while we read it? A zombie has no memory
-        // left to read; a reaped process fails to stat.
-        let alive = matches!(dir.stat(&mut self.text), Ok(s) if s.state != 'Z' && s.state != 'X');
+        // Did the process (or the thread read) exit while we read it? A
+        // zombie has no memory left to read; a reaped process fails to
+        // stat.
+        let alive = matches!(mem.stat(&mut self.text), Ok(s) if !s.is_dead());
         if !alive {
             if !em.streamed() {
                 return Ok(Outcome::Gone);
@@ -575,15 +594,29 @@ fn read_whole_note(label: &str, ranges: &[Range], page_size: u64) -> Option<Stri
     ))
 }
 
+/// A live thread of a process whose main thread has exited while its
+/// other threads run on (a zombie leader, state `Z` with more than one
+/// thread): `task/TID`, whose maps, smaps, smaps_rollup and pagemap
+/// show the process's address space where `/proc/PID`'s read empty (the
+/// leader has none left). `None` if no other thread is left alive.
+fn live_thread(dir: &ProcDir, buf: &mut Vec<u8>) -> Option<ProcDir> {
+    let tasks = dir.tasks().ok()?;
+    tasks.into_iter().filter(|&t| t != dir.pid).find_map(|t| {
+        let thread = dir.task(t).ok()?;
+        let s = thread.stat(buf).ok()?;
+        (!s.is_dead()).then_some(thread)
+    })
+}
+
 /// Why process `pid` was skipped as gone: it exited during the scan, or
 /// it is a zombie (exited, not reaped), or (where its main thread
-/// exited before the others) a zombie leader whose memory /proc/PID
-/// does not show.
+/// exited before the others) no thread of it was left to read its
+/// memory through.
 fn gone_note(proc: &std::path::Path, pid: u32) -> String {
     match ProcDir::at(proc, pid).stat(&mut Vec::new()) {
         Ok(s) if s.state == 'Z' && s.num_threads > 1 => format!(
-            "pid {pid}: its main thread has exited while its other threads run on, and \
-             /proc/{pid} then shows no memory; skipped (its memory is not counted)"
+            "pid {pid}: its main thread has exited, and none of its other threads could \
+             be read (they exited during the scan); skipped (its memory is not counted)"
         ),
         Ok(s) if s.state == 'Z' => format!(
             "pid {pid}: a zombie (it has exited; its parent, pid {}, has not reaped it), \

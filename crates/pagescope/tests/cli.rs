@@ -671,3 +671,63 @@ fn a_zombie_is_named_as_one() {
         "{said}"
     );
 }
+
+/// A process whose main thread has exited while another thread holds its
+/// memory (a zombie leader: /proc/PID shows no memory) is read through
+/// that thread: its pages count, under its pid and name, as the kernel's
+/// smaps_rollup read through /proc/PID/task/TID says, and as many as
+/// pagetest wrote at least.
+#[test]
+fn a_process_whose_main_thread_exited_is_counted() {
+    require_pfns!();
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--size", "16M", "--mode", "anon", "--leader-exits"];
+    let pt = Pagetest::start(&[], &args, "leader-exits");
+    let (pid, tid) = (pt.pid(), pt.lines.last().unwrap()["tid"].as_u64().unwrap());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .unwrap()
+        .contains(") Z ")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{pid}'s main thread never exited"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    wait_asleep(tid);
+    // The kernel shows the memory through the thread only.
+    let leader = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    assert!(!leader.contains("Rss:"), "{leader}");
+    let rollup = task_smaps_rollup(pid, tid as u32);
+    let kb = pt.ready["page_size"].as_u64().unwrap() / 1024;
+    let snap = temp_path(dir.path(), "s.snap");
+    let out = run_ok(&["snapshot", "-q", "--pid", &pid.to_string(), "-o", &snap]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!said.contains(&format!("pid {pid}")), "{said}");
+    // Its PSS moves as other processes map or unmap the libraries it
+    // maps; the rest holds still.
+    let steady = |mut r: std::collections::HashMap<String, u64>| {
+        r.retain(|k, _| !k.starts_with("Pss"));
+        r
+    };
+    let after = task_smaps_rollup(pid, tid as u32);
+    assert_eq!(steady(rollup.clone()), steady(after), "the memory moved");
+    let procs = report_json(&["report", "processes", "-i", &snap, "-f", "json"]);
+    let row = process_row(&procs, pid);
+    assert_eq!(row["comm"], "pagetest");
+    let pages = |k: &str| row[k].as_u64().unwrap_or_else(|| panic!("{k}: {row}"));
+    assert_eq!(pages("rss_pages"), rollup["Rss"] / kb, "{row}");
+    assert_eq!(
+        pages("uss_pages"),
+        (rollup["Private_Clean"] + rollup["Private_Dirty"]) / kb,
+        "{row}"
+    );
+    assert!(pages("uss_pages") >= pt.pages(), "{row}");
+    let total = report_json(&["report", "total", "-i", &snap, "-f", "json"]);
+    assert!(
+        total["user_anon_pages"].as_u64().unwrap() >= pt.pages(),
+        "{total}"
+    );
+}

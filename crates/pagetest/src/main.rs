@@ -24,7 +24,10 @@
 //! the range and the pages asked out). In `read` mode the buffer is
 //! first filled (before `ready`), since reading never-written anonymous
 //! memory maps only the shared zero page. With `--hold` it keeps the
-//! memory after `done` until killed.
+//! memory after `done` until killed. With `--leader-exits` it holds the
+//! memory in a second thread and its main thread exits alone (saying
+//! `{"event":"leader-exits","tid":T}` first, T the thread that holds):
+//! the process runs on with a zombie leader.
 
 #![forbid(unsafe_code)]
 
@@ -105,6 +108,12 @@ struct Args {
     /// Keep the memory after the last iteration until killed.
     #[arg(long)]
     hold: bool,
+    /// After `done`, keep the memory in a new thread and end the main
+    /// thread alone (exit(2)): the process lives on in that thread, with
+    /// a zombie leader (`/proc/PID/stat` says `Z`, `/proc/PID/smaps` is
+    /// empty, `/proc/PID/task/TID/smaps` shows the memory).
+    #[arg(long, conflicts_with_all = ["hold", "grow", "fork"])]
+    leader_exits: bool,
     /// Directory for the file of `--mode file` (default: the current one).
     #[arg(long, value_name = "DIR")]
     dir: Option<std::path::PathBuf>,
@@ -302,7 +311,33 @@ fn run(args: Args) -> Result<()> {
     if args.hold {
         hold();
     }
+    if args.leader_exits {
+        leader_exits()?;
+    }
     Ok(())
+}
+
+/// Starts a thread that holds on, says which thread it is, and ends the
+/// main thread alone. The buffer stays: the main thread runs no
+/// destructor as it ends.
+fn leader_exits() -> Result<()> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("pagetest-holder".into())
+        .spawn(move || {
+            let tid = std::fs::read_link("/proc/thread-self")
+                .ok()
+                .and_then(|l| l.file_name()?.to_str()?.parse::<u32>().ok());
+            let _ = tx.send(tid);
+            hold();
+        })
+        .context("starting the holding thread")?;
+    let tid = rx
+        .recv()
+        .context("the holding thread")?
+        .context("the holding thread's id (/proc/thread-self)")?;
+    emit(json!({"event": "leader-exits", "tid": tid}))?;
+    pagescope_sys::thread::exit_this_thread()
 }
 
 /// Pages out the first `pages` whole pages of the buffer (from its first
