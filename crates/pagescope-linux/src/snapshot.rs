@@ -93,6 +93,8 @@ type SharedSink<'a> = Mutex<&'a mut (dyn SnapshotSink + Send)>;
 enum Msg {
     Process(Box<ProcessRecord>),
     Pages(PageChunk),
+    /// Pages of hugetlb mappings ([`SnapshotSink::hugetlb`]).
+    Hugetlb(PageChunk),
 }
 
 /// One process's output on its way to the sink: buffered, or streamed
@@ -134,11 +136,17 @@ impl<'a, 's> Emitter<'a, 's> {
                 self.spare.push(c.pages);
                 Ok(())
             }
+            Msg::Hugetlb(mut c) => {
+                sink.hugetlb(&c)?;
+                c.pages.clear();
+                self.spare.push(c.pages);
+                Ok(())
+            }
         }
     }
 
     fn emit(&mut self, msg: Msg) -> Result<()> {
-        if let Msg::Pages(c) = &msg {
+        if let Msg::Pages(c) | Msg::Hugetlb(c) = &msg {
             self.buffered_pages += c.pages.len();
         }
         if self.held.is_some() {
@@ -166,7 +174,7 @@ impl<'a, 's> Emitter<'a, 's> {
     /// Drops the process's buffered output.
     fn discard(&mut self) {
         for msg in self.buffered.drain(..) {
-            if let Msg::Pages(mut c) = msg {
+            if let Msg::Pages(mut c) | Msg::Hugetlb(mut c) = msg {
                 c.pages.clear();
                 self.spare.push(c.pages);
             }
@@ -210,17 +218,19 @@ struct Collector<'c, 's> {
     denied: Vec<u32>,
     /// Processes whose smaps could be read but not their pagemap.
     pages_denied: Vec<u32>,
+    /// The pages being gathered are of a hugetlb mapping.
+    hugetlb_pending: bool,
 }
 
 impl Collector<'_, '_> {
     /// Fills the physical side of a chunk's present pages with one batched
-    /// lookup, then emits it.
+    /// lookup, then emits it (as hugetlb pages if `hugetlb`).
     fn emit_chunk(
         &mut self,
         em: &mut Emitter<'_, '_>,
-        pid: u32,
-        start_time: u64,
+        (pid, start_time): (u32, u64),
         pages: Vec<PageRecord>,
+        hugetlb: bool,
     ) -> Result<u64> {
         let mut chunk = PageChunk {
             pid,
@@ -253,7 +263,10 @@ impl Collector<'_, '_> {
         }
         let n = chunk.pages.len() as u64;
         if n > 0 {
-            em.emit(Msg::Pages(chunk))?;
+            em.emit(match hugetlb {
+                false => Msg::Pages(chunk),
+                true => Msg::Hugetlb(chunk),
+            })?;
         }
         Ok(n)
     }
@@ -460,7 +473,16 @@ impl Collector<'_, '_> {
             let limit = self.config.chunk_pages;
             let mut pages = em.fresh_pages();
             let mut read_whole = Vec::new();
+            let who = (pid, start_time);
+            self.hugetlb_pending = false;
             'ranges: for range in ranges {
+                // Hugetlb mappings' pages go in chunks of their own: hand
+                // over those gathered of the other kind.
+                if range.hugetlb != self.hugetlb_pending {
+                    let done = std::mem::replace(&mut pages, em.fresh_pages());
+                    emitted += self.emit_chunk(em, who, done, self.hugetlb_pending)?;
+                    self.hugetlb_pending = range.hugetlb;
+                }
                 // A large VMA with few pages: read only where the page
                 // tables hold something.
                 let parts = match range.sparse {
@@ -503,7 +525,7 @@ impl Collector<'_, '_> {
                         }
                         if pages.len() >= limit {
                             let full = std::mem::replace(&mut pages, em.fresh_pages());
-                            emitted += self.emit_chunk(em, pid, start_time, full)?;
+                            emitted += self.emit_chunk(em, who, full, range.hugetlb)?;
                         }
                     }
                 }
@@ -511,7 +533,8 @@ impl Collector<'_, '_> {
             if let Some(note) = read_whole_note(&label, &read_whole, page_size) {
                 self.notes.push(note);
             }
-            emitted += self.emit_chunk(em, pid, start_time, pages)?;
+            let hugetlb = std::mem::take(&mut self.hugetlb_pending);
+            emitted += self.emit_chunk(em, who, pages, hugetlb)?;
         }
         // Did the process (or the thread read) exit while we read it? A
         // zombie has no memory left to read; a reaped process fails to
@@ -534,25 +557,30 @@ impl Collector<'_, '_> {
     /// The address ranges whose pagemap is worth reading: VMAs that smaps
     /// says have a page in RAM or swap (the others hold only empty
     /// entries), each marked sparse if it is worth asking the kernel first
-    /// which parts of it hold anything ([`Range::sparse`]).
+    /// which parts of it hold anything ([`Range::sparse`]), and every
+    /// hugetlb VMA (VmFlags `ht`: smaps counts its pages in neither Rss
+    /// nor Swap, and the counters it has for them are not recorded).
     fn ranges_to_read(&self, em: &Emitter<'_, '_>) -> Vec<Range> {
         let vmas = em.buffered.iter().rev().find_map(|m| match m {
             Msg::Process(p) => Some(&p.vmas),
-            Msg::Pages(_) => None,
+            Msg::Pages(_) | Msg::Hugetlb(_) => None,
         });
         let page_kb = self.system.page_size / 1024;
         vmas.map(|v| {
             v.iter()
-                .filter(|v| v.smaps.rss > 0 || v.smaps.swap > 0)
+                .filter(|v| v.smaps.rss > 0 || v.smaps.swap > 0 || v.has_vm_flag("ht"))
                 .map(|v| {
                     let pages = (v.end - v.start) / self.system.page_size;
                     let used = (v.smaps.rss + v.smaps.swap) / page_kb.max(1);
+                    let hugetlb = v.has_vm_flag("ht");
                     Range {
                         start: v.start,
                         end: v.end,
-                        sparse: pages >= SPARSE_MIN_PAGES
+                        sparse: !hugetlb
+                            && pages >= SPARSE_MIN_PAGES
                             && used.saturating_mul(SPARSE_RATIO) < pages
                             && !v.has_vm_flag("sd"),
+                        hugetlb,
                     }
                 })
                 .collect()
@@ -568,8 +596,12 @@ struct Range {
     end: u64,
     /// Large and mostly empty: its pagemap is read only where
     /// `PAGEMAP_SCAN` finds pages ([`PagemapReader::populated`]). Not for
-    /// a soft-dirty VMA (`sd`), whose empty entries say so.
+    /// a soft-dirty VMA (`sd`), whose empty entries say so, nor for a
+    /// hugetlb one, whose size smaps does not say how much is used of.
     sparse: bool,
+    /// A hugetlb mapping (VmFlags `ht`): its pages go to
+    /// [`SnapshotSink::hugetlb`].
+    hugetlb: bool,
 }
 
 /// A VMA of at least this many pages (64 MiB of 4 KiB pages) may be
@@ -676,6 +708,7 @@ pub fn collect(
                         notes: Vec::new(),
                         denied: Vec::new(),
                         pages_denied: Vec::new(),
+                        hugetlb_pending: false,
                     };
                     let mut em = Emitter {
                         sink: &shared,

@@ -51,6 +51,10 @@ enum Mode {
     File,
     /// A shared mapping of a memfd (shmem).
     Shm,
+    /// A private anonymous mmap of hugetlb pages (`MAP_HUGETLB`, the
+    /// default huge page size; the size is rounded up to it). The kernel
+    /// must hold enough in its pool (`vm.nr_hugepages`).
+    Hugetlb,
 }
 
 /// What each touch does.
@@ -219,6 +223,7 @@ fn map_buffer(args: &Args, len: usize) -> Result<Buffer> {
                 .context("mmap of the reservation holding the buffer"),
             None => Region::anonymous(len).context("mmap of the anonymous buffer"),
         },
+        Mode::Hugetlb => Region::hugetlb(len).context("mmap of the hugetlb buffer (MAP_HUGETLB)"),
         Mode::File | Mode::Shm => {
             let fd = if args.mode == Mode::Shm {
                 rustix::fs::memfd_create("pagetest", rustix::fs::MemfdFlags::CLOEXEC)
@@ -254,7 +259,11 @@ fn run(args: Args) -> Result<()> {
         pagescope_sys::uffd::deny_userfaultfd().context("seccomp filter")?;
     }
     let page = rustix::param::page_size();
-    let len = usize::try_from(args.size.div_ceil(page as u64) * page as u64)
+    let unit = match args.mode {
+        Mode::Hugetlb => huge_page_size()?,
+        _ => page as u64,
+    };
+    let len = usize::try_from(args.size.div_ceil(unit) * unit)
         .context("size too large for this machine")?;
     if len / page > usize::MAX / 2 {
         bail!("size too large");
@@ -358,6 +367,17 @@ fn pageout(buf: &Buffer, page: usize, pages: usize) -> Result<()> {
         "pages": pages,
         "time_ns": now_ns(),
     }))
+}
+
+/// The default hugetlb page size (`Hugepagesize` of /proc/meminfo).
+fn huge_page_size() -> Result<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").context("reading /proc/meminfo")?;
+    let kb = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("Hugepagesize:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .context("no Hugepagesize in /proc/meminfo: this kernel has no hugetlb pages")?;
+    Ok(kb * 1024)
 }
 
 fn hold() -> ! {

@@ -25,6 +25,7 @@ macro_rules! require_pfns {
     };
 }
 
+pub mod hugetlb;
 pub mod named;
 
 use pagescope_core::analysis::temporal::Recording;
