@@ -470,6 +470,15 @@ pub trait SnapshotSink {
     fn process(&mut self, process: &ProcessRecord) -> Result<()>;
     /// Some pages of the process last given to [`SnapshotSink::process`].
     fn pages(&mut self, chunk: &PageChunk) -> Result<()>;
+    /// Some pages of the hugetlb mappings (VmFlags `ht`) of the process
+    /// last given to [`SnapshotSink::process`], apart from its other
+    /// pages: the kernel counts them in no Rss, Pss or Swap of smaps
+    /// (`Private_Hugetlb`, `Shared_Hugetlb` instead), and neither do
+    /// sinks that take only [`SnapshotSink::pages`]. Pagemap gives one
+    /// entry per base page of a huge page.
+    fn hugetlb(&mut self, _chunk: &PageChunk) -> Result<()> {
+        Ok(())
+    }
     /// The end of the stream (not called when a file was cut short).
     fn finish(&mut self, trailer: &Trailer) -> Result<()>;
     /// The end of a file cut short, instead of [`SnapshotSink::finish`].

@@ -21,6 +21,7 @@ use pagescope_core::model::{
     PageChunk, PageRecord, PhysInfo, ProcessRecord, SnapshotSink, SystemInfo, Task, Trailer,
     Unread, Vma,
 };
+use pagescope_core::parse::stat::Stat;
 use pagescope_core::{Error, Result};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -92,6 +93,8 @@ type SharedSink<'a> = Mutex<&'a mut (dyn SnapshotSink + Send)>;
 enum Msg {
     Process(Box<ProcessRecord>),
     Pages(PageChunk),
+    /// Pages of hugetlb mappings ([`SnapshotSink::hugetlb`]).
+    Hugetlb(PageChunk),
 }
 
 /// One process's output on its way to the sink: buffered, or streamed
@@ -133,11 +136,17 @@ impl<'a, 's> Emitter<'a, 's> {
                 self.spare.push(c.pages);
                 Ok(())
             }
+            Msg::Hugetlb(mut c) => {
+                sink.hugetlb(&c)?;
+                c.pages.clear();
+                self.spare.push(c.pages);
+                Ok(())
+            }
         }
     }
 
     fn emit(&mut self, msg: Msg) -> Result<()> {
-        if let Msg::Pages(c) = &msg {
+        if let Msg::Pages(c) | Msg::Hugetlb(c) = &msg {
             self.buffered_pages += c.pages.len();
         }
         if self.held.is_some() {
@@ -165,7 +174,7 @@ impl<'a, 's> Emitter<'a, 's> {
     /// Drops the process's buffered output.
     fn discard(&mut self) {
         for msg in self.buffered.drain(..) {
-            if let Msg::Pages(mut c) = msg {
+            if let Msg::Pages(mut c) | Msg::Hugetlb(mut c) = msg {
                 c.pages.clear();
                 self.spare.push(c.pages);
             }
@@ -209,17 +218,19 @@ struct Collector<'c, 's> {
     denied: Vec<u32>,
     /// Processes whose smaps could be read but not their pagemap.
     pages_denied: Vec<u32>,
+    /// The pages being gathered are of a hugetlb mapping.
+    hugetlb_pending: bool,
 }
 
 impl Collector<'_, '_> {
     /// Fills the physical side of a chunk's present pages with one batched
-    /// lookup, then emits it.
+    /// lookup, then emits it (as hugetlb pages if `hugetlb`).
     fn emit_chunk(
         &mut self,
         em: &mut Emitter<'_, '_>,
-        pid: u32,
-        start_time: u64,
+        (pid, start_time): (u32, u64),
         pages: Vec<PageRecord>,
+        hugetlb: bool,
     ) -> Result<u64> {
         let mut chunk = PageChunk {
             pid,
@@ -252,21 +263,26 @@ impl Collector<'_, '_> {
         }
         let n = chunk.pages.len() as u64;
         if n > 0 {
-            em.emit(Msg::Pages(chunk))?;
+            em.emit(match hugetlb {
+                false => Msg::Pages(chunk),
+                true => Msg::Hugetlb(chunk),
+            })?;
         }
         Ok(n)
     }
 
-    fn task(&mut self, dir: &ProcDir) -> Result<Task> {
-        let stat = dir.stat(&mut self.text)?;
+    /// The task of `dir`, whose `stat` is read already; its command line
+    /// and executable come from `mem`, the directory its memory is read
+    /// through ([`live_thread`]).
+    fn task(&mut self, dir: &ProcDir, mem: &ProcDir, stat: Stat) -> Result<Task> {
         let status = dir.status(&mut self.text)?;
-        let cmdline = dir.cmdline(&mut self.text)?;
+        let cmdline = mem.cmdline(&mut self.text)?;
         let cgroup = dir.cgroup(&mut self.text).unwrap_or_default();
         let kernel_thread = stat.is_kernel_thread();
         let exe = if kernel_thread {
             String::new()
         } else {
-            dir.exe()
+            mem.exe()
                 .map(|p| p.to_string_lossy().into_owned())
                 .unwrap_or_default()
         };
@@ -365,7 +381,22 @@ impl Collector<'_, '_> {
             Err(e) if e.is_gone() => return Ok(Outcome::Gone),
             Err(e) => return Err(e),
         };
-        let task = match self.task(&dir) {
+        let stat = match dir.stat(&mut self.text) {
+            Ok(s) => s,
+            Err(e) if e.is_gone() => return Ok(Outcome::Gone),
+            Err(e) => return Err(e),
+        };
+        // A process whose main thread has exited while its other threads
+        // run on: its memory is read through one of those.
+        let thread = match stat.state == 'Z' && stat.num_threads > 1 {
+            true => match live_thread(&dir, &mut self.text) {
+                Some(t) => Some(t),
+                None => return Ok(Outcome::Gone),
+            },
+            false => None,
+        };
+        let mem = thread.as_ref().unwrap_or(&dir);
+        let task = match self.task(&dir, mem, stat) {
             Ok(t) => t,
             Err(e) if e.is_gone() => return Ok(Outcome::Gone),
             Err(e) => return Err(e),
@@ -379,7 +410,7 @@ impl Collector<'_, '_> {
             return Ok(Outcome::Recorded { pages: 0 });
         }
         if self.config.detail == Detail::Rollup {
-            let (rollup, unread) = match dir.smaps_rollup(&mut self.text) {
+            let (rollup, unread) = match mem.smaps_rollup(&mut self.text) {
                 Ok(r) => (Some(r), Unread::Nothing),
                 Err(e) if e.is_gone() => return Ok(Outcome::Gone),
                 Err(Error::PermissionDenied { .. }) => {
@@ -396,7 +427,7 @@ impl Collector<'_, '_> {
             })))?;
             return Ok(Outcome::Recorded { pages: 0 });
         }
-        let vmas = match self.vmas(&dir) {
+        let vmas = match self.vmas(mem) {
             Ok(v) => v,
             Err(e) if e.is_gone() => return Ok(Outcome::Gone),
             Err(Error::PermissionDenied { .. }) => {
@@ -410,10 +441,10 @@ impl Collector<'_, '_> {
             }
             Err(e) => return Err(e),
         };
-        let pagemap = match dir.open_file("pagemap") {
+        let pagemap = match mem.open_file("pagemap") {
             Ok(f) => Some(PagemapReader::new(
                 f,
-                dir.path().join("pagemap"),
+                mem.file_path("pagemap"),
                 self.system.page_size,
             )),
             Err(e) if e.is_gone() => return Ok(Outcome::Gone),
@@ -442,7 +473,16 @@ impl Collector<'_, '_> {
             let limit = self.config.chunk_pages;
             let mut pages = em.fresh_pages();
             let mut read_whole = Vec::new();
+            let who = (pid, start_time);
+            self.hugetlb_pending = false;
             'ranges: for range in ranges {
+                // Hugetlb mappings' pages go in chunks of their own: hand
+                // over those gathered of the other kind.
+                if range.hugetlb != self.hugetlb_pending {
+                    let done = std::mem::replace(&mut pages, em.fresh_pages());
+                    emitted += self.emit_chunk(em, who, done, self.hugetlb_pending)?;
+                    self.hugetlb_pending = range.hugetlb;
+                }
                 // A large VMA with few pages: read only where the page
                 // tables hold something.
                 let parts = match range.sparse {
@@ -485,7 +525,7 @@ impl Collector<'_, '_> {
                         }
                         if pages.len() >= limit {
                             let full = std::mem::replace(&mut pages, em.fresh_pages());
-                            emitted += self.emit_chunk(em, pid, start_time, full)?;
+                            emitted += self.emit_chunk(em, who, full, range.hugetlb)?;
                         }
                     }
                 }
@@ -493,11 +533,13 @@ impl Collector<'_, '_> {
             if let Some(note) = read_whole_note(&label, &read_whole, page_size) {
                 self.notes.push(note);
             }
-            emitted += self.emit_chunk(em, pid, start_time, pages)?;
+            let hugetlb = std::mem::take(&mut self.hugetlb_pending);
+            emitted += self.emit_chunk(em, who, pages, hugetlb)?;
         }
-        // Did the process exit while we read it? A zombie has no memory
-        // left to read; a reaped process fails to stat.
-        let alive = matches!(dir.stat(&mut self.text), Ok(s) if s.state != 'Z' && s.state != 'X');
+        // Did the process (or the thread read) exit while we read it? A
+        // zombie has no memory left to read; a reaped process fails to
+        // stat.
+        let alive = matches!(mem.stat(&mut self.text), Ok(s) if !s.is_dead());
         if !alive {
             if !em.streamed() {
                 return Ok(Outcome::Gone);
@@ -515,25 +557,30 @@ impl Collector<'_, '_> {
     /// The address ranges whose pagemap is worth reading: VMAs that smaps
     /// says have a page in RAM or swap (the others hold only empty
     /// entries), each marked sparse if it is worth asking the kernel first
-    /// which parts of it hold anything ([`Range::sparse`]).
+    /// which parts of it hold anything ([`Range::sparse`]), and every
+    /// hugetlb VMA (VmFlags `ht`: smaps counts its pages in neither Rss
+    /// nor Swap, and the counters it has for them are not recorded).
     fn ranges_to_read(&self, em: &Emitter<'_, '_>) -> Vec<Range> {
         let vmas = em.buffered.iter().rev().find_map(|m| match m {
             Msg::Process(p) => Some(&p.vmas),
-            Msg::Pages(_) => None,
+            Msg::Pages(_) | Msg::Hugetlb(_) => None,
         });
         let page_kb = self.system.page_size / 1024;
         vmas.map(|v| {
             v.iter()
-                .filter(|v| v.smaps.rss > 0 || v.smaps.swap > 0)
+                .filter(|v| v.smaps.rss > 0 || v.smaps.swap > 0 || v.has_vm_flag("ht"))
                 .map(|v| {
                     let pages = (v.end - v.start) / self.system.page_size;
                     let used = (v.smaps.rss + v.smaps.swap) / page_kb.max(1);
+                    let hugetlb = v.has_vm_flag("ht");
                     Range {
                         start: v.start,
                         end: v.end,
-                        sparse: pages >= SPARSE_MIN_PAGES
+                        sparse: !hugetlb
+                            && pages >= SPARSE_MIN_PAGES
                             && used.saturating_mul(SPARSE_RATIO) < pages
                             && !v.has_vm_flag("sd"),
+                        hugetlb,
                     }
                 })
                 .collect()
@@ -549,8 +596,12 @@ struct Range {
     end: u64,
     /// Large and mostly empty: its pagemap is read only where
     /// `PAGEMAP_SCAN` finds pages ([`PagemapReader::populated`]). Not for
-    /// a soft-dirty VMA (`sd`), whose empty entries say so.
+    /// a soft-dirty VMA (`sd`), whose empty entries say so, nor for a
+    /// hugetlb one, whose size smaps does not say how much is used of.
     sparse: bool,
+    /// A hugetlb mapping (VmFlags `ht`): its pages go to
+    /// [`SnapshotSink::hugetlb`].
+    hugetlb: bool,
 }
 
 /// A VMA of at least this many pages (64 MiB of 4 KiB pages) may be
@@ -575,15 +626,29 @@ fn read_whole_note(label: &str, ranges: &[Range], page_size: u64) -> Option<Stri
     ))
 }
 
+/// A live thread of a process whose main thread has exited while its
+/// other threads run on (a zombie leader, state `Z` with more than one
+/// thread): `task/TID`, whose maps, smaps, smaps_rollup and pagemap
+/// show the process's address space where `/proc/PID`'s read empty (the
+/// leader has none left). `None` if no other thread is left alive.
+fn live_thread(dir: &ProcDir, buf: &mut Vec<u8>) -> Option<ProcDir> {
+    let tasks = dir.tasks().ok()?;
+    tasks.into_iter().filter(|&t| t != dir.pid).find_map(|t| {
+        let thread = dir.task(t).ok()?;
+        let s = thread.stat(buf).ok()?;
+        (!s.is_dead()).then_some(thread)
+    })
+}
+
 /// Why process `pid` was skipped as gone: it exited during the scan, or
 /// it is a zombie (exited, not reaped), or (where its main thread
-/// exited before the others) a zombie leader whose memory /proc/PID
-/// does not show.
+/// exited before the others) no thread of it was left to read its
+/// memory through.
 fn gone_note(proc: &std::path::Path, pid: u32) -> String {
     match ProcDir::at(proc, pid).stat(&mut Vec::new()) {
         Ok(s) if s.state == 'Z' && s.num_threads > 1 => format!(
-            "pid {pid}: its main thread has exited while its other threads run on, and \
-             /proc/{pid} then shows no memory; skipped (its memory is not counted)"
+            "pid {pid}: its main thread has exited, and none of its other threads could \
+             be read (they exited during the scan); skipped (its memory is not counted)"
         ),
         Ok(s) if s.state == 'Z' => format!(
             "pid {pid}: a zombie (it has exited; its parent, pid {}, has not reaped it), \
@@ -643,6 +708,7 @@ pub fn collect(
                         notes: Vec::new(),
                         denied: Vec::new(),
                         pages_denied: Vec::new(),
+                        hugetlb_pending: false,
                     };
                     let mut em = Emitter {
                         sink: &shared,

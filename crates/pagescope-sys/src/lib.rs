@@ -18,6 +18,7 @@ pub mod poll;
 pub mod ptrace;
 pub mod remote;
 pub mod signals;
+pub mod thread;
 pub mod touch;
 pub mod uffd;
 pub mod wait;

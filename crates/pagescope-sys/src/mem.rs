@@ -40,6 +40,29 @@ impl Region {
         })
     }
 
+    /// A new private anonymous mapping of `len` bytes backed by hugetlb
+    /// pages of the default size (`MAP_HUGETLB`), read-write; `len` must
+    /// be a multiple of that size. The kernel takes the pages from its
+    /// pool (`vm.nr_hugepages`) and refuses (`ENOMEM`) if it has too few.
+    pub fn hugetlb(len: usize) -> io::Result<Region> {
+        use rustix::mm::{MapFlags, ProtFlags};
+        // SAFETY: a fresh mapping at an address the kernel chooses: it
+        // overlaps nothing, and is never unmapped.
+        let p = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE | MapFlags::HUGETLB,
+            )?
+        };
+        Ok(Region {
+            base: p.cast(),
+            len,
+            _heap: None,
+        })
+    }
+
     /// A new private anonymous read-write region of `len` bytes in the
     /// middle of a `reserve`-byte mapping (`MAP_NORESERVE`) that nothing
     /// else touches: a large, sparsely used address range, as a

@@ -5,6 +5,7 @@
 mod util;
 
 use std::process::{Command, Stdio};
+use util::hugetlb::{hugetlb_in_use_kb, meminfo, HugePages};
 use util::*;
 
 /// Snapshots everything while pagetest holds its buffer, then checks the
@@ -706,4 +707,123 @@ fn a_zombie_is_named_as_one() {
         said.contains(&format!("pid {zombie}: a zombie")) && said.contains(&parent_pid),
         "{said}"
     );
+}
+
+/// A process whose main thread has exited while another thread holds its
+/// memory (a zombie leader: /proc/PID shows no memory) is read through
+/// that thread: its pages count, under its pid and name, as the kernel's
+/// smaps_rollup read through /proc/PID/task/TID says, and as many as
+/// pagetest wrote at least.
+#[test]
+fn a_process_whose_main_thread_exited_is_counted() {
+    require_pfns!();
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--size", "16M", "--mode", "anon", "--leader-exits"];
+    let pt = Pagetest::start(&[], &args, "leader-exits");
+    let (pid, tid) = (pt.pid(), pt.lines.last().unwrap()["tid"].as_u64().unwrap());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .unwrap()
+        .contains(") Z ")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{pid}'s main thread never exited"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    wait_asleep(tid);
+    // The kernel shows the memory through the thread only.
+    let leader = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    assert!(!leader.contains("Rss:"), "{leader}");
+    let rollup = task_smaps_rollup(pid, tid as u32);
+    let kb = pt.ready["page_size"].as_u64().unwrap() / 1024;
+    let snap = temp_path(dir.path(), "s.snap");
+    let out = run_ok(&["snapshot", "-q", "--pid", &pid.to_string(), "-o", &snap]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!said.contains(&format!("pid {pid}")), "{said}");
+    // Its PSS moves as other processes map or unmap the libraries it
+    // maps; the rest holds still.
+    let steady = |mut r: std::collections::HashMap<String, u64>| {
+        r.retain(|k, _| !k.starts_with("Pss"));
+        r
+    };
+    let after = task_smaps_rollup(pid, tid as u32);
+    assert_eq!(steady(rollup.clone()), steady(after), "the memory moved");
+    let procs = report_json(&["report", "processes", "-i", &snap, "-f", "json"]);
+    let row = process_row(&procs, pid);
+    assert_eq!(row["comm"], "pagetest");
+    let pages = |k: &str| row[k].as_u64().unwrap_or_else(|| panic!("{k}: {row}"));
+    assert_eq!(pages("rss_pages"), rollup["Rss"] / kb, "{row}");
+    assert_eq!(
+        pages("uss_pages"),
+        (rollup["Private_Clean"] + rollup["Private_Dirty"]) / kb,
+        "{row}"
+    );
+    assert!(pages("uss_pages") >= pt.pages(), "{row}");
+    let total = report_json(&["report", "total", "-i", &snap, "-f", "json"]);
+    assert!(
+        total["user_anon_pages"].as_u64().unwrap() >= pt.pages(),
+        "{total}"
+    );
+}
+
+/// A process's hugetlb pages are counted apart from its RSS, as smaps
+/// counts them (`Private_Hugetlb + Shared_Hugetlb`, not in `Rss`), and
+/// `report total` gives the hugetlb pages in use as meminfo does.
+#[test]
+fn hugetlb_pages_are_counted_as_the_kernel_does() {
+    require_pfns!();
+    let _serial = serial();
+    let Some(huge_kb) = meminfo("Hugepagesize") else {
+        skip!(
+            "hugetlb",
+            "no Hugepagesize in /proc/meminfo: a kernel without CONFIG_HUGETLBFS"
+        )
+    };
+    let n = 4;
+    let _pool = match HugePages::reserve(n) {
+        Ok(pool) => pool,
+        Err(why) => skip!("hugetlb", why),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let size = format!("{}K", n * huge_kb);
+    let args = ["--size", &size, "--mode", "hugetlb", "--hold"];
+    let pt = Pagetest::start(&[], &args, "done");
+    let pid = pt.pid();
+    let kb = pt.ready["page_size"].as_u64().unwrap() / 1024;
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap();
+    let hugetlb_kb: u64 = smaps
+        .lines()
+        .filter(|l| l.starts_with("Private_Hugetlb:") || l.starts_with("Shared_Hugetlb:"))
+        .map(|l| l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(hugetlb_kb, n * huge_kb, "smaps of a buffer written whole");
+    let in_use = hugetlb_in_use_kb();
+    let rollup = smaps_rollup(pid);
+    let snap = temp_path(dir.path(), "h.snap");
+    snapshot_pid(pid, &snap);
+    assert_eq!(
+        in_use,
+        hugetlb_in_use_kb(),
+        "the hugetlb pages in use moved"
+    );
+    let procs = report_json(&["report", "processes", "-i", &snap, "-f", "json"]);
+    let row = process_row(&procs, pid);
+    let pages = |k: &str| row[k].as_u64().unwrap_or_else(|| panic!("{k}: {row}"));
+    assert_eq!(pages("hugetlb_pages"), hugetlb_kb / kb, "{row}");
+    assert_eq!(pages("hugetlb_pages"), pt.pages(), "{row}");
+    // Not in its RSS, as not in the kernel's.
+    assert_close(
+        "rss_pages",
+        pages("rss_pages") as f64,
+        (rollup["Rss"] / kb) as f64,
+        1.0,
+    );
+    assert!(pages("rss_pages") < pt.pages(), "{row}");
+    let total = report_json(&["report", "total", "-i", &snap, "-f", "json"]);
+    let field = |k: &str| total[k].as_u64().unwrap_or_else(|| panic!("{k}: {total}"));
+    assert_eq!(field("hugetlb_pages"), in_use / kb, "{total}");
+    assert_eq!(field("user_hugetlb_pages"), pt.pages(), "{total}");
 }

@@ -24,7 +24,10 @@
 //! the range and the pages asked out). In `read` mode the buffer is
 //! first filled (before `ready`), since reading never-written anonymous
 //! memory maps only the shared zero page. With `--hold` it keeps the
-//! memory after `done` until killed.
+//! memory after `done` until killed. With `--leader-exits` it holds the
+//! memory in a second thread and its main thread exits alone (saying
+//! `{"event":"leader-exits","tid":T}` first, T the thread that holds):
+//! the process runs on with a zombie leader.
 
 #![forbid(unsafe_code)]
 
@@ -48,6 +51,10 @@ enum Mode {
     File,
     /// A shared mapping of a memfd (shmem).
     Shm,
+    /// A private anonymous mmap of hugetlb pages (`MAP_HUGETLB`, the
+    /// default huge page size; the size is rounded up to it). The kernel
+    /// must hold enough in its pool (`vm.nr_hugepages`).
+    Hugetlb,
 }
 
 /// What each touch does.
@@ -105,6 +112,12 @@ struct Args {
     /// Keep the memory after the last iteration until killed.
     #[arg(long)]
     hold: bool,
+    /// After `done`, keep the memory in a new thread and end the main
+    /// thread alone (exit(2)): the process lives on in that thread, with
+    /// a zombie leader (`/proc/PID/stat` says `Z`, `/proc/PID/smaps` is
+    /// empty, `/proc/PID/task/TID/smaps` shows the memory).
+    #[arg(long, conflicts_with_all = ["hold", "grow", "fork"])]
+    leader_exits: bool,
     /// Directory for the file of `--mode file` (default: the current one).
     #[arg(long, value_name = "DIR")]
     dir: Option<std::path::PathBuf>,
@@ -210,6 +223,7 @@ fn map_buffer(args: &Args, len: usize) -> Result<Buffer> {
                 .context("mmap of the reservation holding the buffer"),
             None => Region::anonymous(len).context("mmap of the anonymous buffer"),
         },
+        Mode::Hugetlb => Region::hugetlb(len).context("mmap of the hugetlb buffer (MAP_HUGETLB)"),
         Mode::File | Mode::Shm => {
             let fd = if args.mode == Mode::Shm {
                 rustix::fs::memfd_create("pagetest", rustix::fs::MemfdFlags::CLOEXEC)
@@ -245,7 +259,11 @@ fn run(args: Args) -> Result<()> {
         pagescope_sys::uffd::deny_userfaultfd().context("seccomp filter")?;
     }
     let page = rustix::param::page_size();
-    let len = usize::try_from(args.size.div_ceil(page as u64) * page as u64)
+    let unit = match args.mode {
+        Mode::Hugetlb => huge_page_size()?,
+        _ => page as u64,
+    };
+    let len = usize::try_from(args.size.div_ceil(unit) * unit)
         .context("size too large for this machine")?;
     if len / page > usize::MAX / 2 {
         bail!("size too large");
@@ -302,7 +320,33 @@ fn run(args: Args) -> Result<()> {
     if args.hold {
         hold();
     }
+    if args.leader_exits {
+        leader_exits()?;
+    }
     Ok(())
+}
+
+/// Starts a thread that holds on, says which thread it is, and ends the
+/// main thread alone. The buffer stays: the main thread runs no
+/// destructor as it ends.
+fn leader_exits() -> Result<()> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("pagetest-holder".into())
+        .spawn(move || {
+            let tid = std::fs::read_link("/proc/thread-self")
+                .ok()
+                .and_then(|l| l.file_name()?.to_str()?.parse::<u32>().ok());
+            let _ = tx.send(tid);
+            hold();
+        })
+        .context("starting the holding thread")?;
+    let tid = rx
+        .recv()
+        .context("the holding thread")?
+        .context("the holding thread's id (/proc/thread-self)")?;
+    emit(json!({"event": "leader-exits", "tid": tid}))?;
+    pagescope_sys::thread::exit_this_thread()
 }
 
 /// Pages out the first `pages` whole pages of the buffer (from its first
@@ -323,6 +367,17 @@ fn pageout(buf: &Buffer, page: usize, pages: usize) -> Result<()> {
         "pages": pages,
         "time_ns": now_ns(),
     }))
+}
+
+/// The default hugetlb page size (`Hugepagesize` of /proc/meminfo).
+fn huge_page_size() -> Result<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").context("reading /proc/meminfo")?;
+    let kb = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("Hugepagesize:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .context("no Hugepagesize in /proc/meminfo: this kernel has no hugetlb pages")?;
+    Ok(kb * 1024)
 }
 
 fn hold() -> ! {

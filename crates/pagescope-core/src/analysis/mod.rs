@@ -103,6 +103,12 @@ impl<S: SnapshotSink> SnapshotSink for PidFilter<'_, S> {
         }
         Ok(())
     }
+    fn hugetlb(&mut self, chunk: &PageChunk) -> Result<()> {
+        if self.passing {
+            self.inner.hugetlb(chunk)?;
+        }
+        Ok(())
+    }
     fn finish(&mut self, t: &Trailer) -> Result<()> {
         self.inner.finish(t)
     }
@@ -135,6 +141,10 @@ impl<A: SnapshotSink, B: SnapshotSink> SnapshotSink for Tee<'_, A, B> {
     fn pages(&mut self, chunk: &PageChunk) -> Result<()> {
         self.0.pages(chunk)?;
         self.1.pages(chunk)
+    }
+    fn hugetlb(&mut self, chunk: &PageChunk) -> Result<()> {
+        self.0.hugetlb(chunk)?;
+        self.1.hugetlb(chunk)
     }
     fn finish(&mut self, t: &Trailer) -> Result<()> {
         self.0.finish(t)?;

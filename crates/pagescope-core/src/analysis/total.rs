@@ -1,7 +1,7 @@
 //! The whole machine in one set of numbers: user pages (distinct page
 //! frames mapped by user processes, the 2005 suite's "total"), and from
-//! the snapshot's meminfo the page cache, the kernel's own memory and the
-//! free pages.
+//! the snapshot's meminfo the page cache, the kernel's own memory, the
+//! hugetlb pages in use and the free pages.
 
 use super::pfnset::PfnSet;
 use super::{is_resident, VmaCursor};
@@ -19,6 +19,10 @@ pub struct TotalFigures {
     pub user_anon_pages: Option<u64>,
     /// Of those, file-backed or shared-memory frames.
     pub user_file_pages: Option<u64>,
+    /// Distinct frames of hugetlb pages mapped by the processes in the
+    /// snapshot (apart from `user_pages`, as smaps keeps them apart from
+    /// Rss; `None` when page frame numbers were hidden).
+    pub user_hugetlb_pages: Option<u64>,
     /// The sum of every process's RSS (counts shared frames once per
     /// process that maps them).
     pub rss_sum_pages: u64,
@@ -43,6 +47,10 @@ pub struct TotalFigures {
     pub page_table_pages: u64,
     /// meminfo KernelStack.
     pub kernel_stack_pages: u64,
+    /// Hugetlb pages of the default size in use (mapped or reserved for
+    /// a mapping): meminfo `(HugePages_Total - HugePages_Free) *
+    /// Hugepagesize`. Not in `free_pages`, nor in any other figure.
+    pub hugetlb_pages: u64,
 }
 
 /// The `total` analysis.
@@ -63,6 +71,9 @@ pub struct Total {
     cursor: VmaCursor,
     anon: u64,
     distinct: u64,
+    /// Distinct hugetlb frames, and how many the current process added.
+    hugetlb: u64,
+    current_hugetlb: u64,
     /// What the current process's pages added so far: to the RSS sum, to
     /// the distinct frames, to the anonymous ones.
     current: (u64, u64, u64),
@@ -89,7 +100,13 @@ impl Total {
         f.slab_pages = kb("SReclaimable") + kb("SUnreclaim");
         f.page_table_pages = kb("PageTables") + kb("SecPageTables");
         f.kernel_stack_pages = kb("KernelStack");
+        // HugePages_* are counts of huge pages, not kB.
+        let huge = |k: &str| s.meminfo_kb(k).unwrap_or(0);
+        f.hugetlb_pages = huge("HugePages_Total").saturating_sub(huge("HugePages_Free"))
+            * huge("Hugepagesize")
+            / kpp;
         if s.pfns_visible {
+            f.user_hugetlb_pages = Some(self.hugetlb);
             f.user_pages = Some(self.distinct);
             f.user_anon_pages = Some(self.anon);
             f.user_file_pages = Some(self.distinct - self.anon);
@@ -109,6 +126,7 @@ impl SnapshotSink for Total {
         self.cursor = VmaCursor::default();
         self.counting = p.pages_read();
         self.current = (0, 0, 0);
+        self.current_hugetlb = 0;
         if !p.task.kernel_thread {
             self.figures.processes += 1;
             if !self.counting {
@@ -148,6 +166,22 @@ impl SnapshotSink for Total {
         Ok(())
     }
 
+    fn hugetlb(&mut self, chunk: &PageChunk) -> Result<()> {
+        if !self.system.pfns_visible || !self.counting {
+            return Ok(());
+        }
+        for page in &chunk.pages {
+            let Some(pfn) = page.entry.pfn().filter(|_| page.entry.is_present()) else {
+                continue;
+            };
+            if self.seen.insert(pfn.0) {
+                self.hugetlb += 1;
+                self.current_hugetlb += 1;
+            }
+        }
+        Ok(())
+    }
+
     fn finish(&mut self, trailer: &Trailer) -> Result<()> {
         self.notes = trailer.notes.clone();
         self.complete = true;
@@ -165,6 +199,7 @@ impl SnapshotSink for Total {
             self.figures.rss_sum_pages -= rss;
             self.distinct -= distinct;
             self.anon -= anon;
+            self.hugetlb -= std::mem::take(&mut self.current_hugetlb);
             self.figures.processes_unread += 1;
             self.counting = false;
         }

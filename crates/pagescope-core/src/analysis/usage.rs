@@ -163,6 +163,10 @@ pub struct ProcessUsage {
     pub uss: Option<u64>,
     /// Swapped pages, as smaps counts them (shared memory in swap too).
     pub swap: Option<u64>,
+    /// Pages of its hugetlb mappings in memory, in base pages: what
+    /// smaps counts as `Private_Hugetlb + Shared_Hugetlb` and in no
+    /// other figure (not in `rss`). `None` unless its pages were read.
+    pub hugetlb: Option<u64>,
     /// Resident anonymous pages.
     pub anon: Option<u64>,
     /// Resident pages by class and permissions (`None` unless its VMAs and
@@ -193,6 +197,7 @@ impl ProcessUsage {
             pss: Some(0.0),
             uss: Some(0),
             swap: Some(0),
+            hugetlb: Some(0),
             anon: Some(0),
             phys: Some(PageCounts::default()),
             virt: Some(PageCounts::default()),
@@ -397,6 +402,7 @@ impl SnapshotSink for Usage {
             phys: pages_read.then(PageCounts::default),
             virt: vmas_read.then(PageCounts::default),
             heuristic: vmas_read.then_some(false),
+            hugetlb: pages_read.then_some(0),
             ..ProcessUsage::default()
         };
         if from_pages {
@@ -502,6 +508,20 @@ impl SnapshotSink for Usage {
         self.processes.push(u);
         // Kept in case the file ends in its pages.
         self.last = p.pages_read().then(|| p.clone());
+        Ok(())
+    }
+
+    /// Counts the present pages of the process's hugetlb mappings.
+    fn hugetlb(&mut self, chunk: &PageChunk) -> Result<()> {
+        let Some(u) = self.processes.last_mut() else {
+            return Ok(());
+        };
+        if u.pid != chunk.pid || u.start_time != chunk.start_time {
+            return Ok(());
+        }
+        if let Some(h) = u.hugetlb.as_mut() {
+            *h += chunk.pages.iter().filter(|p| p.entry.is_present()).count() as u64;
+        }
         Ok(())
     }
 

@@ -96,7 +96,7 @@ const _: () = assert!(10 + 4 + CHUNK_FRAMES <= PHYSMAP_RAW as usize);
 pub fn max_raw(frame_type: u16) -> Option<u32> {
     use frame_type::*;
     match frame_type {
-        PAGES => Some(PAGES_RAW),
+        PAGES | HUGETLB_PAGES => Some(PAGES_RAW),
         REFS | REFS_IN_UNITS | REFS_PREDICTED | REFS_FOLDED => Some(REFS_RAW),
         PHYSMAP => Some(PHYSMAP_RAW),
         SYSTEM | PROCESS | ELF | TRACE_HEADER | MAPPING | MAPPING_WITH_DEVICE | MAPPINGS

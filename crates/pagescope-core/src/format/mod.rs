@@ -62,6 +62,10 @@ pub mod frame_type {
     pub const ELF: u16 = 4;
     /// [`crate::model::PhysChunk`].
     pub const PHYSMAP: u16 = 5;
+    /// A [`crate::model::PageChunk`] of a process's hugetlb mappings,
+    /// encoded as [`PAGES`]. Readers that predate it skip it (and show
+    /// the snapshot without hugetlb pages, as it was before).
+    pub const HUGETLB_PAGES: u16 = 6;
     /// [`crate::trace::TraceHeader`]: the first frame of a trace.
     pub const TRACE_HEADER: u16 = 16;
     /// A [`crate::trace::Mapping`] without its `dev` (read, no longer
@@ -119,6 +123,7 @@ pub mod frame_type {
             SYSTEM => "system",
             PROCESS => "process",
             PAGES => "page chunk",
+            HUGETLB_PAGES => "hugetlb page chunk",
             ELF => "ELF file",
             PHYSMAP => "physical map chunk",
             TRACE_HEADER => "trace header",

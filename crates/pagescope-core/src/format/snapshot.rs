@@ -37,6 +37,27 @@ impl<W: Write> SnapshotWriter<W> {
         self.file.frames.bytes
     }
 
+    /// Writes `chunk` in frames of `frame_type` of at most
+    /// [`limits::CHUNK_PAGES`] pages.
+    fn chunks(&mut self, frame_type: u16, chunk: &PageChunk) -> Result<()> {
+        if chunk.pages.len() > limits::CHUNK_PAGES {
+            for pages in chunk.pages.chunks(limits::CHUNK_PAGES) {
+                self.chunks(
+                    frame_type,
+                    &PageChunk {
+                        pid: chunk.pid,
+                        start_time: chunk.start_time,
+                        pages: pages.to_vec(),
+                    },
+                )?;
+            }
+            return Ok(());
+        }
+        self.encoder
+            .encode(chunk, self.page_size, &mut self.encoded);
+        self.file.raw(frame_type, &self.encoded)
+    }
+
     fn put<T>(&mut self, frame_type: u16, value: &T) -> Result<()>
     where
         T: serde::Serialize + serde::de::DeserializeOwned,
@@ -61,19 +82,12 @@ impl<W: Write> SnapshotSink for SnapshotWriter<W> {
 
     /// Writes the pages in frames of at most [`limits::CHUNK_PAGES`].
     fn pages(&mut self, chunk: &PageChunk) -> Result<()> {
-        if chunk.pages.len() > limits::CHUNK_PAGES {
-            for pages in chunk.pages.chunks(limits::CHUNK_PAGES) {
-                self.pages(&PageChunk {
-                    pid: chunk.pid,
-                    start_time: chunk.start_time,
-                    pages: pages.to_vec(),
-                })?;
-            }
-            return Ok(());
-        }
-        self.encoder
-            .encode(chunk, self.page_size, &mut self.encoded);
-        self.file.raw(frame_type::PAGES, &self.encoded)
+        self.chunks(frame_type::PAGES, chunk)
+    }
+
+    /// Writes the hugetlb pages as the others, in frames of their own.
+    fn hugetlb(&mut self, chunk: &PageChunk) -> Result<()> {
+        self.chunks(frame_type::HUGETLB_PAGES, chunk)
     }
 
     fn finish(&mut self, trailer: &Trailer) -> Result<()> {
@@ -189,7 +203,10 @@ pub fn read_snapshot<R: Read>(
             }
         };
         let at = frame.offset;
-        in_pages &= matches!(frame.frame_type, frame_type::PAGES);
+        in_pages &= matches!(
+            frame.frame_type,
+            frame_type::PAGES | frame_type::HUGETLB_PAGES
+        );
         match frame.frame_type {
             frame_type::SYSTEM => {
                 if seen_system {
@@ -231,7 +248,7 @@ pub fn read_snapshot<R: Read>(
                 seen_process = true;
                 in_pages = true;
             }
-            frame_type::PAGES => {
+            frame_type::PAGES | frame_type::HUGETLB_PAGES => {
                 if !seen_process {
                     return Err(Error::corrupt(
                         path,
@@ -240,7 +257,10 @@ pub fn read_snapshot<R: Read>(
                 }
                 let chunk = codec::decode_pages(&frame.payload)
                     .map_err(|why| Error::corrupt(path, format!("frame at byte {at}: {why}")))?;
-                sink.pages(&chunk)?;
+                match frame.frame_type {
+                    frame_type::PAGES => sink.pages(&chunk)?,
+                    _ => sink.hugetlb(&chunk)?,
+                }
             }
             frame_type::ELF => {
                 let e: ElfFile = decode(path, at, "elf", &frame.payload)?;

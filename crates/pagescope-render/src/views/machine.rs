@@ -35,6 +35,11 @@ pub fn total(t: &Total) -> Report {
                 Value::pages(f.user_file_pages),
             ),
             (
+                "user_hugetlb_pages",
+                "user hugetlb pages (distinct frames, not in the above)",
+                Value::pages(f.user_hugetlb_pages),
+            ),
+            (
                 "rss_sum_pages",
                 "sum of process RSS",
                 Value::pages(f.rss_sum_pages.into()),
@@ -69,6 +74,11 @@ pub fn total(t: &Total) -> Report {
                 "kernel_stack_pages",
                 "kernel stacks (meminfo KernelStack)",
                 mem(f.kernel_stack_pages),
+            ),
+            (
+                "hugetlb_pages",
+                "hugetlb in use (meminfo HugePages_Total - HugePages_Free)",
+                mem(f.hugetlb_pages),
             ),
             ("free_pages", "free (meminfo MemFree)", mem(f.free_pages)),
             (

@@ -25,6 +25,7 @@ macro_rules! require_pfns {
     };
 }
 
+pub mod hugetlb;
 pub mod named;
 
 use pagescope_core::analysis::temporal::Recording;
@@ -268,7 +269,17 @@ impl Drop for Pagetest {
 
 /// The kernel's smaps_rollup of a process, in kB by key.
 pub fn smaps_rollup(pid: u32) -> std::collections::HashMap<String, u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap();
+    rollup_at(&format!("/proc/{pid}/smaps_rollup"))
+}
+
+/// The kernel's smaps_rollup of process `pid` read through its thread
+/// `tid` (`/proc/PID/task/TID/smaps_rollup`), in kB by key.
+pub fn task_smaps_rollup(pid: u32, tid: u32) -> std::collections::HashMap<String, u64> {
+    rollup_at(&format!("/proc/{pid}/task/{tid}/smaps_rollup"))
+}
+
+fn rollup_at(path: &str) -> std::collections::HashMap<String, u64> {
+    let text = std::fs::read_to_string(path).unwrap();
     text.lines()
         .skip(1)
         .filter_map(|l| {
