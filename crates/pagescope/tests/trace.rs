@@ -902,6 +902,37 @@ fn traced_programs_get_the_descriptor_numbers_they_get_untraced() {
     }
 }
 
+/// A shell that lowers its open-files limit under the number where
+/// pagescope keeps its userfaultfd, then forks: each child makes its own
+/// userfaultfd under its limit, and the trace goes on.
+#[test]
+fn children_under_a_lowered_descriptor_limit_are_traced() {
+    require_trace!();
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = temp_path(dir.path(), "t.trace");
+    let script = "ulimit -n 64; for i in 1 2 3; do printf '[%s]' \"$(echo $i)\"; done";
+    for evict in methods() {
+        let out = Command::new(pagescope_bin())
+            .args(["trace", "-q", "--evict", evict, "-o", &trace])
+            .args(["--", "sh", "-c", script])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "by {evict}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "[1][2][3]",
+            "by {evict}"
+        );
+        let (all, _) = read_all(&trace);
+        assert!(all.end.is_some(), "by {evict}: the trace is not complete");
+    }
+}
+
 /// A shell that forks a subshell per command substitution, with a pool
 /// of 16 pages: each child starts with pages evicted from its parent, and
 /// must find them in its copy of the store.

@@ -223,14 +223,22 @@ impl Ptracer {
         if inherited && fd != parent_fd {
             let flags = pagescope_sys::abi::O_CLOEXEC;
             let r = inject(inj, nr::DUP3, [fd as u64, parent_fd as u64, flags, 0, 0, 0])?;
-            inject(inj, nr::CLOSE, [fd as u64, 0, 0, 0, 0, 0])?;
-            if r < 0 {
-                return Err(sys(
-                    "dup3 of a child's userfaultfd",
-                    std::io::Error::from_raw_os_error(-r as i32),
-                ));
+            if r == -(rustix::io::Errno::BADF.raw_os_error() as i64) {
+                // The inherited slot is at or above the child's
+                // open-files limit (lowered since the parent's set-up, as
+                // `ulimit -n` in a shell): its own stays where it is, and
+                // the inherited copy goes.
+                inject(inj, nr::CLOSE, [parent_fd as u64, 0, 0, 0, 0, 0])?;
+            } else {
+                inject(inj, nr::CLOSE, [fd as u64, 0, 0, 0, 0, 0])?;
+                if r < 0 {
+                    return Err(sys(
+                        "dup3 of a child's userfaultfd",
+                        std::io::Error::from_raw_os_error(-r as i32),
+                    ));
+                }
+                fd = parent_fd;
             }
-            fd = parent_fd;
         }
         Ok((self.uffd_with_features(take_fd(tid, fd)?)?, fd))
     }
