@@ -2247,3 +2247,59 @@ fn a_process_held_by_another_tracer_gets_a_hint_that_works() {
         "the first run said {err:?}; with --no-freeze: {unfrozen_err}"
     );
 }
+
+/// A process recorded by pid is left with the descriptor table it had:
+/// the userfaultfd its write tracking is given through is closed in it at
+/// once, where the kernel put it, and never moved to a high number (which
+/// would leave the table grown for good: `FDSize` in /proc/PID/status).
+#[test]
+fn a_recorded_process_keeps_its_descriptor_table() {
+    let _serial = serial();
+    let fd_size = |pid: u32| {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("FDSize:"))
+            .map(|v| v.trim().to_string())
+            .unwrap()
+    };
+    let pt = Pagetest::start(
+        &[],
+        &[
+            "--size",
+            "4M",
+            "--op",
+            "write",
+            "--iterations",
+            "1000",
+            "--sleep",
+            "50ms",
+        ],
+        "ready",
+    );
+    let before = fd_size(pt.pid());
+    let dir = tempfile::tempdir().unwrap();
+    let out = temp_path(dir.path(), "r.rec");
+    let pid = pt.pid().to_string();
+    let rec = run(
+        &[],
+        &[
+            "record",
+            "-q",
+            "--interval",
+            "100ms",
+            "--duration",
+            "500ms",
+            "-o",
+            &out,
+            "--pid",
+            &pid,
+        ],
+    );
+    assert!(
+        rec.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rec.stderr)
+    );
+    assert_eq!(fd_size(pt.pid()), before, "FDSize of the recorded process");
+}

@@ -170,7 +170,10 @@ pub fn userfaultfd_of(pid: u32) -> Result<Option<OwnedFd>> {
             inj.park_in_vdso(pid, boot)
                 .map_err(|e| sys("writing the parking record", e))?;
         }
-        let fd = make_userfaultfd(&mut inj, t)?;
+        // Closed in the program at once: it stays where the kernel put
+        // it (moved high, it would leave the program's descriptor table
+        // grown for good).
+        let fd = make_low_userfaultfd(&mut inj, t)?;
         die_here_for_tests("write-tracking");
         let ours = take_fd(pid, fd as i32);
         inj.syscall(nr::CLOSE, [fd as u64, 0, 0, 0, 0, 0])
