@@ -231,7 +231,10 @@ impl Recorder<'_> {
             return Ok(());
         }
         self.probe.reset(&[b.pid])?;
-        if self.seen.insert(b.pid) || self.early.contains_key(&b.pid) {
+        // A forked process is new even where its pid was seen before (a
+        // pid used again): its rows start in the interval that runs.
+        let new = self.seen.insert(b.pid) || !b.exec;
+        if new || self.early.contains_key(&b.pid) {
             let command = ProcDir::open(&self.root.proc, b.pid)
                 .and_then(|d| d.cmdline(&mut self.buf))
                 .unwrap_or_default();
