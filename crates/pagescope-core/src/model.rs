@@ -59,6 +59,13 @@ pub struct SystemInfo {
     /// written before it.
     #[serde(skip)]
     pub origin: Option<Origin>,
+    /// Whether the pages of hugetlb mappings were read
+    /// ([`SnapshotSink::hugetlb`]), said by a frame of its own after the
+    /// system record (`HUGETLB_READ`): files written before pagescope
+    /// read them have none, and their hugetlb figures are unknown (null),
+    /// not 0.
+    #[serde(skip)]
+    pub hugetlb_read: bool,
 }
 
 /// Which machine, and which boot of it, a file was written on: what ties

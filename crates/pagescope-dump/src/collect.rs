@@ -459,6 +459,8 @@ fn system_info(
         nodes,
         selected_pids: config.pids.clone(),
         origin,
+        // Hugetlb pages are not told apart from a process's others here.
+        hugetlb_read: false,
     })
 }
 

@@ -667,7 +667,9 @@ pub fn collect(
     progress: &mut (dyn FnMut(Progress) + Send),
 ) -> Result<Trailer> {
     let started = Instant::now();
-    let system = system::collect(&config.root, &config.pids)?;
+    let mut system = system::collect(&config.root, &config.pids)?;
+    // Every process's hugetlb mappings are read (`Emit`).
+    system.hugetlb_read = true;
     if config.physmap {
         crate::physmap::check(&system)?;
     }

@@ -70,6 +70,7 @@ fn feed(sink: &mut dyn SnapshotSink) {
         page_size: PS,
         pfns_visible: true,
         memcg_visible: true,
+        hugetlb_read: true,
         meminfo: vec![
             ("MemTotal".into(), 8 * 1024 * 1024),
             ("MemFree".into(), 4 * 1024 * 1024),

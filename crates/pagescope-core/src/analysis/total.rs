@@ -47,9 +47,12 @@ pub struct TotalFigures {
     pub page_table_pages: u64,
     /// meminfo KernelStack.
     pub kernel_stack_pages: u64,
-    /// Hugetlb pages of the default size in use (mapped or reserved for
-    /// a mapping): meminfo `(HugePages_Total - HugePages_Free) *
-    /// Hugepagesize`. Not in `free_pages`, nor in any other figure.
+    /// Hugetlb pages of the default size allocated to a mapping (mapped
+    /// or not; pages only reserved count as free in `HugePages_Free`):
+    /// meminfo `(HugePages_Total - HugePages_Free) * Hugepagesize`. Other
+    /// huge page sizes are not counted here, while `user_hugetlb_pages`
+    /// counts the mapped pages of every size. Not in `free_pages`, nor in
+    /// any other figure.
     pub hugetlb_pages: u64,
 }
 
@@ -106,7 +109,7 @@ impl Total {
             * huge("Hugepagesize")
             / kpp;
         if s.pfns_visible {
-            f.user_hugetlb_pages = Some(self.hugetlb);
+            f.user_hugetlb_pages = s.hugetlb_read.then_some(self.hugetlb);
             f.user_pages = Some(self.distinct);
             f.user_anon_pages = Some(self.anon);
             f.user_file_pages = Some(self.distinct - self.anon);

@@ -402,7 +402,7 @@ impl SnapshotSink for Usage {
             phys: pages_read.then(PageCounts::default),
             virt: vmas_read.then(PageCounts::default),
             heuristic: vmas_read.then_some(false),
-            hugetlb: pages_read.then_some(0),
+            hugetlb: (pages_read && self.system.hugetlb_read).then_some(0),
             ..ProcessUsage::default()
         };
         if from_pages {

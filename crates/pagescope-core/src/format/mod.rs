@@ -66,6 +66,12 @@ pub mod frame_type {
     /// encoded as [`PAGES`]. Readers that predate it skip it (and show
     /// the snapshot without hugetlb pages, as it was before).
     pub const HUGETLB_PAGES: u16 = 6;
+    /// Right after the system record (and its origin): the writer read
+    /// the pages of hugetlb mappings ([`HUGETLB_PAGES`]), so that a
+    /// snapshot without such frames has none, where one written before
+    /// them has unknown hugetlb figures. An empty payload; older readers
+    /// skip it.
+    pub const HUGETLB_READ: u16 = 7;
     /// [`crate::trace::TraceHeader`]: the first frame of a trace.
     pub const TRACE_HEADER: u16 = 16;
     /// A [`crate::trace::Mapping`] without its `dev` (read, no longer

@@ -70,10 +70,13 @@ impl<W: Write> SnapshotSink for SnapshotWriter<W> {
     fn system(&mut self, system: &SystemInfo) -> Result<()> {
         self.page_size = system.page_size.max(1);
         self.put(frame_type::SYSTEM, system)?;
-        match &system.origin {
-            Some(origin) => self.put(frame_type::ORIGIN, origin),
-            None => Ok(()),
+        if let Some(origin) = &system.origin {
+            self.put(frame_type::ORIGIN, origin)?;
         }
+        if system.hugetlb_read {
+            self.put(frame_type::HUGETLB_READ, &())?;
+        }
+        Ok(())
     }
 
     fn process(&mut self, process: &ProcessRecord) -> Result<()> {
@@ -190,7 +193,8 @@ pub fn read_snapshot<R: Read>(
     let mut pending: Option<SystemInfo> = None;
     loop {
         let frame = reader.next_or_end(seen_system)?;
-        if !matches!(&frame, Ok(f) if f.frame_type == frame_type::ORIGIN) {
+        if !matches!(&frame, Ok(f) if matches!(f.frame_type, frame_type::ORIGIN | frame_type::HUGETLB_READ))
+        {
             if let Some(s) = pending.take() {
                 sink.system(&s)?;
             }
@@ -240,6 +244,17 @@ pub fn read_snapshot<R: Read>(
                     ));
                 }
             },
+            frame_type::HUGETLB_READ => {
+                match pending.as_mut() {
+                    Some(s) => s.hugetlb_read = true,
+                    None => {
+                        return Err(Error::corrupt(
+                        path,
+                        format!("frame at byte {at}: hugetlb mark not right after the system record"),
+                    ));
+                    }
+                }
+            }
             frame_type::PROCESS => {
                 let p = decode_process(path, at, &frame.payload)?;
                 check_vmas(&p, page_size)
@@ -420,6 +435,54 @@ mod tests {
         let e =
             read_snapshot(&w.file.frames.into_inner()[..], path, &mut Seen::default()).unwrap_err();
         assert!(e.to_string().contains("origin not right after"), "{e}");
+    }
+
+    /// Whether hugetlb pages were read comes back from the frame after the
+    /// system record (and its origin); a file without it, as every file
+    /// written before pagescope read them, says they were not, so that
+    /// their figures are unknown, not 0.
+    #[test]
+    fn whether_hugetlb_pages_were_read_round_trips() {
+        let path = Path::new("h.snap");
+        for origin in [None, Some(crate::model::Origin::default())] {
+            for hugetlb_read in [false, true] {
+                let system = SystemInfo {
+                    page_size: 4096,
+                    origin: origin.clone(),
+                    hugetlb_read,
+                    ..SystemInfo::default()
+                };
+                let mut w = SnapshotWriter::new(Vec::new(), path).unwrap();
+                w.system(&system).unwrap();
+                let cut = w.bytes() as usize;
+                w.finish(&Trailer::default()).unwrap();
+                let bytes = w.file.frames.into_inner();
+                for end in [bytes.len(), cut] {
+                    let mut seen = Seen::default();
+                    read_snapshot(&bytes[..end], path, &mut seen).unwrap();
+                    assert_eq!(seen.1.as_ref(), Some(&system));
+                }
+            }
+        }
+        let mut w = SnapshotWriter::new(Vec::new(), path).unwrap();
+        w.system(&SystemInfo {
+            page_size: 4096,
+            ..SystemInfo::default()
+        })
+        .unwrap();
+        w.process(&ProcessRecord {
+            task: task(10, false),
+            vmas: vec![vma()],
+            ..ProcessRecord::default()
+        })
+        .unwrap();
+        w.put(frame_type::HUGETLB_READ, &()).unwrap();
+        let e =
+            read_snapshot(&w.file.frames.into_inner()[..], path, &mut Seen::default()).unwrap_err();
+        assert!(
+            e.to_string().contains("hugetlb mark not right after"),
+            "{e}"
+        );
     }
 
     /// Files written before `unread` existed hold the other fields only:
