@@ -146,8 +146,8 @@ fn release_space(space: &mut Space) -> Result<Option<Leftover>> {
 /// program's descriptor table; each copy would hold open what the program
 /// closes: a pipe whose reader then never sees its end, a socket, a file
 /// lock. `close_range` (Linux 5.9), else one `close` per descriptor listed
-/// in /proc/PID/fd.
-fn close_all_but(mover: &Mover, pid: u32, keep: i32) {
+/// in `PROC/PID/fd`.
+fn close_all_but(mover: &Mover, proc: &std::path::Path, pid: u32, keep: i32) {
     let keep = keep as u64;
     let mut ranges = vec![(keep + 1, u64::from(u32::MAX))];
     if keep > 0 {
@@ -159,7 +159,7 @@ fn close_all_but(mover: &Mover, pid: u32, keep: i32) {
     if closed {
         return;
     }
-    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+    let Ok(dir) = std::fs::read_dir(proc.join(pid.to_string()).join("fd")) else {
         return;
     };
     for fd in dir.flatten() {
@@ -181,7 +181,7 @@ fn prepare_spaces(st: &mut State) {
             if m.mover.is_none() && !m.failed {
                 match Mover::seize(m.pid, m.insn) {
                     Ok(mv) => {
-                        close_all_but(&mv, m.pid, m.fd);
+                        close_all_but(&mv, &space.mm.proc, m.pid, m.fd);
                         m.mover = Some(mv)
                     }
                     Err(e) => {
