@@ -374,6 +374,24 @@ impl Collector<'_, '_> {
             .collect())
     }
 
+    /// Reads one process into the emitter ([`Collector::process`]). A
+    /// process read through one of its threads (its main thread exited)
+    /// is read again through another if that thread exits during the read
+    /// while others run on, up to [`THREAD_TRIES`] times.
+    fn process_retrying(&mut self, pid: u32, em: &mut Emitter<'_, '_>) -> Result<Outcome> {
+        for _ in 1..THREAD_TRIES {
+            let notes = self.notes.len();
+            match self.process(pid, em)? {
+                Outcome::Gone if leader_exited(&self.config.root.proc, pid) => {
+                    em.discard();
+                    self.notes.truncate(notes);
+                }
+                read => return Ok(read),
+            }
+        }
+        self.process(pid, em)
+    }
+
     /// Reads one process into the emitter.
     fn process(&mut self, pid: u32, em: &mut Emitter<'_, '_>) -> Result<Outcome> {
         let dir = match ProcDir::open(&self.config.root.proc, pid) {
@@ -390,7 +408,10 @@ impl Collector<'_, '_> {
         // run on: its memory is read through one of those.
         let thread = match stat.state == 'Z' && stat.num_threads > 1 {
             true => match live_thread(&dir, &mut self.text) {
-                Some(t) => Some(t),
+                Some(t) => {
+                    pause_for_tests(t.pid);
+                    Some(t)
+                }
                 None => return Ok(Outcome::Gone),
             },
             false => None,
@@ -544,9 +565,14 @@ impl Collector<'_, '_> {
             if !em.streamed() {
                 return Ok(Outcome::Gone);
             }
-            self.notes.push(format!(
-                "{label}: exited during the scan; its pages are partial"
-            ));
+            self.notes.push(match thread {
+                Some(t) if leader_exited(&self.config.root.proc, pid) => format!(
+                    "{label}: read through its thread {} (its main thread has exited), \
+                     which exited during the scan; its pages are partial",
+                    t.pid
+                ),
+                _ => format!("{label}: exited during the scan; its pages are partial"),
+            });
         }
         if pages_denied {
             self.pages_denied.push(pid);
@@ -640,6 +666,46 @@ fn live_thread(dir: &ProcDir, buf: &mut Vec<u8>) -> Option<ProcDir> {
     })
 }
 
+/// A test hook (the cargo feature `test-hooks`): with
+/// `PAGESCOPE_PAUSE_READING_THROUGH=PATH` in its environment, the first
+/// time a process is read through thread `tid` ([`live_thread`]),
+/// pagescope writes `tid` to PATH and waits (up to a minute) until PATH
+/// is removed, so that a test can end that thread first.
+#[cfg(feature = "test-hooks")]
+fn pause_for_tests(tid: u32) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static DONE: AtomicBool = AtomicBool::new(false);
+    let Some(path) = std::env::var_os("PAGESCOPE_PAUSE_READING_THROUGH") else {
+        return;
+    };
+    if DONE.swap(true, Ordering::SeqCst) || std::fs::write(&path, tid.to_string()).is_err() {
+        return;
+    }
+    let deadline = Instant::now() + std::time::Duration::from_secs(60);
+    while std::fs::exists(&path).unwrap_or(false) && Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// Without the test hooks: nothing.
+#[cfg(not(feature = "test-hooks"))]
+#[inline(always)]
+fn pause_for_tests(_tid: u32) {}
+
+/// How many times a process whose main thread exited is read, each
+/// through a thread alive at the start of the read ([`live_thread`]).
+const THREAD_TRIES: usize = 4;
+
+/// Whether process `pid` runs on without its main thread (a zombie
+/// leader with other threads): one read through a thread that then
+/// exited may be tried again through another.
+fn leader_exited(proc: &std::path::Path, pid: u32) -> bool {
+    matches!(
+        ProcDir::at(proc, pid).stat(&mut Vec::new()),
+        Ok(s) if s.state == 'Z' && s.num_threads > 1
+    )
+}
+
 /// Why process `pid` was skipped as gone: it exited during the scan, or
 /// it is a zombie (exited, not reaped), or (where its main thread
 /// exited before the others) no thread of it was left to read its
@@ -727,7 +793,7 @@ pub fn collect(
                         let read = if (config.stop)() {
                             Err(Error::Interrupted)
                         } else {
-                            c.process(pid, &mut em)
+                            c.process_retrying(pid, &mut em)
                         };
                         match read {
                             Ok(Outcome::Recorded { pages }) => {

@@ -27,7 +27,9 @@
 //! memory after `done` until killed. With `--leader-exits` it holds the
 //! memory in a second thread and its main thread exits alone (saying
 //! `{"event":"leader-exits","tid":T}` first, T the thread that holds):
-//! the process runs on with a zombie leader.
+//! the process runs on with a zombie leader. Each SIGUSR1 then hands the
+//! holding over to a new thread, and the one that held ends
+//! (`{"event":"relay","tid":T}`, T the new holder).
 
 #![forbid(unsafe_code)]
 
@@ -115,7 +117,8 @@ struct Args {
     /// After `done`, keep the memory in a new thread and end the main
     /// thread alone (exit(2)): the process lives on in that thread, with
     /// a zombie leader (`/proc/PID/stat` says `Z`, `/proc/PID/smaps` is
-    /// empty, `/proc/PID/task/TID/smaps` shows the memory).
+    /// empty, `/proc/PID/task/TID/smaps` shows the memory). Each SIGUSR1
+    /// then starts a new holding thread and ends the one that held.
     #[arg(long, conflicts_with_all = ["hold", "grow", "fork"])]
     leader_exits: bool,
     /// Directory for the file of `--mode file` (default: the current one).
@@ -330,6 +333,18 @@ fn run(args: Args) -> Result<()> {
 /// main thread alone. The buffer stays: the main thread runs no
 /// destructor as it ends.
 fn leader_exits() -> Result<()> {
+    // Taken by the holding threads alone (`sigtimedwait`): blocked here,
+    // and so in every thread started from now on.
+    pagescope_sys::signals::block_in_thread(&[rustix::process::Signal::USR1.as_raw()], true)
+        .context("blocking SIGUSR1")?;
+    let tid = start_holder()?;
+    emit(json!({"event": "leader-exits", "tid": tid}))?;
+    pagescope_sys::thread::exit_this_thread()
+}
+
+/// Starts a thread that holds on until SIGUSR1, then starts the next
+/// one (saying `{"event":"relay","tid":T}`) and ends; returns its id.
+fn start_holder() -> Result<u32> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("pagetest-holder".into())
@@ -338,15 +353,19 @@ fn leader_exits() -> Result<()> {
                 .ok()
                 .and_then(|l| l.file_name()?.to_str()?.parse::<u32>().ok());
             let _ = tx.send(tid);
-            hold();
+            let usr1 = [rustix::process::Signal::USR1.as_raw()];
+            while pagescope_sys::signals::timed_wait(&usr1, Duration::from_secs(3600)).is_none() {}
+            match start_holder() {
+                Ok(next) => {
+                    let _ = emit(json!({"event": "relay", "tid": next}));
+                }
+                Err(e) => eprintln!("pagetest: {e:#}"),
+            }
         })
         .context("starting the holding thread")?;
-    let tid = rx
-        .recv()
+    rx.recv()
         .context("the holding thread")?
-        .context("the holding thread's id (/proc/thread-self)")?;
-    emit(json!({"event": "leader-exits", "tid": tid}))?;
-    pagescope_sys::thread::exit_this_thread()
+        .context("the holding thread's id (/proc/thread-self)")
 }
 
 /// Pages out the first `pages` whole pages of the buffer (from its first

@@ -109,12 +109,13 @@ pub struct Pagetest {
     wrapped: Option<std::os::fd::OwnedFd>,
 }
 
-/// Waits until process `pid` sleeps in `nanosleep` (pagetest's hold).
+/// Waits until process `pid` sleeps in `nanosleep` (pagetest's hold) or
+/// `sigtimedwait` (the holding thread of `--leader-exits`).
 pub fn wait_asleep(pid: u64) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default();
-        if wchan.contains("nanosleep") {
+        if wchan.contains("nanosleep") || wchan.contains("sigtimedwait") {
             return;
         }
         assert!(
