@@ -3,7 +3,8 @@
 //! one class). Pages are written as their chunks are read, classed with
 //! the same code as `report` (`analysis::classify`) and marked resident by
 //! smaps' rule (`analysis::is_resident`), so that SQL over them gives
-//! `report`'s figures.
+//! `report`'s figures. The pages of hugetlb mappings are rows too, marked
+//! `hugetlb` and never `resident` (smaps counts them in no RSS).
 
 use crate::layout::{Options, Summary, Tables};
 use crate::table::{col, opt, Col, Stamp, Ty, V};
@@ -79,6 +80,7 @@ const SYSTEM_COLS: &[Col] = &[
     opt("pages", Ty::U64),
     opt("duration_ns", Ty::U64),
     opt("notes", Ty::Strs),
+    col("hugetlb_read", Ty::Bool),
 ];
 
 fn process_cols() -> Vec<Col> {
@@ -145,6 +147,7 @@ const PAGE_COLS: &[Col] = &[
     opt("map_count", Ty::U64),
     opt("cgroup", Ty::U64),
     opt("node", Ty::U16),
+    col("hugetlb", Ty::Bool),
 ];
 
 const PHYSMAP_COLS: &[Col] = &[
@@ -220,6 +223,55 @@ impl Exporter<'_> {
         Ok(())
     }
 
+    /// One row per page of `chunk`; `hugetlb`: a hugetlb mapping's pages,
+    /// which smaps counts in no RSS.
+    fn page_rows(&mut self, chunk: &PageChunk, hugetlb: bool) -> pagescope_core::Result<()> {
+        let ps = self.system.page_size.max(1);
+        let ours = self.current == Some((chunk.pid, chunk.start_time));
+        let pfns = self.system.pfns_visible;
+        for page in &chunk.pages {
+            let e = page.entry;
+            let idx = if ours {
+                self.cursor.index_by(&self.vmas, page.vaddr, |v| v)
+            } else {
+                None
+            };
+            let vma = idx.map(|i| &self.vmas[i]);
+            let class = idx.map(|i| {
+                self.classes[i]
+                    .page_class(&self.elfs, page.vaddr, ps)
+                    .name()
+            });
+            let resident = !hugetlb && is_resident(vma, page);
+            let ph = page.phys;
+            let row = [
+                V::U32(Some(chunk.pid)),
+                V::U64(Some(chunk.start_time)),
+                V::U64(Some(page.vaddr)),
+                V::U64(vma.map(|v| v.start)),
+                V::Str(class),
+                V::Bool(Some(e.is_present())),
+                V::Bool(Some(e.is_in_swap())),
+                V::Bool(Some(e.is_exclusive())),
+                V::Bool(Some(e.is_soft_dirty())),
+                V::Bool(Some(e.is_file_or_shared())),
+                V::Bool(Some(resident)),
+                V::U64(Some(e.0)),
+                V::U64(e.pfn().filter(|_| pfns).map(|p| p.0)),
+                V::U16(e.swap_type().map(u16::from)),
+                V::U64(e.swap_offset()),
+                V::U64(ph.map(|p| p.flags.bits())),
+                V::U64(ph.map(|p| p.count)),
+                V::U64(ph.map(|p| p.memcg).filter(|&m| m != 0)),
+                V::U16(ph.map(|p| p.node).filter(|&n| n != u16::MAX)),
+                V::Bool(Some(hugetlb)),
+            ];
+            let r = self.table(PAGES).push(&row);
+            r.map_err(|e| stop(&mut self.failed, e))?;
+        }
+        Ok(())
+    }
+
     fn close(mut self, name: &Path, complete: bool) -> Result<Summary> {
         if self.tables.is_none() {
             return Err(ExportError::Input(pagescope_core::Error::corrupt(
@@ -246,6 +298,7 @@ impl Exporter<'_> {
             V::U64(t.as_ref().map(|t| t.pages)),
             V::U64(t.as_ref().map(|t| t.duration_ns)),
             V::Strs(t.as_ref().map(|t| &t.notes[..])),
+            V::Bool(Some(s.hugetlb_read)),
         ];
         self.table(SYSTEM).push(&row)?;
         let tables = self.tables.take().expect("checked above").close()?;
@@ -358,49 +411,11 @@ impl SnapshotSink for Exporter<'_> {
     }
 
     fn pages(&mut self, chunk: &PageChunk) -> pagescope_core::Result<()> {
-        let ps = self.system.page_size.max(1);
-        let ours = self.current == Some((chunk.pid, chunk.start_time));
-        let pfns = self.system.pfns_visible;
-        for page in &chunk.pages {
-            let e = page.entry;
-            let idx = if ours {
-                self.cursor.index_by(&self.vmas, page.vaddr, |v| v)
-            } else {
-                None
-            };
-            let vma = idx.map(|i| &self.vmas[i]);
-            let class = idx.map(|i| {
-                self.classes[i]
-                    .page_class(&self.elfs, page.vaddr, ps)
-                    .name()
-            });
-            let resident = is_resident(vma, page);
-            let ph = page.phys;
-            let row = [
-                V::U32(Some(chunk.pid)),
-                V::U64(Some(chunk.start_time)),
-                V::U64(Some(page.vaddr)),
-                V::U64(vma.map(|v| v.start)),
-                V::Str(class),
-                V::Bool(Some(e.is_present())),
-                V::Bool(Some(e.is_in_swap())),
-                V::Bool(Some(e.is_exclusive())),
-                V::Bool(Some(e.is_soft_dirty())),
-                V::Bool(Some(e.is_file_or_shared())),
-                V::Bool(Some(resident)),
-                V::U64(Some(e.0)),
-                V::U64(e.pfn().filter(|_| pfns).map(|p| p.0)),
-                V::U16(e.swap_type().map(u16::from)),
-                V::U64(e.swap_offset()),
-                V::U64(ph.map(|p| p.flags.bits())),
-                V::U64(ph.map(|p| p.count)),
-                V::U64(ph.map(|p| p.memcg).filter(|&m| m != 0)),
-                V::U16(ph.map(|p| p.node).filter(|&n| n != u16::MAX)),
-            ];
-            let r = self.table(PAGES).push(&row);
-            r.map_err(|e| stop(&mut self.failed, e))?;
-        }
-        Ok(())
+        self.page_rows(chunk, false)
+    }
+
+    fn hugetlb(&mut self, chunk: &PageChunk) -> pagescope_core::Result<()> {
+        self.page_rows(chunk, true)
     }
 
     fn physmap(&mut self, chunk: &PhysChunk) -> pagescope_core::Result<()> {

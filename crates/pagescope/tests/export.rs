@@ -201,6 +201,64 @@ fn snapshot_export_answers_as_report_does() {
     );
 }
 
+/// A process's hugetlb pages are rows of the pages table marked
+/// `hugetlb` (never `resident`, as smaps counts them in no RSS): SQL over
+/// them gives `report processes`' `hugetlb_pages`, the RSS and USS by SQL
+/// stay `report`'s, and the system row says the snapshot read them.
+#[test]
+fn hugetlb_pages_are_exported_as_report_counts_them() {
+    require_pfns!();
+    require_duckdb!();
+    let _serial = serial();
+    let Some(huge_kb) = util::hugetlb::meminfo("Hugepagesize") else {
+        skip!(
+            "hugetlb",
+            "no Hugepagesize in /proc/meminfo: a kernel without CONFIG_HUGETLBFS"
+        )
+    };
+    let n = 2;
+    let _pool = match util::hugetlb::HugePages::reserve(n) {
+        Ok(pool) => pool,
+        Err(why) => skip!("hugetlb", why),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let size = format!("{}K", n * huge_kb);
+    let pt = Pagetest::start(
+        &[],
+        &["--size", &size, "--mode", "hugetlb", "--hold"],
+        "done",
+    );
+    let snap = temp_path(dir.path(), "s.snap");
+    run_ok(&[
+        "snapshot",
+        "-q",
+        "--pid",
+        &pt.pid().to_string(),
+        "-o",
+        &snap,
+    ]);
+    let out = temp_path(dir.path(), "out");
+    export(&snap, &out, &[]);
+    let report = report_json(&["report", "processes", "--input", &snap, "--format", "json"]);
+    let row = process_row(&report, pt.pid());
+    let kb = pt.ready["page_size"].as_u64().unwrap() / 1024;
+    // Not a trivial agreement: the buffer is there, in base pages.
+    assert_eq!(row["hugetlb_pages"], n * huge_kb / kb, "{row}");
+    let got = duckdb(
+        &views(&out, &["pages", "system"]),
+        "select count(*) filter (where hugetlb and present) as hugetlb_pages,
+                count(*) filter (where hugetlb and resident) as hugetlb_resident,
+                (select hugetlb_read from system) as hugetlb_read
+         from pages",
+    );
+    assert_eq!(got[0]["hugetlb_pages"], row["hugetlb_pages"]);
+    assert_eq!(got[0]["hugetlb_resident"], 0);
+    assert_eq!(got[0]["hugetlb_read"], true);
+    let got = duckdb(&views(&out, &["pages"]), PROCESS_FIGURES);
+    assert_eq!(got[0]["rss_pages"], row["rss_pages"]);
+    assert_eq!(got[0]["uss_pages"], row["uss_pages"]);
+}
+
 /// Keeps a snapshot's system record.
 struct SystemOnly<'a>(&'a mut Option<SystemInfo>);
 
