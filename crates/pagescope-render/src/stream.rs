@@ -1,6 +1,7 @@
 //! Row-at-a-time output for views too large to hold in memory (the page
 //! dump): the same four formats, written as rows arrive.
 
+use crate::csv::io_error;
 use crate::report::{printable, Chart, Quantity, Report, Style};
 use crate::{Format, Renderer};
 use std::collections::HashMap;
@@ -121,9 +122,9 @@ impl RowStream for CsvStream<'_> {
         for v in values {
             self.cell.clear();
             v.write(&mut self.cell, false);
-            self.w.write_field(&self.cell)?;
+            self.w.write_field(&self.cell).map_err(io_error)?;
         }
-        self.w.write_record(None::<&[u8]>)?;
+        self.w.write_record(None::<&[u8]>).map_err(io_error)?;
         Ok(())
     }
 
@@ -241,7 +242,8 @@ pub fn row_stream<'a>(
         }
         Format::Csv => {
             let mut w = csv::Writer::from_writer(out);
-            w.write_record(columns.iter().map(|c| c.key))?;
+            w.write_record(columns.iter().map(|c| c.key))
+                .map_err(io_error)?;
             Box::new(CsvStream {
                 w,
                 cell: String::new(),

@@ -36,11 +36,23 @@ impl std::fmt::Display for BadInput {
 
 impl std::error::Error for BadInput {}
 
+/// Whether `e` comes of a reader that stopped reading (`pagescope report
+/// pages | head`): the command then ends quietly, as `cat` would. The
+/// io::Error may be anywhere in the chain: inside pagescope_core's `Io`,
+/// or wrapped by a writer (the CSV writer's error holds it).
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    })
+    fn broken(io: &std::io::Error) -> bool {
+        io.kind() == std::io::ErrorKind::BrokenPipe
+            || io.get_ref().is_some_and(|inner| within(inner))
+    }
+    fn within(e: &(dyn std::error::Error + 'static)) -> bool {
+        let here = match e.downcast_ref::<pagescope_core::Error>() {
+            Some(pagescope_core::Error::Io { error, .. }) => broken(error),
+            _ => e.downcast_ref::<std::io::Error>().is_some_and(broken),
+        };
+        here || e.source().is_some_and(within)
+    }
+    e.chain().any(within)
 }
 
 fn main() -> ExitCode {

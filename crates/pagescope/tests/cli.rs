@@ -390,6 +390,33 @@ fn snapshot_killed_mid_write_leaves_a_readable_file() {
     assert!(!v["processes"].as_array().unwrap().is_empty());
 }
 
+/// A reader that stops reading (`pagescope report pages | head -1`) ends
+/// the report quietly, with exit 0, as `cat` would: in every format.
+#[test]
+fn a_report_ends_quietly_when_its_reader_stops_reading() {
+    use std::io::BufRead;
+    let _serial = serial();
+    let pt = Pagetest::start(&[], &["--size", "32M", "--hold"], "done");
+    for format in ["csv", "json", "table"] {
+        let mut report = Command::new(pagescope_bin())
+            .args(["report", "pages", "--pid", &pt.pid().to_string(), "-f", format])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        std::io::BufReader::new(report.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        assert!(!first.is_empty(), "{format}: no output");
+        // The reader is dropped: the pipe has no reader left.
+        let out = report.wait_with_output().unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{format}: {:?}: {said}", out.status);
+        assert!(!said.contains("error"), "{format}: {said}");
+    }
+}
+
 /// Usage errors exit 2 with one line; a pid that the input lacks is a
 /// failed job, 1, for `report` and `diff` alike; as root and as nobody.
 #[test]
@@ -892,4 +919,16 @@ fn hugetlb_pages_are_counted_as_the_kernel_does() {
     let field = |k: &str| total[k].as_u64().unwrap_or_else(|| panic!("{k}: {total}"));
     assert_eq!(field("hugetlb_pages"), in_use / kb, "{total}");
     assert_eq!(field("user_hugetlb_pages"), pt.pages(), "{total}");
+    // The page dump lists them, each with kpageflags' `huge` (as the
+    // kernel's page-types does), and `--flags huge` selects them alone.
+    let dump = report_json(&[
+        "report", "pages", "-i", &snap, "--flags", "huge", "-f", "json",
+    ]);
+    let (start, end) = pt.buffer();
+    let huge = dump["pages"].as_array().unwrap();
+    assert_eq!(huge.len() as u64, pt.pages(), "{dump}");
+    assert!(huge.iter().all(|p| {
+        let v = p["vaddr"].as_u64().unwrap();
+        (start..end).contains(&v) && p["kpageflags"].as_str().unwrap().contains('G')
+    }));
 }

@@ -3,7 +3,9 @@
 //! owner, and each page they have in swap (its pagemap entry holds the
 //! swap entry), streamed to a callback so that a dump of millions of
 //! pages never sits in memory. `--flags anon,~lru` selects present pages
-//! by kpageflags, as the kernel's page-types does.
+//! by kpageflags, as the kernel's page-types does. The pages of hugetlb
+//! mappings are in it too (kpageflags `huge`), in base pages, as
+//! page-types lists them.
 
 use super::classify::{classify_vmas, ElfTable, PageClass, VmaClass};
 use super::{is_resident, VmaCursor};
@@ -165,6 +167,23 @@ impl<F: FnMut(&PageRow<'_>) -> Result<()>> SnapshotSink for PageDump<F> {
     }
 
     fn pages(&mut self, chunk: &PageChunk) -> Result<()> {
+        self.rows(chunk)
+    }
+
+    fn hugetlb(&mut self, chunk: &PageChunk) -> Result<()> {
+        self.rows(chunk)
+    }
+
+    fn finish(&mut self, trailer: &Trailer) -> Result<()> {
+        self.notes = trailer.notes.clone();
+        self.complete = true;
+        Ok(())
+    }
+}
+
+impl<F: FnMut(&PageRow<'_>) -> Result<()>> PageDump<F> {
+    /// Emits the pages of `chunk` that the dump shows.
+    fn rows(&mut self, chunk: &PageChunk) -> Result<()> {
         if chunk.pid != self.pid || chunk.start_time != self.start_time {
             return Ok(());
         }
@@ -209,12 +228,6 @@ impl<F: FnMut(&PageRow<'_>) -> Result<()>> SnapshotSink for PageDump<F> {
             (self.emit)(&row)?;
             self.emitted += 1;
         }
-        Ok(())
-    }
-
-    fn finish(&mut self, trailer: &Trailer) -> Result<()> {
-        self.notes = trailer.notes.clone();
-        self.complete = true;
         Ok(())
     }
 }

@@ -19,8 +19,8 @@ pub enum View {
     UnitTotals,
     /// VMAs holding both single-use and shared pages.
     Alerts,
-    /// Every resident page (frame, flags, share count, owner) and every
-    /// page in swap (its swap entry).
+    /// Every resident page (frame, flags, share count, owner), hugetlb
+    /// pages included, and every page in swap (its swap entry).
     Pages,
     /// The whole machine by physical address: frames by class per block.
     Physmap,
