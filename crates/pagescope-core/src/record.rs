@@ -447,9 +447,18 @@ pub const DENIED_MISSING: &str = "their references are not recorded";
 /// sorted): how many, what grants access, `missing` (what is therefore
 /// missing), and the first few pids.
 pub fn denied_note(pids: &[u32], missing: &str) -> String {
+    denied_note_because(
+        pids,
+        "needs root with CAP_SYS_PTRACE, or the processes' own user",
+        missing,
+    )
+}
+
+/// [`denied_note`] with `why` for what grants access: the cause found on
+/// the machine, where pagescope has what usually grants it.
+pub fn denied_note_because(pids: &[u32], why: &str, missing: &str) -> String {
     format!(
-        "{} could not be read (permission denied: needs root with CAP_SYS_PTRACE, or the \
-         processes' own user): {missing} (pids {})",
+        "{} could not be read (permission denied: {why}): {missing} (pids {})",
         match pids.len() {
             1 => "1 process".to_string(),
             n => format!("{n} processes"),

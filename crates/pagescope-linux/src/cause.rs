@@ -284,6 +284,21 @@ impl PtraceFacts {
     }
 }
 
+/// The note for processes whose memory pagescope may not read (`pids`,
+/// sorted; [`pagescope_core::record::denied_note`]). Where pagescope has
+/// CAP_SYS_PTRACE, which usually grants it, the note gives the cause
+/// found for the first of them instead of what grants access.
+pub fn denied_note(proc: &Path, pids: &[u32], missing: &str) -> String {
+    let facts = pids.first().map(|&p| PtraceFacts::read(proc, p));
+    match facts {
+        Some(f) if f.cap_sys_ptrace && !f.gone => {
+            let why = format!("for pid {}, {}", f.pid, f.explain());
+            pagescope_core::record::denied_note_because(pids, &why, missing)
+        }
+        _ => pagescope_core::record::denied_note(pids, missing),
+    }
+}
+
 /// Why `PTRACE_SEIZE` of `pid` failed with `EPERM`, checked on this
 /// machine.
 pub fn ptrace_refused(pid: u32) -> String {

@@ -73,8 +73,6 @@ pub fn list_pids(proc_root: &Path) -> Result<Vec<u32>> {
     Ok(pids)
 }
 
-pub use pagescope_core::record::denied_note;
-
 /// A parse failure on a file of a process, as a pagescope error.
 pub(crate) fn corrupt(path: &Path, e: ParseError) -> Error {
     Error::corrupt(path, e.to_string())

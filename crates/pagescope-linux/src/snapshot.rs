@@ -854,7 +854,7 @@ pub fn collect(
     ] {
         if !pids.is_empty() {
             pids.sort_unstable();
-            notes.push(crate::procfs::denied_note(pids, what));
+            notes.push(crate::cause::denied_note(&config.root.proc, pids, what));
         }
     }
     if config.physmap {

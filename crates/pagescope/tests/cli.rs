@@ -399,7 +399,14 @@ fn a_report_ends_quietly_when_its_reader_stops_reading() {
     let pt = Pagetest::start(&[], &["--size", "32M", "--hold"], "done");
     for format in ["csv", "json", "table"] {
         let mut report = Command::new(pagescope_bin())
-            .args(["report", "pages", "--pid", &pt.pid().to_string(), "-f", format])
+            .args([
+                "report",
+                "pages",
+                "--pid",
+                &pt.pid().to_string(),
+                "-f",
+                format,
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -415,6 +422,39 @@ fn a_report_ends_quietly_when_its_reader_stops_reading() {
         assert!(out.status.success(), "{format}: {:?}: {said}", out.status);
         assert!(!said.contains("error"), "{format}: {said}");
     }
+}
+
+/// A process that pagescope may not read although it runs with
+/// CAP_SYS_PTRACE (a policy protects it: on this machine, pid 1) is named
+/// in a note with the cause found on the machine, not with "needs
+/// CAP_SYS_PTRACE", which it has.
+#[test]
+fn a_process_root_may_not_read_is_noted_with_its_cause() {
+    require_pfns!();
+    let _serial = serial();
+    let denied = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .find(|p| {
+            std::fs::File::open(format!("/proc/{p}/pagemap"))
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
+        });
+    let Some(pid) = denied else {
+        eprintln!("root may read every process here: the note on one it may not is not seen");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let snap = temp_path(dir.path(), "s.snap");
+    let out = run(&[], &["snapshot", "--pid", &pid.to_string(), "-o", &snap]);
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    let note = said
+        .lines()
+        .find(|l| l.contains("could not be read"))
+        .unwrap_or_else(|| panic!("no note on pid {pid}: {said}"));
+    assert!(note.contains(&format!("for pid {pid}")), "{note}");
+    assert!(note.contains("although pagescope has CAP_SYS_PTRACE"), "{note}");
+    assert!(!note.contains("needs root"), "{note}");
 }
 
 /// Usage errors exit 2 with one line; a pid that the input lacks is a

@@ -508,7 +508,11 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
     let denied_at_start = rec.denied.clone();
     if !denied_at_start.is_empty() {
         let pids: Vec<u32> = denied_at_start.iter().copied().collect();
-        notes.push(procfs::denied_note(&pids, DENIED_MISSING));
+        notes.push(crate::cause::denied_note(
+            &rec.root.proc,
+            &pids,
+            DENIED_MISSING,
+        ));
     }
     let observed_at_start = rec.observed.clone();
     if !observed_at_start.is_empty() {
