@@ -261,7 +261,9 @@ pub fn read_snapshot<R: Read>(
                     .map_err(|why| Error::corrupt(path, format!("frame at byte {at}: {why}")))?;
                 sink.process(&p)?;
                 seen_process = true;
-                in_pages = true;
+                // Pages follow only a process whose pages were read: not
+                // a kernel thread, not one read from smaps_rollup alone.
+                in_pages = p.pages_read() && !p.task.kernel_thread && p.rollup.is_none();
             }
             frame_type::PAGES | frame_type::HUGETLB_PAGES => {
                 if !seen_process {
@@ -384,6 +386,70 @@ mod tests {
         let mut seen = Seen::default();
         read_snapshot(&bytes[..], path, &mut seen).unwrap();
         assert_eq!(seen.0, records);
+    }
+
+    /// A file cut right after a process whose pages follow it ends "in
+    /// its pages"; cut after a kernel thread, a process read from
+    /// smaps_rollup alone or one whose pages were refused, it does not:
+    /// no page of theirs is missing.
+    #[test]
+    fn a_file_cut_after_a_process_without_pages_misses_none() {
+        #[derive(Default)]
+        struct Cut(Option<bool>);
+        impl SnapshotSink for Cut {
+            fn system(&mut self, _: &SystemInfo) -> Result<()> {
+                Ok(())
+            }
+            fn process(&mut self, _: &ProcessRecord) -> Result<()> {
+                Ok(())
+            }
+            fn pages(&mut self, _: &PageChunk) -> Result<()> {
+                Ok(())
+            }
+            fn finish(&mut self, _: &Trailer) -> Result<()> {
+                Ok(())
+            }
+            fn cut_short(&mut self, pages_cut: bool) -> Result<()> {
+                self.0 = Some(pages_cut);
+                Ok(())
+            }
+        }
+        let user = ProcessRecord {
+            task: task(10, false),
+            vmas: vec![vma()],
+            ..ProcessRecord::default()
+        };
+        let rollup = ProcessRecord {
+            rollup: Some(Default::default()),
+            ..user.clone()
+        };
+        let refused = ProcessRecord {
+            unread: Unread::Pages,
+            ..user.clone()
+        };
+        let kernel = ProcessRecord {
+            task: task(2, true),
+            ..ProcessRecord::default()
+        };
+        for (last, cut) in [
+            (&user, true),
+            (&kernel, false),
+            (&rollup, false),
+            (&refused, false),
+        ] {
+            let path = Path::new("cut.snap");
+            let mut w = SnapshotWriter::new(Vec::new(), path).unwrap();
+            w.system(&SystemInfo {
+                page_size: 4096,
+                ..SystemInfo::default()
+            })
+            .unwrap();
+            w.process(last).unwrap();
+            let bytes = w.file.frames.into_inner();
+            let mut seen = Cut::default();
+            read_snapshot(&bytes[..], path, &mut seen).unwrap();
+            assert_eq!(seen.0, Some(cut), "{:?}", last.task.pid);
+        }
     }
 
     /// The origin travels in a frame of its own right after the system
