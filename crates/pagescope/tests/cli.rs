@@ -453,7 +453,10 @@ fn a_process_root_may_not_read_is_noted_with_its_cause() {
         .find(|l| l.contains("could not be read"))
         .unwrap_or_else(|| panic!("no note on pid {pid}: {said}"));
     assert!(note.contains(&format!("for pid {pid}")), "{note}");
-    assert!(note.contains("although pagescope has CAP_SYS_PTRACE"), "{note}");
+    assert!(
+        note.contains("although pagescope has CAP_SYS_PTRACE"),
+        "{note}"
+    );
     assert!(!note.contains("needs root"), "{note}");
 }
 

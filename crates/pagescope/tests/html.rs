@@ -14,6 +14,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use util::trace::trace_unsupported;
 use util::*;
 
 /// A command line that would run a script if a page took it for markup.
@@ -562,20 +563,6 @@ fn recording_page_in_chromium() {
     );
 }
 
-/// Why this machine can't trace, asked of the kernel, with the feature
-/// a run may require.
-fn trace_unsupported() -> Option<(&'static str, &'static str)> {
-    if !cfg!(target_arch = "x86_64") {
-        return Some(("x86_64", "pagescope trace supports x86_64 only"));
-    }
-    if !rustix::process::geteuid().is_root() {
-        return Some(("root", "tracing needs root (ptrace and userfaultfd)"));
-    }
-    uffd_features()
-        .is_none()
-        .then_some(("userfaultfd", "this kernel offers no userfaultfd"))
-}
-
 /// `analyze FILE html` of a trace of pagetest (16 MiB, written twice):
 /// the references and the miss-ratio curve, their tables holding the
 /// JSON views' rows; pagetest's buffer is a mapping of its 4096 pages
@@ -583,9 +570,7 @@ fn trace_unsupported() -> Option<(&'static str, &'static str)> {
 /// message and no request.
 #[test]
 fn trace_page() {
-    if let Some((feature, why)) = trace_unsupported() {
-        skip!(feature, why);
-    }
+    require_trace!();
     let _guard = serial();
     let dir = tempfile::tempdir().unwrap();
     let trace = temp_path(dir.path(), "t.pgt");

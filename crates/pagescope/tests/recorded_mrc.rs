@@ -5,32 +5,8 @@
 #[macro_use]
 mod util;
 
+use util::trace::trace_unsupported as unsupported;
 use util::*;
-
-/// Why these tests can't run here, asked of the kernel: the trace and the
-/// `fault` backend both need root, x86_64 and a userfaultfd with write
-/// protection.
-fn unsupported() -> Option<(&'static str, String)> {
-    if !cfg!(target_arch = "x86_64") {
-        return Some(("x86_64", "pagescope trace supports x86_64 only".into()));
-    }
-    if !rustix::process::geteuid().is_root() {
-        let why = "tracing and the fault backend need root (ptrace and userfaultfd)";
-        return Some(("root", why.into()));
-    }
-    const UFFD_FEATURE_PAGEFAULT_FLAG_WP: u64 = 1;
-    match uffd_features() {
-        None => Some((
-            "userfaultfd",
-            "this kernel has no userfaultfd (CONFIG_USERFAULTFD)".into(),
-        )),
-        Some(f) if f & UFFD_FEATURE_PAGEFAULT_FLAG_WP == 0 => Some((
-            "userfaultfd",
-            "this kernel's userfaultfd has no write protection (Linux 5.7)".into(),
-        )),
-        Some(_) => None,
-    }
-}
 
 /// The largest error docs/performance.md claims for pagetest's scans
 /// ("A curve from a recording").

@@ -11,6 +11,7 @@ mod util;
 use pagescope_core::format::Completeness;
 use serde_json::Value;
 use std::path::Path;
+use util::trace::{methods, trace_unsupported};
 use util::*;
 
 /// Switches a swapfile on for the calling test (bind it for the whole
@@ -317,36 +318,6 @@ fn pages_view_lists_the_pages_in_swap() {
         rows.iter().filter(in_buffer).count() as u64 + out.len() as u64,
         PAGES
     );
-}
-
-/// Skips (with the reason) where the kernel can't trace: root, x86_64,
-/// and a userfaultfd with write protection (Linux 5.7), asked of the
-/// kernel.
-macro_rules! require_trace {
-    () => {
-        if !cfg!(target_arch = "x86_64") {
-            skip!("x86_64", "pagescope trace supports x86_64 only");
-        }
-        if !rustix::process::geteuid().is_root() {
-            skip!("root", "tracing another process needs root");
-        }
-        // UFFD_FEATURE_PAGEFAULT_FLAG_WP
-        if !uffd_features().is_some_and(|f| f & 1 != 0) {
-            skip!(
-                "userfaultfd",
-                "this kernel has no userfaultfd with write protection (Linux 5.7)"
-            );
-        }
-    };
-}
-
-/// The eviction methods this kernel has.
-fn methods() -> Vec<&'static str> {
-    if uffd_features().is_some_and(|f| f & UFFD_FEATURE_MOVE != 0) {
-        vec!["move", "copy"]
-    } else {
-        vec!["copy"]
-    }
 }
 
 /// `pagescope trace --pid PID`, in place (every process attached), and

@@ -26,6 +26,8 @@ macro_rules! require_pfns {
 }
 
 pub mod hugetlb;
+#[macro_use]
+pub mod trace;
 pub mod named;
 
 use pagescope_core::analysis::temporal::Recording;
