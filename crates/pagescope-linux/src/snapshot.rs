@@ -273,7 +273,7 @@ impl Collector<'_, '_> {
 
     /// The task of `dir`, whose `stat` is read already; its command line
     /// and executable come from `mem`, the directory its memory is read
-    /// through ([`live_thread`]).
+    /// through ([`ProcDir::live_thread`]).
     fn task(&mut self, dir: &ProcDir, mem: &ProcDir, stat: Stat) -> Result<Task> {
         let status = dir.status(&mut self.text)?;
         let cmdline = mem.cmdline(&mut self.text)?;
@@ -389,7 +389,7 @@ impl Collector<'_, '_> {
         // A process whose main thread has exited while its other threads
         // run on: its memory is read through one of those.
         let thread = match stat.state == 'Z' && stat.num_threads > 1 {
-            true => match live_thread(&dir, &mut self.text) {
+            true => match dir.live_thread(&mut self.text) {
                 Some(t) => Some(t),
                 None => return Ok(Outcome::Gone),
             },
@@ -624,20 +624,6 @@ fn read_whole_note(label: &str, ranges: &[Range], page_size: u64) -> Option<Stri
          this kernel has no PAGEMAP_SCAN (Linux 6.7) to find their pages",
         ranges.len()
     ))
-}
-
-/// A live thread of a process whose main thread has exited while its
-/// other threads run on (a zombie leader, state `Z` with more than one
-/// thread): `task/TID`, whose maps, smaps, smaps_rollup and pagemap
-/// show the process's address space where `/proc/PID`'s read empty (the
-/// leader has none left). `None` if no other thread is left alive.
-fn live_thread(dir: &ProcDir, buf: &mut Vec<u8>) -> Option<ProcDir> {
-    let tasks = dir.tasks().ok()?;
-    tasks.into_iter().filter(|&t| t != dir.pid).find_map(|t| {
-        let thread = dir.task(t).ok()?;
-        let s = thread.stat(buf).ok()?;
-        (!s.is_dead()).then_some(thread)
-    })
 }
 
 /// Why process `pid` was skipped as gone: it exited during the scan, or

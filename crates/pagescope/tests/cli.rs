@@ -721,23 +721,11 @@ fn a_process_whose_main_thread_exited_is_counted() {
     let dir = tempfile::tempdir().unwrap();
     let args = ["--size", "16M", "--mode", "anon", "--leader-exits"];
     let pt = Pagetest::start(&[], &args, "leader-exits");
-    let (pid, tid) = (pt.pid(), pt.lines.last().unwrap()["tid"].as_u64().unwrap());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .unwrap()
-        .contains(") Z ")
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{pid}'s main thread never exited"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    wait_asleep(tid);
+    let (pid, tid) = leader_exited(&pt);
     // The kernel shows the memory through the thread only.
     let leader = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
     assert!(!leader.contains("Rss:"), "{leader}");
-    let rollup = task_smaps_rollup(pid, tid as u32);
+    let rollup = task_smaps_rollup(pid, tid);
     let kb = pt.ready["page_size"].as_u64().unwrap() / 1024;
     let snap = temp_path(dir.path(), "s.snap");
     let out = run_ok(&["snapshot", "-q", "--pid", &pid.to_string(), "-o", &snap]);
@@ -749,7 +737,7 @@ fn a_process_whose_main_thread_exited_is_counted() {
         r.retain(|k, _| !k.starts_with("Pss"));
         r
     };
-    let after = task_smaps_rollup(pid, tid as u32);
+    let after = task_smaps_rollup(pid, tid);
     assert_eq!(steady(rollup.clone()), steady(after), "the memory moved");
     let procs = report_json(&["report", "processes", "-i", &snap, "-f", "json"]);
     let row = process_row(&procs, pid);

@@ -191,10 +191,18 @@ fn process_value(text: &str, name: &str, pid: u32) -> Option<u64> {
 /// end, their shared libraries' pages change every process's PSS by a few
 /// pages between a collection and the test's own read of smaps_rollup.
 /// Returns the collection that matched.
-fn matches_rollup_soon(serve: &Serve, mut text: String, pids: &[u32]) -> String {
+fn matches_rollup_soon(serve: &Serve, text: String, pids: &[u32]) -> String {
+    soon(serve, text, |t| {
+        pids.iter().try_for_each(|&p| matches_rollup(t, p))
+    })
+}
+
+/// The first of up to ten collections from `text` on of which `check`
+/// holds; panics with the last of what it said otherwise.
+fn soon(serve: &Serve, mut text: String, check: impl Fn(&str) -> Result<(), String>) -> String {
     let mut last = String::new();
     for _ in 0..10 {
-        match pids.iter().try_for_each(|&p| matches_rollup(&text, p)) {
+        match check(&text) {
             Ok(()) => return text,
             Err(e) => last = e,
         }
@@ -207,6 +215,17 @@ fn matches_rollup_soon(serve: &Serve, mut text: String, pids: &[u32]) -> String 
 /// what differs, if any.
 fn matches_rollup(text: &str, pid: u32) -> Result<(), String> {
     let r = smaps_rollup(pid);
+    assert!(r["Rss"] * 1024 >= 64 * MIB, "the held buffer is resident");
+    matches_kernel(text, pid, &r)
+}
+
+/// Process `pid`'s figures in `text` against `r`, the kernel's
+/// smaps_rollup (kB by key), within a page: what differs, if any.
+fn matches_kernel(
+    text: &str,
+    pid: u32,
+    r: &std::collections::HashMap<String, u64>,
+) -> Result<(), String> {
     let kb = |k: &str| r[k] * 1024;
     for (name, truth) in [
         ("pagescope_process_rss_bytes", kb("Rss")),
@@ -224,7 +243,6 @@ fn matches_rollup(text: &str, pid: u32) -> Result<(), String> {
             ));
         }
     }
-    assert!(kb("Rss") >= 64 * MIB, "the held buffer is resident");
     Ok(())
 }
 
@@ -703,6 +721,54 @@ fn figures_read_from_pagemap_are_smaps_rollup() {
             "the forked children outlived their parents"
         );
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A process whose main thread has exited while its other threads run
+/// on (a zombie leader) shows no memory in `/proc/PID`; serve reads it
+/// through a live thread, as `snapshot` does, under its own pid and name:
+/// its figures are the kernel's smaps_rollup of that thread
+/// (`/proc/PID/task/TID/smaps_rollup`), read from smaps_rollup and from
+/// pagemap (`--pagemap-above`).
+#[test]
+fn a_process_whose_main_thread_exited_is_counted() {
+    require_pfns!();
+    let _g = serial();
+    let args = ["--size", "64M", "--mode", "anon", "--leader-exits"];
+    let pt = Pagetest::start(&[], &args, "leader-exits");
+    let (pid, tid) = leader_exited(&pt);
+    // The kernel shows the memory through the thread only.
+    let leader = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    assert!(!leader.contains("Rss:"), "{leader}");
+    let rss = task_smaps_rollup(pid, tid)["Rss"] * 1024;
+    assert!(rss >= 64 * MIB, "the held buffer is resident: {rss}");
+    for paced in [false, true] {
+        let mut args = vec!["--interval", "300ms", "--budget", "100"];
+        if paced {
+            args.extend(["--pagemap-above", "32M"]);
+        }
+        let serve = Serve::start(&args);
+        let text = soon(&serve, serve.metrics().unwrap(), |t| {
+            matches_kernel(t, pid, &task_smaps_rollup(pid, tid))
+        });
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("pagescope_process_rss_bytes{{pid=\"{pid}\",")))
+            .unwrap();
+        assert!(line.contains("comm=\"pagetest\""), "{line}");
+        // A held buffer does not move: its RSS is exact.
+        let said = process_value(&text, "pagescope_process_rss_bytes", pid).unwrap();
+        assert_eq!(
+            said,
+            task_smaps_rollup(pid, tid)["Rss"] * 1024,
+            "paced {paced}"
+        );
+        // Its referenced bits are cleared through the thread (a working
+        // set from the next collection on), except when read from
+        // pagemap, which has no accessed bit.
+        let text = serve.next_collection(&text);
+        let ws = process_value(&text, "pagescope_process_working_set_bytes", pid);
+        assert_eq!(ws.is_some(), !paced, "paced {paced}: working set {ws:?}");
     }
 }
 

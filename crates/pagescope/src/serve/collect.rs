@@ -31,7 +31,8 @@ use std::time::{Duration, Instant};
 /// What one collection found, in bytes.
 #[derive(Clone, Debug, Default)]
 pub struct Collection {
-    /// The user processes (kernel threads and zombies are not listed).
+    /// The user processes (kernel threads and zombies are not listed; a
+    /// process whose main thread has exited while others run on is).
     pub processes: Vec<ProcessFigures>,
     /// Sums of the processes per cgroup (cgroup v2 path).
     pub cgroups: BTreeMap<String, Figures>,
@@ -173,10 +174,9 @@ impl Collector {
                         t.signals = s;
                         continue;
                     }
-                    Ok(None) => {
-                        gone.extend(self.procs.remove(&pid));
-                        continue;
-                    }
+                    // A zombie now, or its main thread exited (or the
+                    // thread its memory was read through): opened afresh.
+                    Ok(None) => gone.extend(self.procs.remove(&pid)),
                     Err(e) if e.is_gone() => gone.extend(self.procs.remove(&pid)),
                     Err(e) => return Err(e),
                 }
@@ -372,7 +372,7 @@ impl Collector {
                 t.generation = self.generation;
                 t.max_age = spread(self.settings.max_age, pid, t.start_time);
                 if self.settings.cmdline {
-                    t.cmdline = Some(t.dir.cmdline(&mut self.buf)?.join(" "));
+                    t.cmdline = Some(t.mem().cmdline(&mut self.buf)?.join(" "));
                 }
                 self.procs.insert(pid, *t);
                 Ok(true)
@@ -394,17 +394,17 @@ impl Collector {
             return Ok(false);
         };
         if settings.cmdline && matches!(reason, Reason::Own) {
-            t.cmdline = Some(t.dir.cmdline(buf)?.join(" "));
+            t.cmdline = Some(t.mem().cmdline(buf)?.join(" "));
         }
         let page = pagescope_linux::system::page_size();
         let swap = t.rollup_last.map_or(0, |r| r.swap * 1024);
         let cap = settings.max_process_size;
         if cap != 0 && t.signals.resident * page + swap > cap {
             // Above the cap: the counters of status, no walk.
-            let status = t.dir.status(buf)?;
+            let status = t.mem().status(buf)?;
             let (Some(rss_kb), swap_kb) = (status.vm_rss_kb, status.vm_swap_kb.unwrap_or(0)) else {
                 return Err(Error::NotFound {
-                    path: t.dir.file_path("status"),
+                    path: t.mem().file_path("status"),
                 });
             };
             let status_swap = swap_kb * 1024;
@@ -432,7 +432,7 @@ impl Collector {
         }
         let Some(r) = r else {
             // Refused: RSS and swap from status.
-            let status = t.dir.status(buf)?;
+            let status = t.mem().status(buf)?;
             t.figures = Figures {
                 rss: status.vm_rss_kb.map(|k| k * 1024),
                 swap: Some(status.vm_swap_kb.unwrap_or(0) * 1024),

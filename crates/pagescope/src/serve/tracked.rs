@@ -8,6 +8,14 @@
 //! process is gone, reads through it fail (ESRCH) or come back empty,
 //! even if its pid was reused meanwhile. A pid reused is therefore a new
 //! process, opened afresh.
+//!
+//! A process whose main thread has exited while its other threads run on
+//! (a zombie leader) shows no memory in `/proc/PID`: its memory files
+//! (`statm`, `cgroup`, `maps`, `smaps_rollup`, `pagemap`, `clear_refs`,
+//! `cmdline`, `status`) are those of a live thread,
+//! `/proc/PID/task/TID` ([`ProcDir::live_thread`]), while its `stat`
+//! (name, faults, start time) stays the process's own. If that thread
+//! ends, the process is opened afresh through another.
 
 use super::figures::Figures;
 use super::paced::{self, Frames, Unread};
@@ -73,6 +81,9 @@ pub struct Signals {
 pub struct Tracked {
     /// Its directory.
     pub dir: ProcDir,
+    /// Where its main thread has exited: the live thread its memory is
+    /// read through, and that thread's stat, open.
+    thread: Option<(ProcDir, File)>,
     stat: File,
     statm: File,
     cgroup: File,
@@ -134,18 +145,32 @@ impl Tracked {
         };
         read(&stat, "stat", buf)?;
         let s = text::stat(buf).ok_or_else(|| corrupt(&dir, "stat"))?;
-        if s.is_kernel_thread() || s.is_dead() {
-            let start_time = s.start_time;
-            return Ok(Opened::NoMemory(stat, start_time));
-        }
         let (start_time, ppid) = (s.start_time, s.ppid);
         let comm = String::from_utf8_lossy(s.comm).into_owned();
-        let statm = dir.open_file("statm")?;
-        let cgroup = dir.open_file("cgroup")?;
-        read(&cgroup, "cgroup", buf)?;
+        let (kernel, dead, leader_exited) =
+            (s.is_kernel_thread(), s.is_dead(), s.is_zombie_leader());
+        let thread = match leader_exited {
+            true => dir.live_thread(buf),
+            false => None,
+        };
+        if kernel || (dead && thread.is_none()) {
+            return Ok(Opened::NoMemory(stat, start_time));
+        }
+        let thread = match thread {
+            Some(t) => {
+                let f = t.open_file("stat")?;
+                Some((t, f))
+            }
+            None => None,
+        };
+        let mem = thread.as_ref().map_or(&dir, |(t, _)| t);
+        let statm = mem.open_file("statm")?;
+        let cgroup = mem.open_file("cgroup")?;
+        pread_all(&cgroup, buf).map_err(|e| Error::io(mem.file_path("cgroup"), e))?;
         let cgroup_path = pagescope_core::parse::cgroup::path(&String::from_utf8_lossy(buf));
         Ok(Opened::User(Box::new(Tracked {
             dir,
+            thread,
             stat,
             statm,
             cgroup,
@@ -170,10 +195,18 @@ impl Tracked {
         })))
     }
 
+    /// The directory its memory is read through: its own, or its live
+    /// thread's where its main thread has exited.
+    pub fn mem(&self) -> &ProcDir {
+        self.thread.as_ref().map_or(&self.dir, |(t, _)| t)
+    }
+
     /// Reads the cheap signals: the run time first (so that whatever
     /// runs after it shows next time), then stat (also the check that
     /// the process is still the one opened) and statm. `Err` gone (or
-    /// unreadable); `Ok(None)` if it became a zombie.
+    /// unreadable, or the thread its memory was read through ended);
+    /// `Ok(None)` if it became a zombie, or its main thread exited (to
+    /// be opened afresh).
     pub fn signals(&mut self, buf: &mut Vec<u8>) -> Result<Option<Signals>> {
         let run_ns = pagescope_sys::cpuclock::process_run_time_ns(self.dir.pid).ok();
         self.pread(Which::Stat, buf)?;
@@ -184,7 +217,17 @@ impl Tracked {
             });
         }
         if s.is_dead() {
-            return Ok(None);
+            let Some((thread, stat)) = &self.thread else {
+                return Ok(None);
+            };
+            // Its main thread has exited: the thread it is read through
+            // must live on.
+            let path = || thread.file_path("stat");
+            let mut own = Vec::new();
+            pread_all(stat, &mut own).map_err(|e| Error::io(path(), e))?;
+            if text::stat(&own).is_none_or(|t| t.is_dead()) {
+                return Err(Error::NotFound { path: path() });
+            }
         }
         let faults = s.minflt + s.majflt;
         if s.comm != self.comm.as_bytes() {
@@ -192,7 +235,7 @@ impl Tracked {
         }
         self.ppid = s.ppid;
         self.pread(Which::Statm, buf)?;
-        let (resident, shared) = text::statm(buf).ok_or_else(|| corrupt(&self.dir, "statm"))?;
+        let (resident, shared) = text::statm(buf).ok_or_else(|| corrupt(self.mem(), "statm"))?;
         Ok(Some(Signals {
             run_ns,
             faults,
@@ -211,14 +254,14 @@ impl Tracked {
     /// Reads maps (opened each time: it is read only when the process
     /// ran).
     pub fn read_maps(&mut self, buf: &mut Vec<u8>) -> Result<Mapped> {
-        self.dir.read_into("maps", buf)?;
+        self.mem().read_into("maps", buf)?;
         Ok(text::maps(buf))
     }
 
     /// Walks the process: its smaps_rollup. `Ok(None)` if refused.
     pub fn read_rollup(&mut self, buf: &mut Vec<u8>) -> Result<Option<Rollup>> {
         if self.rollup.is_none() {
-            match self.dir.open_file("smaps_rollup") {
+            match self.mem().open_file("smaps_rollup") {
                 Ok(f) => self.rollup = Some(f),
                 Err(Error::PermissionDenied { .. }) => return Ok(None),
                 Err(e) => return Err(e),
@@ -232,12 +275,12 @@ impl Tracked {
         if buf.is_empty() {
             // No memory any more: it exited meanwhile.
             return Err(Error::NotFound {
-                path: self.dir.file_path("smaps_rollup"),
+                path: self.mem().file_path("smaps_rollup"),
             });
         }
         text::rollup(buf)
             .map(Some)
-            .ok_or_else(|| corrupt(&self.dir, "smaps_rollup"))
+            .ok_or_else(|| corrupt(self.mem(), "smaps_rollup"))
     }
 
     /// Walks the process paced: the sums of smaps_rollup made from its
@@ -250,20 +293,20 @@ impl Tracked {
         buf: &mut Vec<u8>,
     ) -> Result<Option<Rollup>> {
         if self.pagemap.is_none() {
-            let file = match self.dir.open_file("pagemap") {
+            let file = match self.mem().open_file("pagemap") {
                 Ok(f) => f,
                 Err(Error::PermissionDenied { .. }) => return Ok(None),
                 Err(e) => return Err(e),
             };
-            let path = self.dir.file_path("pagemap");
+            let path = self.mem().file_path("pagemap");
             self.pagemap = Some(PagemapReader::new(file, path, page_size));
         }
-        self.dir.read_into("maps", buf)?;
-        let ranges = paced::ranges(buf).ok_or_else(|| corrupt(&self.dir, "maps"))?;
+        self.mem().read_into("maps", buf)?;
+        let ranges = paced::ranges(buf).ok_or_else(|| corrupt(self.mem(), "maps"))?;
         if ranges.is_empty() {
             // No memory any more: it exited meanwhile.
             return Err(Error::NotFound {
-                path: self.dir.file_path("maps"),
+                path: self.mem().file_path("maps"),
             });
         }
         let pagemap = self.pagemap.as_mut().expect("opened above");
@@ -278,7 +321,7 @@ impl Tracked {
     /// Clears its referenced bits (`clear_refs`, `1`); `false` if refused.
     pub fn clear_refs(&mut self) -> Result<bool> {
         if self.clear_refs.is_none() {
-            match self.dir.open_write("clear_refs") {
+            match self.mem().open_write("clear_refs") {
                 Ok(f) => self.clear_refs = Some(f),
                 Err(Error::PermissionDenied { .. }) => return Ok(false),
                 Err(e) => return Err(e),
@@ -286,7 +329,7 @@ impl Tracked {
         }
         let f = self.clear_refs.as_ref().expect("opened above");
         f.write_at(b"1", 0)
-            .map_err(|e| Error::io(self.dir.file_path("clear_refs"), e))?;
+            .map_err(|e| Error::io(self.mem().file_path("clear_refs"), e))?;
         Ok(true)
     }
 
@@ -297,10 +340,14 @@ impl Tracked {
             Which::Cgroup => (&self.cgroup, "cgroup"),
             Which::Rollup => (self.rollup.as_ref().expect("opened"), "smaps_rollup"),
         };
-        pread_all(f, buf).map_err(|e| Error::io(self.dir.file_path(name), e))?;
+        let dir = match which {
+            Which::Stat => &self.dir,
+            _ => self.mem(),
+        };
+        pread_all(f, buf).map_err(|e| Error::io(dir.file_path(name), e))?;
         if buf.is_empty() && matches!(which, Which::Stat | Which::Statm) {
             return Err(Error::NotFound {
-                path: self.dir.file_path(name),
+                path: dir.file_path(name),
             });
         }
         Ok(())
