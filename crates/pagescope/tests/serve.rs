@@ -6,7 +6,7 @@
 mod util;
 
 use serde_json::Value;
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -15,6 +15,16 @@ use util::named::Named;
 use util::*;
 
 const MIB: u64 = 1024 * 1024;
+
+/// A child killed and reaped when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
 
 /// A port nobody listens on now.
 fn free_port() -> u16 {
@@ -769,6 +779,109 @@ fn a_process_whose_main_thread_exited_is_counted() {
         let text = serve.next_collection(&text);
         let ws = process_value(&text, "pagescope_process_working_set_bytes", pid);
         assert_eq!(ws.is_some(), !paced, "paced {paced}: working set {ws:?}");
+    }
+}
+
+/// A file of /dev/shm (argv[1]) mapped twice, shared and private
+/// writable: the private mapping writes its first quarter (its own
+/// copies) and reads its second; then the shared mapping's first and
+/// last quarters (the file's pages only it maps) and the private copies
+/// are paged out. smaps counts the file's swap whole in the shared
+/// mapping, and in the private one only where it has no page table
+/// entry (its last half), besides its copies' swap entries.
+const PRIVATE_SHMEM: &str = r#"
+import ctypes, mmap, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+PAGE, N, PAGEOUT = mmap.PAGESIZE, 4096, 21
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+os.unlink(sys.argv[1])
+os.ftruncate(fd, N * PAGE)
+rw = mmap.PROT_READ | mmap.PROT_WRITE
+sh = mmap.mmap(fd, N * PAGE, mmap.MAP_SHARED, rw)
+for i in range(N):
+    sh[i * PAGE] = 1
+pr = mmap.mmap(fd, N * PAGE, mmap.MAP_PRIVATE, rw)
+for i in range(N // 4):
+    pr[i * PAGE] = 2
+x = sum(pr[i * PAGE] for i in range(N // 4, N // 2))
+a_sh = ctypes.addressof(ctypes.c_char.from_buffer(sh))
+a_pr = ctypes.addressof(ctypes.c_char.from_buffer(pr))
+for addr, pages in [(a_sh, N // 4), (a_sh + N // 2 * PAGE, N // 2), (a_pr, N // 4)]:
+    if libc.madvise(addr, pages * PAGE, PAGEOUT) != 0:
+        sys.exit("madvise(MADV_PAGEOUT): errno %d" % ctypes.get_errno())
+print("ready", flush=True)
+time.sleep(3600)
+"#;
+
+/// Shared memory in swap has no entry in pagemap (its page table entry
+/// is empty; the swap entry is in the file's page cache): read from
+/// pagemap (`--pagemap-above`), a process's swap is still smaps_rollup's
+/// `Swap`, for a memfd and for a file of a tmpfs, each half paged out,
+/// and for a private writable mapping of a tmpfs file ([`PRIVATE_SHMEM`]).
+#[test]
+fn shared_memory_in_swap_read_from_pagemap_is_smaps_rollups() {
+    require_pfns!();
+    let _g = serial();
+    let _swap = match Swapfile::on() {
+        Ok(s) => s,
+        Err(why) => skip!("swap", why),
+    };
+    let dir = tempfile::tempdir_in("/dev/shm").expect("a directory in /dev/shm (tmpfs)");
+    let dir_arg = dir.path().to_str().unwrap();
+    let mut pts = Vec::new();
+    for mode in [
+        &["--mode", "shm"][..],
+        &["--mode", "file", "--dir", dir_arg],
+    ] {
+        let args = [mode, &["--size", "64M", "--pageout", "0.5", "--hold"]].concat();
+        let pt = Pagetest::start(&[], &args, "done");
+        let swap = smaps_rollup(pt.pid())["Swap"] * 1024;
+        assert!(
+            swap >= 32 * MIB * 95 / 100,
+            "the kernel paged out {swap} bytes of the 32 MiB asked"
+        );
+        pts.push(pt);
+    }
+    let python = Command::new("python3")
+        .args(["-c", PRIVATE_SHMEM])
+        .arg(dir.path().join("private"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    let mut python = Killed(python);
+    let mut ready = String::new();
+    std::io::BufReader::new(python.0.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    assert_eq!(ready.trim(), "ready", "python3 did not map and page out");
+    let py = python.0.id();
+    // Its own copies' swap, and most of its file's in both mappings.
+    let swap = smaps_rollup(py)["Swap"] * 1024;
+    assert!(swap >= 8 * MIB, "the kernel paged out {swap} bytes");
+    let serve = Serve::start(&[
+        "--interval",
+        "300ms",
+        "--budget",
+        "100",
+        "--pagemap-above",
+        "16M",
+    ]);
+    let mut pids: Vec<u32> = pts.iter().map(|p| p.pid()).collect();
+    pids.push(py);
+    let text = soon(&serve, serve.metrics().unwrap(), |t| {
+        pids.iter()
+            .try_for_each(|&p| matches_kernel(t, p, &smaps_rollup(p)))
+    });
+    for &pid in &pids[..2] {
+        let swap = process_value(&text, "pagescope_process_swap_bytes", pid).unwrap();
+        assert!(swap >= 30 * MIB, "swap of {pid}: {swap}");
+    }
+    // Read from pagemap: no working set.
+    let text = serve.next_collection(&text);
+    for &pid in &pids {
+        let ws = process_value(&text, "pagescope_process_working_set_bytes", pid);
+        assert_eq!(ws, None, "{pid} was not read from pagemap");
     }
 }
 

@@ -23,6 +23,7 @@ use super::text::{self, Mapped, Rollup};
 use pagescope_core::{Error, Result};
 use pagescope_linux::pagemap::{Pacer, PagemapReader};
 use pagescope_linux::procfs::ProcDir;
+use pagescope_linux::shmem::{self, MappingSwap};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
@@ -284,14 +285,21 @@ impl Tracked {
     }
 
     /// Walks the process paced: the sums of smaps_rollup made from its
-    /// pagemap and the frames' map counts ([`paced`]). `Ok(None)` if this
-    /// reader may not read its pagemap or see its frame numbers.
+    /// pagemap and the frames' map counts ([`paced`]), with the swap of
+    /// its shared memory from the files' page caches
+    /// ([`pagescope_linux::shmem`]). `Ok(None)` if this reader may not
+    /// read its pagemap or see its frame numbers; the `bool` says whether
+    /// its swap is known (not where its shared memory's could not be
+    /// read: without CAP_SYS_ADMIN for `map_files`, or without
+    /// cachestat(2)). `swap_used`: the machine has pages in swap (if not,
+    /// its shared memory has none, and its files are not looked at).
     pub fn read_paced(
         &mut self,
         frames: &mut Frames,
         page_size: u64,
+        swap_used: bool,
         buf: &mut Vec<u8>,
-    ) -> Result<Option<Rollup>> {
+    ) -> Result<Option<(Rollup, bool)>> {
         if self.pagemap.is_none() {
             let file = match self.mem().open_file("pagemap") {
                 Ok(f) => f,
@@ -302,20 +310,57 @@ impl Tracked {
             self.pagemap = Some(PagemapReader::new(file, path, page_size));
         }
         self.mem().read_into("maps", buf)?;
-        let ranges = paced::ranges(buf).ok_or_else(|| corrupt(self.mem(), "maps"))?;
-        if ranges.is_empty() {
+        let mut vmas = paced::vmas(buf).ok_or_else(|| corrupt(self.mem(), "maps"))?;
+        if vmas.is_empty() {
             // No memory any more: it exited meanwhile.
             return Err(Error::NotFound {
                 path: self.mem().file_path("maps"),
             });
         }
+        // Its shared memory in swap, which pagemap does not show.
+        let mut shmem_swap = Some(0);
+        let mut files = Vec::new();
+        let maybe = vmas
+            .iter_mut()
+            .enumerate()
+            .filter(|(_, v)| swap_used && v.in_memory);
+        for (i, v) in maybe {
+            match shmem::mapping_swap(self.mem(), &v.map) {
+                Ok(MappingSwap::NotShmem) => {}
+                Ok(MappingSwap::Pages(n)) => shmem_swap = shmem_swap.map(|s| s + n),
+                Ok(MappingSwap::Holes(f)) => {
+                    v.holes = true;
+                    files.push((i, f));
+                }
+                // Unmapped meanwhile: not counted, as by a walk after.
+                Err(e) if e.is_gone() => {}
+                Err(Error::PermissionDenied { .. } | Error::Unsupported { .. }) => {
+                    shmem_swap = None;
+                }
+                Err(e) => return Err(e),
+            }
+        }
         let pagemap = self.pagemap.as_mut().expect("opened above");
         let resident =
             self.signals.resident * page_size + self.rollup_last.map_or(0, |r| r.swap * 1024);
-        match frames.sum(pagemap, &ranges, resident, page_size, &mut Pacer::default())? {
-            Ok(r) => Ok(Some(r)),
-            Err(Unread::NoFrames) => Ok(None),
+        let mut holes = Vec::new();
+        let mut pacer = Pacer::default();
+        let mut r = match frames.sum(pagemap, &vmas, resident, page_size, &mut pacer, &mut holes)? {
+            Ok(r) => r,
+            Err(Unread::NoFrames) => return Ok(None),
+        };
+        for (i, lo, hi) in holes {
+            // Only VMAs given a file want their holes.
+            let (_, file) = files.iter().find(|(j, _)| *j == i).expect("its file");
+            let v = &vmas[i].map;
+            match shmem::swapped(file, v.offset + (lo - v.start), hi - lo) {
+                Ok(n) => shmem_swap = shmem_swap.map(|s| s + n),
+                Err(Error::Unsupported { .. }) => shmem_swap = None,
+                Err(e) => return Err(e),
+            }
         }
+        r.swap += shmem_swap.unwrap_or(0) * page_size / 1024;
+        Ok(Some((r, shmem_swap.is_some())))
     }
 
     /// Clears its referenced bits (`clear_refs`, `1`); `false` if refused.
