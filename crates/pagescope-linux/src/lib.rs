@@ -25,6 +25,7 @@ pub mod physmap;
 pub mod procfs;
 pub mod record;
 pub mod resume_latency;
+pub mod shmem;
 pub mod signals;
 pub mod snapshot;
 pub mod system;

@@ -222,6 +222,22 @@ impl ProcDir {
         self.numbered("task")
     }
 
+    /// A live thread of a process whose main thread has exited while its
+    /// other threads run on (a zombie leader, state `Z` with more than one
+    /// thread): `task/TID`, held as this directory is, whose `maps`,
+    /// `smaps`, `smaps_rollup`, `statm`, `pagemap`, `cmdline` and
+    /// `clear_refs` show the process's address space where `/proc/PID`'s
+    /// read empty (the leader has none left). `None` if no other thread
+    /// is left alive.
+    pub fn live_thread(&self, buf: &mut Vec<u8>) -> Option<ProcDir> {
+        let tasks = self.tasks().ok()?;
+        tasks.into_iter().filter(|&t| t != self.pid).find_map(|t| {
+            let thread = self.task(t).ok()?;
+            let s = thread.stat(buf).ok()?;
+            (!s.is_dead()).then_some(thread)
+        })
+    }
+
     /// The children of each of the process's threads (`task/*/children`);
     /// a thread that can't be read has none.
     pub fn children(&self) -> Vec<u32> {

@@ -273,7 +273,7 @@ impl Collector<'_, '_> {
 
     /// The task of `dir`, whose `stat` is read already; its command line
     /// and executable come from `mem`, the directory its memory is read
-    /// through ([`live_thread`]).
+    /// through ([`ProcDir::live_thread`]).
     fn task(&mut self, dir: &ProcDir, mem: &ProcDir, stat: Stat) -> Result<Task> {
         let status = dir.status(&mut self.text)?;
         let cmdline = mem.cmdline(&mut self.text)?;
@@ -407,7 +407,7 @@ impl Collector<'_, '_> {
         // A process whose main thread has exited while its other threads
         // run on: its memory is read through one of those.
         let thread = match stat.state == 'Z' && stat.num_threads > 1 {
-            true => match live_thread(&dir, &mut self.text) {
+            true => match dir.live_thread(&mut self.text) {
                 Some(t) => {
                     pause_for_tests(t.pid);
                     Some(t)
@@ -652,23 +652,9 @@ fn read_whole_note(label: &str, ranges: &[Range], page_size: u64) -> Option<Stri
     ))
 }
 
-/// A live thread of a process whose main thread has exited while its
-/// other threads run on (a zombie leader, state `Z` with more than one
-/// thread): `task/TID`, whose maps, smaps, smaps_rollup and pagemap
-/// show the process's address space where `/proc/PID`'s read empty (the
-/// leader has none left). `None` if no other thread is left alive.
-fn live_thread(dir: &ProcDir, buf: &mut Vec<u8>) -> Option<ProcDir> {
-    let tasks = dir.tasks().ok()?;
-    tasks.into_iter().filter(|&t| t != dir.pid).find_map(|t| {
-        let thread = dir.task(t).ok()?;
-        let s = thread.stat(buf).ok()?;
-        (!s.is_dead()).then_some(thread)
-    })
-}
-
 /// A test hook (the cargo feature `test-hooks`): with
 /// `PAGESCOPE_PAUSE_READING_THROUGH=PATH` in its environment, the first
-/// time a process is read through thread `tid` ([`live_thread`]),
+/// time a process is read through thread `tid` ([`ProcDir::live_thread`]),
 /// pagescope writes `tid` to PATH and waits (up to a minute) until PATH
 /// is removed, so that a test can end that thread first.
 #[cfg(feature = "test-hooks")]
@@ -693,7 +679,7 @@ fn pause_for_tests(tid: u32) {
 fn pause_for_tests(_tid: u32) {}
 
 /// How many times a process whose main thread exited is read, each
-/// through a thread alive at the start of the read ([`live_thread`]).
+/// through a thread alive at the start of the read ([`ProcDir::live_thread`]).
 const THREAD_TRIES: usize = 4;
 
 /// Whether process `pid` runs on without its main thread (a zombie

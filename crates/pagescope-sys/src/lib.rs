@@ -8,6 +8,7 @@
 #![deny(missing_docs)]
 
 pub mod abi;
+pub mod cachestat;
 pub mod clone;
 pub mod cpuclock;
 pub mod damon;

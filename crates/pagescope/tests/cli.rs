@@ -789,7 +789,7 @@ fn a_process_whose_main_thread_exited_is_counted() {
     require_pfns!();
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    let (pt, pid, tid) = leader_exited();
+    let (pt, pid, tid) = held_by_a_thread();
     let rollup = task_smaps_rollup(pid, tid as u32);
     let kb = pt.ready["page_size"].as_u64().unwrap() / 1024;
     let snap = temp_path(dir.path(), "s.snap");
@@ -825,26 +825,14 @@ fn a_process_whose_main_thread_exited_is_counted() {
 /// pagetest holding 16 MiB in a thread, its main thread exited (a zombie
 /// leader, whose /proc/PID shows no memory): pagetest, its pid, and the
 /// thread that holds, asleep.
-fn leader_exited() -> (Pagetest, u32, u64) {
+fn held_by_a_thread() -> (Pagetest, u32, u64) {
     let args = ["--size", "16M", "--mode", "anon", "--leader-exits"];
     let pt = Pagetest::start(&[], &args, "leader-exits");
-    let (pid, tid) = (pt.pid(), pt.lines.last().unwrap()["tid"].as_u64().unwrap());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .unwrap()
-        .contains(") Z ")
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{pid}'s main thread never exited"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    wait_asleep(tid);
+    let (pid, tid) = leader_exited(&pt);
     // The kernel shows the memory through the thread only.
     let leader = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
     assert!(!leader.contains("Rss:"), "{leader}");
-    (pt, pid, tid)
+    (pt, pid, u64::from(tid))
 }
 
 /// A process read through a thread (its main thread exited) that exits
@@ -857,7 +845,7 @@ fn a_process_is_read_again_when_the_thread_it_was_read_through_exits() {
     require_pfns!();
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    let (mut pt, pid, tid) = leader_exited();
+    let (mut pt, pid, tid) = held_by_a_thread();
     let pause = temp_path(dir.path(), "pause");
     let snap = temp_path(dir.path(), "s.snap");
     let snapshot = Command::new(pagescope_bin())

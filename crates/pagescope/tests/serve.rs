@@ -6,7 +6,7 @@
 mod util;
 
 use serde_json::Value;
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -15,6 +15,16 @@ use util::named::Named;
 use util::*;
 
 const MIB: u64 = 1024 * 1024;
+
+/// A child killed and reaped when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
 
 /// A port nobody listens on now.
 fn free_port() -> u16 {
@@ -191,10 +201,18 @@ fn process_value(text: &str, name: &str, pid: u32) -> Option<u64> {
 /// end, their shared libraries' pages change every process's PSS by a few
 /// pages between a collection and the test's own read of smaps_rollup.
 /// Returns the collection that matched.
-fn matches_rollup_soon(serve: &Serve, mut text: String, pids: &[u32]) -> String {
+fn matches_rollup_soon(serve: &Serve, text: String, pids: &[u32]) -> String {
+    soon(serve, text, |t| {
+        pids.iter().try_for_each(|&p| matches_rollup(t, p))
+    })
+}
+
+/// The first of up to ten collections from `text` on of which `check`
+/// holds; panics with the last of what it said otherwise.
+fn soon(serve: &Serve, mut text: String, check: impl Fn(&str) -> Result<(), String>) -> String {
     let mut last = String::new();
     for _ in 0..10 {
-        match pids.iter().try_for_each(|&p| matches_rollup(&text, p)) {
+        match check(&text) {
             Ok(()) => return text,
             Err(e) => last = e,
         }
@@ -207,6 +225,17 @@ fn matches_rollup_soon(serve: &Serve, mut text: String, pids: &[u32]) -> String 
 /// what differs, if any.
 fn matches_rollup(text: &str, pid: u32) -> Result<(), String> {
     let r = smaps_rollup(pid);
+    assert!(r["Rss"] * 1024 >= 64 * MIB, "the held buffer is resident");
+    matches_kernel(text, pid, &r)
+}
+
+/// Process `pid`'s figures in `text` against `r`, the kernel's
+/// smaps_rollup (kB by key), within a page: what differs, if any.
+fn matches_kernel(
+    text: &str,
+    pid: u32,
+    r: &std::collections::HashMap<String, u64>,
+) -> Result<(), String> {
     let kb = |k: &str| r[k] * 1024;
     for (name, truth) in [
         ("pagescope_process_rss_bytes", kb("Rss")),
@@ -224,7 +253,6 @@ fn matches_rollup(text: &str, pid: u32) -> Result<(), String> {
             ));
         }
     }
-    assert!(kb("Rss") >= 64 * MIB, "the held buffer is resident");
     Ok(())
 }
 
@@ -703,6 +731,157 @@ fn figures_read_from_pagemap_are_smaps_rollup() {
             "the forked children outlived their parents"
         );
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A process whose main thread has exited while its other threads run
+/// on (a zombie leader) shows no memory in `/proc/PID`; serve reads it
+/// through a live thread, as `snapshot` does, under its own pid and name:
+/// its figures are the kernel's smaps_rollup of that thread
+/// (`/proc/PID/task/TID/smaps_rollup`), read from smaps_rollup and from
+/// pagemap (`--pagemap-above`).
+#[test]
+fn a_process_whose_main_thread_exited_is_counted() {
+    require_pfns!();
+    let _g = serial();
+    let args = ["--size", "64M", "--mode", "anon", "--leader-exits"];
+    let pt = Pagetest::start(&[], &args, "leader-exits");
+    let (pid, tid) = leader_exited(&pt);
+    // The kernel shows the memory through the thread only.
+    let leader = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    assert!(!leader.contains("Rss:"), "{leader}");
+    let rss = task_smaps_rollup(pid, tid)["Rss"] * 1024;
+    assert!(rss >= 64 * MIB, "the held buffer is resident: {rss}");
+    for paced in [false, true] {
+        let mut args = vec!["--interval", "300ms", "--budget", "100"];
+        if paced {
+            args.extend(["--pagemap-above", "32M"]);
+        }
+        let serve = Serve::start(&args);
+        let text = soon(&serve, serve.metrics().unwrap(), |t| {
+            matches_kernel(t, pid, &task_smaps_rollup(pid, tid))
+        });
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("pagescope_process_rss_bytes{{pid=\"{pid}\",")))
+            .unwrap();
+        assert!(line.contains("comm=\"pagetest\""), "{line}");
+        // A held buffer does not move: its RSS is exact.
+        let said = process_value(&text, "pagescope_process_rss_bytes", pid).unwrap();
+        assert_eq!(
+            said,
+            task_smaps_rollup(pid, tid)["Rss"] * 1024,
+            "paced {paced}"
+        );
+        // Its referenced bits are cleared through the thread (a working
+        // set from the next collection on), except when read from
+        // pagemap, which has no accessed bit.
+        let text = serve.next_collection(&text);
+        let ws = process_value(&text, "pagescope_process_working_set_bytes", pid);
+        assert_eq!(ws.is_some(), !paced, "paced {paced}: working set {ws:?}");
+    }
+}
+
+/// A file of /dev/shm (argv[1]) mapped twice, shared and private
+/// writable: the private mapping writes its first quarter (its own
+/// copies) and reads its second; then the shared mapping's first and
+/// last quarters (the file's pages only it maps) and the private copies
+/// are paged out. smaps counts the file's swap whole in the shared
+/// mapping, and in the private one only where it has no page table
+/// entry (its last half), besides its copies' swap entries.
+const PRIVATE_SHMEM: &str = r#"
+import ctypes, mmap, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+PAGE, N, PAGEOUT = mmap.PAGESIZE, 4096, 21
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+os.unlink(sys.argv[1])
+os.ftruncate(fd, N * PAGE)
+rw = mmap.PROT_READ | mmap.PROT_WRITE
+sh = mmap.mmap(fd, N * PAGE, mmap.MAP_SHARED, rw)
+for i in range(N):
+    sh[i * PAGE] = 1
+pr = mmap.mmap(fd, N * PAGE, mmap.MAP_PRIVATE, rw)
+for i in range(N // 4):
+    pr[i * PAGE] = 2
+x = sum(pr[i * PAGE] for i in range(N // 4, N // 2))
+a_sh = ctypes.addressof(ctypes.c_char.from_buffer(sh))
+a_pr = ctypes.addressof(ctypes.c_char.from_buffer(pr))
+for addr, pages in [(a_sh, N // 4), (a_sh + N // 2 * PAGE, N // 2), (a_pr, N // 4)]:
+    if libc.madvise(addr, pages * PAGE, PAGEOUT) != 0:
+        sys.exit("madvise(MADV_PAGEOUT): errno %d" % ctypes.get_errno())
+print("ready", flush=True)
+time.sleep(3600)
+"#;
+
+/// Shared memory in swap has no entry in pagemap (its page table entry
+/// is empty; the swap entry is in the file's page cache): read from
+/// pagemap (`--pagemap-above`), a process's swap is still smaps_rollup's
+/// `Swap`, for a memfd and for a file of a tmpfs, each half paged out,
+/// and for a private writable mapping of a tmpfs file ([`PRIVATE_SHMEM`]).
+#[test]
+fn shared_memory_in_swap_read_from_pagemap_is_smaps_rollups() {
+    require_pfns!();
+    let _g = serial();
+    let _swap = match Swapfile::on() {
+        Ok(s) => s,
+        Err(why) => skip!("swap", why),
+    };
+    let dir = tempfile::tempdir_in("/dev/shm").expect("a directory in /dev/shm (tmpfs)");
+    let dir_arg = dir.path().to_str().unwrap();
+    let mut pts = Vec::new();
+    for mode in [
+        &["--mode", "shm"][..],
+        &["--mode", "file", "--dir", dir_arg],
+    ] {
+        let args = [mode, &["--size", "64M", "--pageout", "0.5", "--hold"]].concat();
+        let pt = Pagetest::start(&[], &args, "done");
+        let swap = smaps_rollup(pt.pid())["Swap"] * 1024;
+        assert!(
+            swap >= 32 * MIB * 95 / 100,
+            "the kernel paged out {swap} bytes of the 32 MiB asked"
+        );
+        pts.push(pt);
+    }
+    let python = Command::new("python3")
+        .args(["-c", PRIVATE_SHMEM])
+        .arg(dir.path().join("private"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    let mut python = Killed(python);
+    let mut ready = String::new();
+    std::io::BufReader::new(python.0.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    assert_eq!(ready.trim(), "ready", "python3 did not map and page out");
+    let py = python.0.id();
+    // Its own copies' swap, and most of its file's in both mappings.
+    let swap = smaps_rollup(py)["Swap"] * 1024;
+    assert!(swap >= 8 * MIB, "the kernel paged out {swap} bytes");
+    let serve = Serve::start(&[
+        "--interval",
+        "300ms",
+        "--budget",
+        "100",
+        "--pagemap-above",
+        "16M",
+    ]);
+    let mut pids: Vec<u32> = pts.iter().map(|p| p.pid()).collect();
+    pids.push(py);
+    let text = soon(&serve, serve.metrics().unwrap(), |t| {
+        pids.iter()
+            .try_for_each(|&p| matches_kernel(t, p, &smaps_rollup(p)))
+    });
+    for &pid in &pids[..2] {
+        let swap = process_value(&text, "pagescope_process_swap_bytes", pid).unwrap();
+        assert!(swap >= 30 * MIB, "swap of {pid}: {swap}");
+    }
+    // Read from pagemap: no working set.
+    let text = serve.next_collection(&text);
+    for &pid in &pids {
+        let ws = process_value(&text, "pagescope_process_working_set_bytes", pid);
+        assert_eq!(ws, None, "{pid} was not read from pagemap");
     }
 }
 

@@ -414,6 +414,60 @@ fn without_root_the_missing_figures_show_as_such_and_ctrl_c_restores() {
     t.wait_for("top's exit code", |s| s.contains("rc=130"));
 }
 
+/// A process whose main thread has exited while its other threads run
+/// on (a zombie leader) is listed under its pid and name, with the
+/// kernel's figures from a live thread's smaps_rollup, and its detail is
+/// that thread's smaps: its buffer first.
+#[test]
+fn a_process_whose_main_thread_exited_is_listed() {
+    let _serial = serial();
+    let Some(t) = Tmux::start("leader") else {
+        return;
+    };
+    let args = ["--size", "64M", "--mode", "anon", "--leader-exits"];
+    let pt = Pagetest::start(&[], &args, "leader-exits");
+    let (pid, tid) = leader_exited(&pt);
+    start_top(&t, &[]);
+    t.keys(&["i"]);
+    let screen = filter_pagetest(&t, "PID", &[pid]);
+    let row = row_of(&screen, pid).unwrap();
+    assert_eq!(row.name, "pagetest", "{row:?}");
+    let kernel = task_smaps_rollup(pid, tid);
+    assert_close(
+        "RSS",
+        row.sizes[RSS].unwrap(),
+        kernel["Rss"] as f64 * 1024.0,
+        1.0,
+    );
+    assert_close(
+        "PSS",
+        row.sizes[PSS].unwrap(),
+        kernel["Pss"] as f64 * 1024.0,
+        1.0,
+    );
+    // Enter on it: its VMAs, read through the thread.
+    let at = rows(&screen).iter().position(|r| r.pid == pid).unwrap();
+    t.keys(&["Home"]);
+    for _ in 0..at {
+        t.keys(&["Down"]);
+    }
+    t.keys(&["Enter"]);
+    let (start, end) = pt.buffer();
+    let vma = format!("{start:x}-{end:x}");
+    let screen = t.wait_for("the detail", |s| s.contains(&format!("pid {pid} pagetest")));
+    let line = screen
+        .lines()
+        .find(|l| l.contains(&vma))
+        .unwrap_or_else(|| panic!("no VMA {vma}:\n{screen}"));
+    assert!(line.matches("64.0 MiB").count() >= 3, "{line}");
+    t.keys(&["Escape"]);
+    t.wait_for("the table again", |s| {
+        s.contains("PID") && s.contains("NAME")
+    });
+    t.keys(&["q"]);
+    t.wait_for("the shell", |s| s.trim_end().ends_with('$'));
+}
+
 /// While another pagescope clears every process's referenced bits (here
 /// a whole-machine recording), top has no working set (clearing them too
 /// would make both counts short), and its header says whose the bits are.

@@ -59,7 +59,9 @@ const FIGURES: [(&str, &str); 5] = [
     ),
     (
         "swap",
-        "memory in swap (smaps_rollup Swap; status VmSwap if skipped)",
+        "memory in swap (smaps_rollup Swap, or from pagemap and, for shared memory, \
+         cachestat(2); status VmSwap if skipped; absent where shared memory's could not \
+         be read: a kernel without cachestat(2), before Linux 6.5)",
     ),
     (
         "working_set",

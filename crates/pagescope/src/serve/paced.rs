@@ -27,10 +27,14 @@
 //!   pages mapped once; swap counts the swap entries (`Swap`, not guard
 //!   regions or other markers).
 //!
+//! Shared memory in swap (tmpfs, memfd, SysV, shared anonymous) has no
+//! entry in pagemap: smaps adds the swap of the part of the file each
+//! mapping maps, which `pagescope_linux::shmem` counts from the file's
+//! page cache (cachestat(2)), and for a private writable mapping only at
+//! the addresses where the walk found no entry ([`Vma::holes`]).
+//!
 //! What it does not give: `Referenced` (pagemap has no accessed bit, so
-//! such a process has no refs working set), the swap of a tmpfs or memfd
-//! file's pages that are not mapped (smaps adds the file's swap to its
-//! mappings; pagemap has no entry for it), and `SwapPss` (its swap is
+//! such a process has no refs working set), and `SwapPss` (its swap is
 //! taken as shared, so that the refresh policy reads it again when a
 //! sharer may have changed).
 
@@ -39,6 +43,7 @@ use pagescope_core::kpageflags::KPageFlags;
 use pagescope_core::Result;
 use pagescope_linux::kpage::{FrameInfo, KPageReader};
 use pagescope_linux::pagemap::{Pacer, PagemapReader, PACED_BATCH};
+use pagescope_linux::shmem::Mapping;
 
 /// The kernel's `PSS_SHIFT`.
 const PSS_SHIFT: u32 = 12;
@@ -69,6 +74,21 @@ struct Sums {
     pss_anon: u64,
 }
 
+/// A line of `/proc/PID/maps`, as the walk needs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Vma {
+    /// Its addresses, file offset and permissions.
+    pub map: Mapping,
+    /// It maps a file of a file system with no device (device major 0:
+    /// tmpfs, the kernel's shmem mounts, but also others): perhaps
+    /// shmem.
+    pub in_memory: bool,
+    /// Its runs of addresses with no pagemap entry are wanted (a private
+    /// writable mapping of shmem with pages in swap): walked whole, and
+    /// each run given to the caller.
+    pub holes: bool,
+}
+
 /// Why a walk could not be made.
 pub enum Unread {
     /// pagemap hides frame numbers from this reader (CAP_SYS_ADMIN).
@@ -88,9 +108,12 @@ impl Frames {
         })
     }
 
-    /// Sums the pages of `ranges` (the process's mappings, from `maps`)
+    /// Sums the pages of `vmas` (the process's mappings, from `maps`)
     /// as smaps_rollup would, reading `pagemap` paced by `pacer`. Sizes
-    /// in the result are kB, as smaps_rollup's.
+    /// in the result are kB, as smaps_rollup's; its swap is that of the
+    /// swap entries pagemap shows (not shmem's). The runs of addresses
+    /// with no entry of each VMA that wants them ([`Vma::holes`]) go to
+    /// `holes`: (its index, start, end).
     ///
     /// A mapping more than twice `resident` (the process's resident and
     /// swapped bytes, from its counters) is mostly empty, and its
@@ -101,19 +124,21 @@ impl Frames {
     pub fn sum(
         &mut self,
         pagemap: &mut PagemapReader,
-        ranges: &[(u64, u64)],
+        vmas: &[Vma],
         resident: u64,
         page_size: u64,
         pacer: &mut Pacer,
+        holes: &mut Vec<(usize, u64, u64)>,
     ) -> Result<std::result::Result<Rollup, Unread>> {
         let unit = page_size << PSS_SHIFT;
         let mut s = Sums::default();
         self.pending.clear();
         self.anon.clear();
         let mut hidden = false;
-        for &(start, end) in ranges {
+        for (i, v) in vmas.iter().enumerate() {
+            let (start, end) = (v.map.start, v.map.end);
             let size = end - start;
-            let sparse = size / page_size > PACED_BATCH as u64 && size / 2 > resident;
+            let sparse = !v.holes && size / page_size > PACED_BATCH as u64 && size / 2 > resident;
             let parts = if self.scan != Some(false) && sparse {
                 let found = pagemap.populated_paced(start, end, pacer)?;
                 self.scan = Some(found.is_some());
@@ -124,7 +149,20 @@ impl Frames {
             let parts = parts.unwrap_or_else(|| vec![(start, end)]);
             for (lo, hi) in parts {
                 let mut failed = Ok(());
-                pagemap.for_each_paced(lo, hi, pacer, |_, e| {
+                // The run of addresses with no entry going on, if wanted.
+                let mut hole: Option<u64> = None;
+                pagemap.for_each_paced(lo, hi, pacer, |addr, e| {
+                    if v.holes {
+                        let none = !e.is_present() && !e.is_swapped();
+                        match (none, hole) {
+                            (true, None) => hole = Some(addr),
+                            (false, Some(h)) => {
+                                holes.push((i, h, addr));
+                                hole = None;
+                            }
+                            _ => {}
+                        }
+                    }
                     if e.is_present() {
                         let anon = !e.is_file_or_shared();
                         if e.is_exclusive() {
@@ -148,6 +186,9 @@ impl Frames {
                         s.swap += 1;
                     }
                 })?;
+                if let Some(h) = hole {
+                    holes.push((i, h, hi));
+                }
                 failed?;
                 if hidden {
                     return Ok(Err(Unread::NoFrames));
@@ -209,18 +250,36 @@ impl Frames {
     }
 }
 
-/// The address ranges of `/proc/PID/maps`' lines, in order (`None` if a
-/// line does not start with one).
-pub fn ranges(maps: &[u8]) -> Option<Vec<(u64, u64)>> {
+/// The lines of `/proc/PID/maps`, in order (`None` if a line is not of
+/// the kernel's format).
+pub fn vmas(maps: &[u8]) -> Option<Vec<Vma>> {
     let hex = |s: &[u8]| u64::from_str_radix(std::str::from_utf8(s).ok()?, 16).ok();
     let mut out = Vec::new();
     for line in maps.split(|&c| c == b'\n').filter(|l| !l.is_empty()) {
-        let range = line.split(|&c| c == b' ').next()?;
+        let mut f = line.split(|&c| c == b' ').filter(|f| !f.is_empty());
+        let (range, perms, offset, dev, inode) =
+            (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
         let mut ends = range.splitn(2, |&c| c == b'-');
-        match (ends.next().and_then(hex), ends.next().and_then(hex)) {
-            (Some(a), Some(b)) if a < b => out.push((a, b)),
-            _ => return None,
+        let (Some(start), Some(end)) = (ends.next().and_then(hex), ends.next().and_then(hex))
+        else {
+            return None;
+        };
+        let major = hex(dev.split(|&c| c == b':').next()?)?;
+        let inode = std::str::from_utf8(inode).ok()?.parse::<u64>().ok()?;
+        if start >= end || perms.len() != 4 {
+            return None;
         }
+        out.push(Vma {
+            map: Mapping {
+                start,
+                end,
+                offset: hex(offset)?,
+                shared: perms[3] == b's',
+                writable: perms[1] == b'w',
+            },
+            in_memory: major == 0 && inode != 0,
+            holes: false,
+        });
     }
     Some(out)
 }
@@ -230,13 +289,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ranges_of_maps_lines() {
+    fn vmas_of_maps_lines() {
         let text = b"55d0c0a00000-55d0c0a21000 rw-p 00000000 00:00 0  [heap]\n\
+                     7f0000000000-7f0000100000 rw-s 00000000 00:01 77   /memfd:pagetest (deleted)\n\
+                     7f0000200000-7f0000300000 rw-p 00003000 00:2a 12   /dev/shm/x\n\
+                     7f0000400000-7f0000500000 r--p 00001000 fd:01 1234 /usr/lib/libc.so.6\n\
                      7ffd1000-7ffd3000 r-xp 00000000 00:00 0  [vdso]\n";
+        let v = vmas(text).unwrap();
+        let m = |start, end, offset, shared, writable| Mapping {
+            start,
+            end,
+            offset,
+            shared,
+            writable,
+        };
         assert_eq!(
-            ranges(text).unwrap(),
-            [(0x55d0c0a00000, 0x55d0c0a21000), (0x7ffd1000, 0x7ffd3000)]
+            v.iter().map(|v| (v.map, v.in_memory)).collect::<Vec<_>>(),
+            [
+                (m(0x55d0c0a00000, 0x55d0c0a21000, 0, false, true), false),
+                (m(0x7f0000000000, 0x7f0000100000, 0, true, true), true),
+                (m(0x7f0000200000, 0x7f0000300000, 0x3000, false, true), true),
+                (
+                    m(0x7f0000400000, 0x7f0000500000, 0x1000, false, false),
+                    false
+                ),
+                (m(0x7ffd1000, 0x7ffd3000, 0, false, false), false),
+            ]
         );
-        assert!(ranges(b"zz-10 r--p\n").is_none());
+        assert!(v.iter().all(|v| !v.holes));
+        assert!(vmas(b"zz-10 r--p 0 00:00 0\n").is_none());
+        assert!(vmas(b"10-20 r--p\n").is_none());
     }
 }

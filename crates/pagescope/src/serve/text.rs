@@ -19,6 +19,8 @@ pub struct Stat<'a> {
     pub minflt: u64,
     /// Field 12: major faults likewise.
     pub majflt: u64,
+    /// Field 20: its threads.
+    pub num_threads: u64,
     /// Field 22, clock ticks after boot.
     pub start_time: u64,
 }
@@ -32,9 +34,18 @@ impl Stat<'_> {
         self.flags & PF_KTHREAD != 0
     }
 
-    /// A zombie or dead process (its memory is gone).
+    /// A zombie or dead process: state `Z` or `X`. Its memory is gone,
+    /// unless only its main thread has exited
+    /// ([`Stat::is_zombie_leader`]).
     pub fn is_dead(&self) -> bool {
         matches!(self.state, b'Z' | b'X' | b'x')
+    }
+
+    /// A process whose main thread has exited while its other threads
+    /// run on: state `Z` with more than one thread. Its memory is read
+    /// through one of those (`ProcDir::live_thread`).
+    pub fn is_zombie_leader(&self) -> bool {
+        self.state == b'Z' && self.num_threads > 1
     }
 }
 
@@ -62,7 +73,8 @@ pub fn stat(text: &[u8]) -> Option<Stat<'_>> {
     let flags = num(nth(4)?)?; // 9
     let minflt = num(nth(0)?)?; // 10
     let majflt = num(nth(1)?)?; // 12
-    let start_time = num(nth(9)?)?; // 22
+    let num_threads = num(nth(7)?)?; // 20
+    let start_time = num(nth(1)?)?; // 22
     Some(Stat {
         comm,
         state,
@@ -70,6 +82,7 @@ pub fn stat(text: &[u8]) -> Option<Stat<'_>> {
         flags,
         minflt,
         majflt,
+        num_threads,
         start_time,
     })
 }
@@ -248,10 +261,23 @@ mod tests {
         let s = stat(text).unwrap();
         assert_eq!(s.comm, b"a (weird) name");
         assert_eq!(
-            (s.state, s.ppid, s.flags, s.minflt, s.majflt, s.start_time),
-            (b'S', 1, 4194560, 1234, 7, 98765)
+            (
+                s.state,
+                s.ppid,
+                s.flags,
+                s.minflt,
+                s.majflt,
+                s.num_threads,
+                s.start_time
+            ),
+            (b'S', 1, 4194560, 1234, 7, 1, 98765)
         );
-        assert!(!s.is_kernel_thread() && !s.is_dead());
+        assert!(!s.is_kernel_thread() && !s.is_dead() && !s.is_zombie_leader());
+        let leader = b"4242 (pagetest) Z 1 4242 4242 0 -1 4194564 1234 0 7 0 10 20 0 0 20 0 \
+                       2 0 98765 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n";
+        let z = stat(leader).unwrap();
+        assert_eq!((z.num_threads, z.start_time), (2, 98765));
+        assert!(z.is_dead() && z.is_zombie_leader());
         let k = b"2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 2 0 0 \
                   18446744073709551615 0 0 0 0 0 0 0 2147483647 0 0 0 0 17 0 0 0 0 0 0\n";
         assert!(stat(k).unwrap().is_kernel_thread());

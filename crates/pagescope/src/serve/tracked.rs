@@ -8,6 +8,14 @@
 //! process is gone, reads through it fail (ESRCH) or come back empty,
 //! even if its pid was reused meanwhile. A pid reused is therefore a new
 //! process, opened afresh.
+//!
+//! A process whose main thread has exited while its other threads run on
+//! (a zombie leader) shows no memory in `/proc/PID`: its memory files
+//! (`statm`, `cgroup`, `maps`, `smaps_rollup`, `pagemap`, `clear_refs`,
+//! `cmdline`, `status`) are those of a live thread,
+//! `/proc/PID/task/TID` ([`ProcDir::live_thread`]), while its `stat`
+//! (name, faults, start time) stays the process's own. If that thread
+//! ends, the process is opened afresh through another.
 
 use super::figures::Figures;
 use super::paced::{self, Frames, Unread};
@@ -15,6 +23,7 @@ use super::text::{self, Mapped, Rollup};
 use pagescope_core::{Error, Result};
 use pagescope_linux::pagemap::{Pacer, PagemapReader};
 use pagescope_linux::procfs::ProcDir;
+use pagescope_linux::shmem::{self, MappingSwap};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
@@ -73,6 +82,9 @@ pub struct Signals {
 pub struct Tracked {
     /// Its directory.
     pub dir: ProcDir,
+    /// Where its main thread has exited: the live thread its memory is
+    /// read through, and that thread's stat, open.
+    thread: Option<(ProcDir, File)>,
     stat: File,
     statm: File,
     cgroup: File,
@@ -134,18 +146,32 @@ impl Tracked {
         };
         read(&stat, "stat", buf)?;
         let s = text::stat(buf).ok_or_else(|| corrupt(&dir, "stat"))?;
-        if s.is_kernel_thread() || s.is_dead() {
-            let start_time = s.start_time;
-            return Ok(Opened::NoMemory(stat, start_time));
-        }
         let (start_time, ppid) = (s.start_time, s.ppid);
         let comm = String::from_utf8_lossy(s.comm).into_owned();
-        let statm = dir.open_file("statm")?;
-        let cgroup = dir.open_file("cgroup")?;
-        read(&cgroup, "cgroup", buf)?;
+        let (kernel, dead, leader_exited) =
+            (s.is_kernel_thread(), s.is_dead(), s.is_zombie_leader());
+        let thread = match leader_exited {
+            true => dir.live_thread(buf),
+            false => None,
+        };
+        if kernel || (dead && thread.is_none()) {
+            return Ok(Opened::NoMemory(stat, start_time));
+        }
+        let thread = match thread {
+            Some(t) => {
+                let f = t.open_file("stat")?;
+                Some((t, f))
+            }
+            None => None,
+        };
+        let mem = thread.as_ref().map_or(&dir, |(t, _)| t);
+        let statm = mem.open_file("statm")?;
+        let cgroup = mem.open_file("cgroup")?;
+        pread_all(&cgroup, buf).map_err(|e| Error::io(mem.file_path("cgroup"), e))?;
         let cgroup_path = pagescope_core::parse::cgroup::path(&String::from_utf8_lossy(buf));
         Ok(Opened::User(Box::new(Tracked {
             dir,
+            thread,
             stat,
             statm,
             cgroup,
@@ -170,10 +196,18 @@ impl Tracked {
         })))
     }
 
+    /// The directory its memory is read through: its own, or its live
+    /// thread's where its main thread has exited.
+    pub fn mem(&self) -> &ProcDir {
+        self.thread.as_ref().map_or(&self.dir, |(t, _)| t)
+    }
+
     /// Reads the cheap signals: the run time first (so that whatever
     /// runs after it shows next time), then stat (also the check that
     /// the process is still the one opened) and statm. `Err` gone (or
-    /// unreadable); `Ok(None)` if it became a zombie.
+    /// unreadable, or the thread its memory was read through ended);
+    /// `Ok(None)` if it became a zombie, or its main thread exited (to
+    /// be opened afresh).
     pub fn signals(&mut self, buf: &mut Vec<u8>) -> Result<Option<Signals>> {
         let run_ns = pagescope_sys::cpuclock::process_run_time_ns(self.dir.pid).ok();
         self.pread(Which::Stat, buf)?;
@@ -184,7 +218,17 @@ impl Tracked {
             });
         }
         if s.is_dead() {
-            return Ok(None);
+            let Some((thread, stat)) = &self.thread else {
+                return Ok(None);
+            };
+            // Its main thread has exited: the thread it is read through
+            // must live on.
+            let path = || thread.file_path("stat");
+            let mut own = Vec::new();
+            pread_all(stat, &mut own).map_err(|e| Error::io(path(), e))?;
+            if text::stat(&own).is_none_or(|t| t.is_dead()) {
+                return Err(Error::NotFound { path: path() });
+            }
         }
         let faults = s.minflt + s.majflt;
         if s.comm != self.comm.as_bytes() {
@@ -192,7 +236,7 @@ impl Tracked {
         }
         self.ppid = s.ppid;
         self.pread(Which::Statm, buf)?;
-        let (resident, shared) = text::statm(buf).ok_or_else(|| corrupt(&self.dir, "statm"))?;
+        let (resident, shared) = text::statm(buf).ok_or_else(|| corrupt(self.mem(), "statm"))?;
         Ok(Some(Signals {
             run_ns,
             faults,
@@ -211,14 +255,14 @@ impl Tracked {
     /// Reads maps (opened each time: it is read only when the process
     /// ran).
     pub fn read_maps(&mut self, buf: &mut Vec<u8>) -> Result<Mapped> {
-        self.dir.read_into("maps", buf)?;
+        self.mem().read_into("maps", buf)?;
         Ok(text::maps(buf))
     }
 
     /// Walks the process: its smaps_rollup. `Ok(None)` if refused.
     pub fn read_rollup(&mut self, buf: &mut Vec<u8>) -> Result<Option<Rollup>> {
         if self.rollup.is_none() {
-            match self.dir.open_file("smaps_rollup") {
+            match self.mem().open_file("smaps_rollup") {
                 Ok(f) => self.rollup = Some(f),
                 Err(Error::PermissionDenied { .. }) => return Ok(None),
                 Err(e) => return Err(e),
@@ -232,53 +276,97 @@ impl Tracked {
         if buf.is_empty() {
             // No memory any more: it exited meanwhile.
             return Err(Error::NotFound {
-                path: self.dir.file_path("smaps_rollup"),
+                path: self.mem().file_path("smaps_rollup"),
             });
         }
         text::rollup(buf)
             .map(Some)
-            .ok_or_else(|| corrupt(&self.dir, "smaps_rollup"))
+            .ok_or_else(|| corrupt(self.mem(), "smaps_rollup"))
     }
 
     /// Walks the process paced: the sums of smaps_rollup made from its
-    /// pagemap and the frames' map counts ([`paced`]). `Ok(None)` if this
-    /// reader may not read its pagemap or see its frame numbers.
+    /// pagemap and the frames' map counts ([`paced`]), with the swap of
+    /// its shared memory from the files' page caches
+    /// ([`pagescope_linux::shmem`]). `Ok(None)` if this reader may not
+    /// read its pagemap or see its frame numbers; the `bool` says whether
+    /// its swap is known (not where its shared memory's could not be
+    /// read: without CAP_SYS_ADMIN for `map_files`, or without
+    /// cachestat(2)). `swap_used`: the machine has pages in swap (if not,
+    /// its shared memory has none, and its files are not looked at).
     pub fn read_paced(
         &mut self,
         frames: &mut Frames,
         page_size: u64,
+        swap_used: bool,
         buf: &mut Vec<u8>,
-    ) -> Result<Option<Rollup>> {
+    ) -> Result<Option<(Rollup, bool)>> {
         if self.pagemap.is_none() {
-            let file = match self.dir.open_file("pagemap") {
+            let file = match self.mem().open_file("pagemap") {
                 Ok(f) => f,
                 Err(Error::PermissionDenied { .. }) => return Ok(None),
                 Err(e) => return Err(e),
             };
-            let path = self.dir.file_path("pagemap");
+            let path = self.mem().file_path("pagemap");
             self.pagemap = Some(PagemapReader::new(file, path, page_size));
         }
-        self.dir.read_into("maps", buf)?;
-        let ranges = paced::ranges(buf).ok_or_else(|| corrupt(&self.dir, "maps"))?;
-        if ranges.is_empty() {
+        self.mem().read_into("maps", buf)?;
+        let mut vmas = paced::vmas(buf).ok_or_else(|| corrupt(self.mem(), "maps"))?;
+        if vmas.is_empty() {
             // No memory any more: it exited meanwhile.
             return Err(Error::NotFound {
-                path: self.dir.file_path("maps"),
+                path: self.mem().file_path("maps"),
             });
+        }
+        // Its shared memory in swap, which pagemap does not show.
+        let mut shmem_swap = Some(0);
+        let mut files = Vec::new();
+        let maybe = vmas
+            .iter_mut()
+            .enumerate()
+            .filter(|(_, v)| swap_used && v.in_memory);
+        for (i, v) in maybe {
+            match shmem::mapping_swap(self.mem(), &v.map) {
+                Ok(MappingSwap::NotShmem) => {}
+                Ok(MappingSwap::Pages(n)) => shmem_swap = shmem_swap.map(|s| s + n),
+                Ok(MappingSwap::Holes(f)) => {
+                    v.holes = true;
+                    files.push((i, f));
+                }
+                // Unmapped meanwhile: not counted, as by a walk after.
+                Err(e) if e.is_gone() => {}
+                Err(Error::PermissionDenied { .. } | Error::Unsupported { .. }) => {
+                    shmem_swap = None;
+                }
+                Err(e) => return Err(e),
+            }
         }
         let pagemap = self.pagemap.as_mut().expect("opened above");
         let resident =
             self.signals.resident * page_size + self.rollup_last.map_or(0, |r| r.swap * 1024);
-        match frames.sum(pagemap, &ranges, resident, page_size, &mut Pacer::default())? {
-            Ok(r) => Ok(Some(r)),
-            Err(Unread::NoFrames) => Ok(None),
+        let mut holes = Vec::new();
+        let mut pacer = Pacer::default();
+        let mut r = match frames.sum(pagemap, &vmas, resident, page_size, &mut pacer, &mut holes)? {
+            Ok(r) => r,
+            Err(Unread::NoFrames) => return Ok(None),
+        };
+        for (i, lo, hi) in holes {
+            // Only VMAs given a file want their holes.
+            let (_, file) = files.iter().find(|(j, _)| *j == i).expect("its file");
+            let v = &vmas[i].map;
+            match shmem::swapped(file, v.offset + (lo - v.start), hi - lo) {
+                Ok(n) => shmem_swap = shmem_swap.map(|s| s + n),
+                Err(Error::Unsupported { .. }) => shmem_swap = None,
+                Err(e) => return Err(e),
+            }
         }
+        r.swap += shmem_swap.unwrap_or(0) * page_size / 1024;
+        Ok(Some((r, shmem_swap.is_some())))
     }
 
     /// Clears its referenced bits (`clear_refs`, `1`); `false` if refused.
     pub fn clear_refs(&mut self) -> Result<bool> {
         if self.clear_refs.is_none() {
-            match self.dir.open_write("clear_refs") {
+            match self.mem().open_write("clear_refs") {
                 Ok(f) => self.clear_refs = Some(f),
                 Err(Error::PermissionDenied { .. }) => return Ok(false),
                 Err(e) => return Err(e),
@@ -286,7 +374,7 @@ impl Tracked {
         }
         let f = self.clear_refs.as_ref().expect("opened above");
         f.write_at(b"1", 0)
-            .map_err(|e| Error::io(self.dir.file_path("clear_refs"), e))?;
+            .map_err(|e| Error::io(self.mem().file_path("clear_refs"), e))?;
         Ok(true)
     }
 
@@ -297,10 +385,14 @@ impl Tracked {
             Which::Cgroup => (&self.cgroup, "cgroup"),
             Which::Rollup => (self.rollup.as_ref().expect("opened"), "smaps_rollup"),
         };
-        pread_all(f, buf).map_err(|e| Error::io(self.dir.file_path(name), e))?;
+        let dir = match which {
+            Which::Stat => &self.dir,
+            _ => self.mem(),
+        };
+        pread_all(f, buf).map_err(|e| Error::io(dir.file_path(name), e))?;
         if buf.is_empty() && matches!(which, Which::Stat | Which::Statm) {
             return Err(Error::NotFound {
-                path: self.dir.file_path(name),
+                path: dir.file_path(name),
             });
         }
         Ok(())

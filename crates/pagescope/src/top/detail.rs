@@ -1,4 +1,5 @@
-//! The detail of one process: its VMAs from `/proc/PID/smaps`, each with
+//! The detail of one process: its VMAs from `/proc/PID/smaps` (or, where
+//! its main thread has exited, a live thread's `task/TID/smaps`), each with
 //! its size and how much of it is resident, proportional, private, in
 //! swap and referenced, largest resident first.
 
@@ -31,7 +32,13 @@ pub fn read(proc: &Path, pid: u32, buf: &mut Vec<u8>) -> Detail {
         Ok(d) => d,
         Err(e) => return Detail::Unread(e.to_string()),
     };
-    match dir.smaps(buf) {
+    // A process whose main thread has exited while others run on: its
+    // memory is read through one of those.
+    let thread = match dir.stat(buf) {
+        Ok(s) if s.state == 'Z' && s.num_threads > 1 => dir.live_thread(buf),
+        _ => None,
+    };
+    match thread.as_ref().unwrap_or(&dir).smaps(buf) {
         Ok(entries) => {
             let mut vmas: Vec<Vma> = entries
                 .into_iter()

@@ -111,6 +111,26 @@ pub struct Pagetest {
     wrapped: Option<std::os::fd::OwnedFd>,
 }
 
+/// The pid of a pagetest started with `--leader-exits` and the thread
+/// that holds its memory, once its main thread has exited (its stat
+/// says `Z`) and that thread sleeps.
+pub fn leader_exited(pt: &Pagetest) -> (u32, u32) {
+    let (pid, tid) = (pt.pid(), pt.lines.last().unwrap()["tid"].as_u64().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .unwrap()
+        .contains(") Z ")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "{pid}'s main thread never exited"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    wait_asleep(tid);
+    (pid, tid as u32)
+}
+
 /// Waits until process `pid` sleeps in `nanosleep` (pagetest's hold) or
 /// `sigtimedwait` (the holding thread of `--leader-exits`).
 pub fn wait_asleep(pid: u64) {
