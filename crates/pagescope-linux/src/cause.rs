@@ -119,6 +119,9 @@ pub struct PtraceFacts {
     pub kernel_thread: bool,
     /// A zombie, or exiting.
     pub exiting: bool,
+    /// Its main thread has exited while its other threads run on (a
+    /// zombie leader): the kernel refuses to ptrace that thread.
+    pub leader_exited: bool,
     /// The process that traces it already, and its name.
     pub tracer: Option<(u32, String)>,
     /// `kernel.yama.ptrace_scope`; `None` without Yama.
@@ -156,6 +159,7 @@ impl PtraceFacts {
         f.is_self = s.tgid == me;
         f.kernel_thread = st.is_kernel_thread();
         f.exiting = matches!(st.state, 'Z' | 'X');
+        f.leader_exited = st.state == 'Z' && st.num_threads > 1;
         if s.tracer_pid != 0 {
             let name = ProcDir::at(proc, s.tracer_pid)
                 .read_text("comm", &mut Vec::new())
@@ -214,6 +218,14 @@ impl PtraceFacts {
             return format!(
                 "{who} is a kernel thread: it has no user memory, and the kernel refuses to \
                  ptrace kernel threads"
+            );
+        }
+        if self.leader_exited {
+            return format!(
+                "the main thread of {who} has exited while its other threads run on, and the \
+                 kernel refuses to ptrace an exited thread: pagescope can't inject into \
+                 such a process (`snapshot`, and `record` with the refs backend, read it \
+                 through a live thread)"
             );
         }
         if self.exiting {
@@ -418,6 +430,14 @@ mod tests {
         });
         assert!(kthread.contains("kernel thread"), "{kthread}");
         assert!(!kthread.contains("Yama"), "{kthread}");
+        let leader = f(&|f| {
+            f.exiting = true;
+            f.leader_exited = true;
+        });
+        assert!(
+            leader.contains("main thread") && !leader.contains("is exiting"),
+            "{leader}"
+        );
         let own = f(&|f| f.is_self = true);
         assert!(own.contains("pagescope's own process"), "{own}");
         let traced = f(&|f| f.tracer = Some((7, "gdb".into())));

@@ -73,6 +73,17 @@ pub fn list_pids(proc_root: &Path) -> Result<Vec<u32>> {
     Ok(pids)
 }
 
+/// Whether process `pid` runs on without its main thread (a zombie
+/// leader with other threads): its memory is read through one of those
+/// ([`ProcDir::open_memory`]), and what needs its main thread (ptrace of
+/// every thread) can't be done.
+pub fn leader_exited(proc_root: &Path, pid: u32) -> bool {
+    matches!(
+        ProcDir::at(proc_root, pid).stat(&mut Vec::new()),
+        Ok(s) if s.state == 'Z' && s.num_threads > 1
+    )
+}
+
 /// A parse failure on a file of a process, as a pagescope error.
 pub(crate) fn corrupt(path: &Path, e: ParseError) -> Error {
     Error::corrupt(path, e.to_string())
@@ -89,6 +100,22 @@ impl ProcDir {
             dir: Some(dir),
             path,
             pid,
+        })
+    }
+
+    /// The directory whose memory files (`maps`, `smaps`, `pagemap`,
+    /// `clear_refs`, `cmdline`) show process `pid`'s address space:
+    /// `/proc/PID`, or where its main thread has exited while its other
+    /// threads run on (a zombie leader, whose own files read empty) a live
+    /// thread's `task/TID` ([`ProcDir::live_thread`]).
+    pub fn open_memory(proc_root: &Path, pid: u32) -> Result<ProcDir> {
+        let dir = ProcDir::open(proc_root, pid)?;
+        let mut buf = Vec::new();
+        Ok(match dir.stat(&mut buf) {
+            Ok(s) if s.state == 'Z' && s.num_threads > 1 => {
+                dir.live_thread(&mut buf).unwrap_or(dir)
+            }
+            _ => dir,
         })
     }
 

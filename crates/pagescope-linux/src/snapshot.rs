@@ -382,7 +382,7 @@ impl Collector<'_, '_> {
         for _ in 1..THREAD_TRIES {
             let notes = self.notes.len();
             match self.process(pid, em)? {
-                Outcome::Gone if leader_exited(&self.config.root.proc, pid) => {
+                Outcome::Gone if crate::procfs::leader_exited(&self.config.root.proc, pid) => {
                     em.discard();
                     self.notes.truncate(notes);
                 }
@@ -566,7 +566,7 @@ impl Collector<'_, '_> {
                 return Ok(Outcome::Gone);
             }
             self.notes.push(match thread {
-                Some(t) if leader_exited(&self.config.root.proc, pid) => format!(
+                Some(t) if crate::procfs::leader_exited(&self.config.root.proc, pid) => format!(
                     "{label}: read through its thread {} (its main thread has exited), \
                      which exited during the scan; its pages are partial",
                     t.pid
@@ -681,16 +681,6 @@ fn pause_for_tests(_tid: u32) {}
 /// How many times a process whose main thread exited is read, each
 /// through a thread alive at the start of the read ([`ProcDir::live_thread`]).
 const THREAD_TRIES: usize = 4;
-
-/// Whether process `pid` runs on without its main thread (a zombie
-/// leader with other threads): one read through a thread that then
-/// exited may be tried again through another.
-fn leader_exited(proc: &std::path::Path, pid: u32) -> bool {
-    matches!(
-        ProcDir::at(proc, pid).stat(&mut Vec::new()),
-        Ok(s) if s.state == 'Z' && s.num_threads > 1
-    )
-}
 
 /// Why process `pid` was skipped as gone: it exited during the scan, or
 /// it is a zombie (exited, not reaped), or (where its main thread

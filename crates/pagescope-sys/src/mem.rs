@@ -19,6 +19,11 @@ pub struct Region {
     _heap: Option<Vec<u64>>,
 }
 
+// SAFETY: a Region owns its memory (a mapping it never unmaps, or a heap
+// allocation it holds) and hands out no reference into it, so moving it to
+// another thread moves the only way to reach that memory through it.
+unsafe impl Send for Region {}
+
 impl Region {
     /// A new private anonymous mapping of `len` bytes, read-write.
     pub fn anonymous(len: usize) -> io::Result<Region> {

@@ -2303,3 +2303,85 @@ fn a_recorded_process_keeps_its_descriptor_table() {
     );
     assert_eq!(fd_size(pt.pid()), before, "FDSize of the recorded process");
 }
+
+/// The buffer's referenced and written pages summed over a recording's
+/// intervals.
+fn buffer_sums(out: &str, buffer: (u64, u64)) -> (u64, u64) {
+    temporal(out, Some(buffer))
+        .iter()
+        .fold((0, 0), |(u, w), r| {
+            (
+                u + r["user_pages"].as_u64().unwrap(),
+                w + r["written_pages"].as_u64().unwrap_or(0),
+            )
+        })
+}
+
+/// A process whose main thread has exited while another thread writes
+/// its buffer (a zombie leader, whose /proc/PID files read empty) is
+/// recorded through that thread. Launched (its write tracking given at
+/// its exec), each of its three passes is referenced and written in
+/// full; named by `--pid` once its main thread is gone, referenced in
+/// full, and its written pages, which tracking needs the main thread
+/// for, said not to be recorded. Before, every interval held 0 for it.
+#[test]
+fn a_process_whose_main_thread_exited_is_recorded() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = temp_path(dir.path(), "launched.rec");
+    let passes = [
+        "--size",
+        "16M",
+        "--leader-exits-first",
+        "--iterations",
+        "3",
+        "--sleep",
+        "400ms",
+    ];
+    let mut args = passes.to_vec();
+    args.extend(["--delay", "300ms"]);
+    let mut want = 0;
+    let backends = if fault_available() {
+        &["refs", "fault"][..]
+    } else {
+        &["refs"][..]
+    };
+    for backend in backends {
+        let options = ["--backend", backend, "--interval", "100ms"];
+        let mut pt = Pagetest::recorded(&options, &out, &args, "done");
+        let rec = pt.recording(&out);
+        assert_eq!(rec.end.as_ref().unwrap().why(), "exited");
+        want = 3 * pt.pages();
+        let (user, written) = buffer_sums(&out, pt.buffer());
+        assert_close(backend, user as f64, want as f64, 2.0);
+        assert_close(backend, written as f64, want as f64, 2.0);
+    }
+    // Named by --pid: its main thread exits before the recorder starts.
+    let mut args = passes.to_vec();
+    args.extend(["--delay", "1s", "--hold"]);
+    let mut pt = Pagetest::start(&[], &args, "leader-exits");
+    let pid = pt.pid();
+    wait_main_thread_exited(pid);
+    let out = temp_path(dir.path(), "pid.rec");
+    let o = run_ok(&record_args(
+        &[
+            "--pid",
+            &pid.to_string(),
+            "--interval",
+            "100ms",
+            "--duration",
+            "3s",
+        ],
+        &out,
+    ));
+    pt.until("done");
+    let (user, written) = buffer_sums(&out, pt.buffer());
+    assert_close("referenced, --pid", user as f64, want as f64, 2.0);
+    assert_eq!(written, 0);
+    let notes = analyze_json(&out, "temporal", &[])["notes"].to_string();
+    assert!(
+        notes.contains(&format!("written pages of pid {pid} are not recorded")),
+        "{} {notes}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -121,6 +121,12 @@ struct Args {
     /// then starts a new holding thread and ends the one that held.
     #[arg(long, conflicts_with_all = ["hold", "grow", "fork"])]
     leader_exits: bool,
+    /// End the main thread alone right after `ready` (saying
+    /// `{"event":"leader-exits","tid":T}`), and do the rest (the
+    /// iterations, `done`, `--hold`) in a new thread T: the process
+    /// touches its buffer with a zombie leader.
+    #[arg(long, conflicts_with_all = ["leader_exits", "fork", "grow", "wait_stdin"])]
+    leader_exits_first: bool,
     /// Directory for the file of `--mode file` (default: the current one).
     #[arg(long, value_name = "DIR")]
     dir: Option<std::path::PathBuf>,
@@ -292,6 +298,52 @@ fn run(args: Args) -> Result<()> {
         "mode": format!("{:?}", args.mode).to_lowercase(),
         "op": format!("{:?}", args.op).to_lowercase(),
     }))?;
+    if args.leader_exits_first {
+        return leader_exits_first(args, buf, len, page);
+    }
+    after_ready(&args, &buf, len, page)
+}
+
+/// Starts a thread that runs the rest of pagetest ([`after_ready`]) and
+/// ends the process with its result, says which thread it is, and ends
+/// the main thread alone.
+fn leader_exits_first(args: Args, buf: Buffer, len: usize, page: usize) -> Result<()> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("pagetest-worker".into())
+        .spawn(move || {
+            let _ = tx.send(thread_id());
+            // The main thread says which thread this is before any line
+            // of the rest.
+            std::thread::sleep(Duration::from_millis(10));
+            let code = match after_ready(&args, &buf, len, page) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("pagetest: {e:#}");
+                    1
+                }
+            };
+            std::process::exit(code)
+        })
+        .context("starting the thread that goes on")?;
+    let tid = rx
+        .recv()
+        .context("the thread that goes on")?
+        .context("its id (/proc/thread-self)")?;
+    emit(json!({"event": "leader-exits", "tid": tid}))?;
+    pagescope_sys::thread::exit_this_thread()
+}
+
+/// The id of the calling thread (`/proc/thread-self`).
+fn thread_id() -> Option<u32> {
+    std::fs::read_link("/proc/thread-self")
+        .ok()
+        .and_then(|l| l.file_name()?.to_str()?.parse::<u32>().ok())
+}
+
+/// What pagetest does after `ready`: the delay, the iterations, the
+/// children, `done`, and growing or holding on.
+fn after_ready(args: &Args, buf: &Buffer, len: usize, page: usize) -> Result<()> {
     let mut checksum = 0u64;
     if !args.delay.is_zero() {
         std::thread::sleep(args.delay);
@@ -302,18 +354,18 @@ fn run(args: Args) -> Result<()> {
     }
     for i in 0..args.iterations {
         let t0 = now_ns();
-        checksum = checksum.wrapping_add(touch(&buf, len, page, args.op, i + 2));
+        checksum = checksum.wrapping_add(touch(buf, len, page, args.op, i + 2));
         let t1 = now_ns();
         emit(json!({"event": "iteration", "index": i, "start_ns": t0, "end_ns": t1}))?;
         if let (0, Some(amount)) = (i, args.pageout) {
-            pageout(&buf, page, amount.of(len / page))?;
+            pageout(buf, page, amount.of(len / page))?;
         }
         if !args.sleep.is_zero() {
             std::thread::sleep(args.sleep);
         }
     }
     if args.fork > 0 {
-        let pids = fork_children(&args, &buf, page)?;
+        let pids = fork_children(args, buf, page)?;
         emit(json!({"event": "forked", "pids": pids}))?;
     }
     emit(json!({"event": "done", "checksum": checksum}))?;
@@ -349,10 +401,7 @@ fn start_holder() -> Result<u32> {
     std::thread::Builder::new()
         .name("pagetest-holder".into())
         .spawn(move || {
-            let tid = std::fs::read_link("/proc/thread-self")
-                .ok()
-                .and_then(|l| l.file_name()?.to_str()?.parse::<u32>().ok());
-            let _ = tx.send(tid);
+            let _ = tx.send(thread_id());
             let usr1 = [rustix::process::Signal::USR1.as_raw()];
             while pagescope_sys::signals::timed_wait(&usr1, Duration::from_secs(3600)).is_none() {}
             match start_holder() {

@@ -58,7 +58,7 @@ pub(super) fn pages_of(
             continue;
         }
         let r = (|| -> Result<()> {
-            let dir = ProcDir::open(proc_root, pid)?;
+            let dir = ProcDir::open_memory(proc_root, pid)?;
             let maps = dir.maps(buf)?;
             let file = dir.open_file("pagemap")?;
             let mut pm = PagemapReader::new(file, dir.path().join("pagemap"), page_size);

@@ -45,6 +45,12 @@ pub trait Probe {
     fn cut(&self) -> Option<Instant> {
         None
     }
+    /// The processes whose written pages this backend could not track
+    /// (their main thread had exited: [`crate::record::writes`]), for the
+    /// end record's notes.
+    fn writes_untracked(&self) -> Vec<u32> {
+        Vec::new()
+    }
     /// What the backend does not see of the targets' memory, for the
     /// header's notes, where it says so itself.
     fn coverage_note(&self) -> Option<String> {

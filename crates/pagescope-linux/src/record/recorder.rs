@@ -575,6 +575,15 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
     if !observed_later.is_empty() {
         notes.push(EndNote::Observed(observed_later));
     }
+    let untracked = rec.probe.writes_untracked();
+    if !untracked.is_empty() {
+        let pids: Vec<String> = untracked.iter().map(u32::to_string).collect();
+        notes.push(EndNote::Other(format!(
+            "written pages of pid {} are not recorded (0 in their rows): the main thread had \
+             exited when pagescope was to track them, and tracking writes needs it",
+            pids.join(", ")
+        )));
+    }
     let (intervals, reason) = match result {
         Ok(r) => r,
         Err(e) => {

@@ -40,7 +40,7 @@ pub fn has_soft_dirty(proc_root: &Path, page_size: u64) -> bool {
 /// exit meanwhile are skipped.
 pub(super) fn clear(proc_root: &Path, pids: &[u32]) -> Result<()> {
     for &pid in pids {
-        if let Ok(dir) = ProcDir::open(proc_root, pid) {
+        if let Ok(dir) = ProcDir::open_memory(proc_root, pid) {
             gone_ok(clear_refs(&dir, b"4"))?;
         }
     }

@@ -116,6 +116,14 @@ pub struct Pagetest {
 /// says `Z`) and that thread sleeps.
 pub fn leader_exited(pt: &Pagetest) -> (u32, u32) {
     let (pid, tid) = (pt.pid(), pt.lines.last().unwrap()["tid"].as_u64().unwrap());
+    wait_main_thread_exited(pid);
+    wait_asleep(tid);
+    (pid, tid as u32)
+}
+
+/// Waits until process `pid`'s main thread has exited (its stat says
+/// `Z`) while other threads of it run on.
+pub fn wait_main_thread_exited(pid: u32) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while !std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .unwrap()
@@ -127,8 +135,6 @@ pub fn leader_exited(pt: &Pagetest) -> (u32, u32) {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    wait_asleep(tid);
-    (pid, tid as u32)
 }
 
 /// Waits until process `pid` sleeps in `nanosleep` (pagetest's hold) or

@@ -651,6 +651,10 @@ impl Probe for Damon {
         self.writes.source()
     }
 
+    fn writes_untracked(&self) -> Vec<u32> {
+        self.writes.untracked()
+    }
+
     fn needs_freeze(&self) -> bool {
         // DAMON samples on its own; only soft-dirty takes two passes.
         self.writes.two_pass()

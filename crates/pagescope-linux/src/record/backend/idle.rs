@@ -276,6 +276,10 @@ impl Probe for Idle {
         self.writes.source()
     }
 
+    fn writes_untracked(&self) -> Vec<u32> {
+        self.writes.untracked()
+    }
+
     fn needs_freeze(&self) -> bool {
         // The bitmap is read and rewritten run by run; only soft-dirty
         // (pagemap, then clear_refs) takes two passes.

@@ -36,7 +36,7 @@ impl Refs {
     }
 
     fn collect_one(&mut self, pid: u32, out: &mut Interval) -> Result<()> {
-        let dir = ProcDir::open(&self.proc_root, pid)?;
+        let dir = ProcDir::open_memory(&self.proc_root, pid)?;
         let vmas = dir.smaps(&mut self.buf)?;
         clear_refs(&dir, b"1")?;
         for v in vmas {
@@ -76,6 +76,10 @@ impl Probe for Refs {
         self.writes.source()
     }
 
+    fn writes_untracked(&self) -> Vec<u32> {
+        self.writes.untracked()
+    }
+
     fn needs_freeze(&self) -> bool {
         true
     }
@@ -96,7 +100,7 @@ impl Probe for Refs {
 
     fn reset(&mut self, pids: &[u32]) -> Result<()> {
         for &pid in pids {
-            let Ok(dir) = ProcDir::open(&self.proc_root, pid) else {
+            let Ok(dir) = ProcDir::open_memory(&self.proc_root, pid) else {
                 continue; // gone
             };
             gone_ok(clear_refs(&dir, b"1"))?;

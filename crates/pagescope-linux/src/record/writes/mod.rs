@@ -71,6 +71,13 @@ impl Writes {
         }
     }
 
+    /// The processes whose written pages are not known (0 in their rows):
+    /// the scan could not be given to them, their main thread having
+    /// exited.
+    pub fn untracked(&self) -> Vec<u32> {
+        self.scans.untracked()
+    }
+
     /// Whether written pages are known at all.
     pub fn known(&self) -> bool {
         self.kind != Kind::None

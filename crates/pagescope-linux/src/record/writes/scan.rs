@@ -34,7 +34,7 @@ use pagescope_core::{Error, Result};
 use pagescope_sys::pagemap_scan::{self, PageRegion, Query, PAGE_IS_WRITTEN, WP_MATCHING};
 use pagescope_sys::uffd::{Uffd, FEATURES_WP_ASYNC, MODE_WP};
 use rustix::io::Errno;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs::File;
 use std::path::Path;
 
@@ -73,9 +73,18 @@ const USER_END: u64 = 0x7fff_ffff_f000;
 pub(super) struct Scans {
     /// Each process's scanner (`None`: it could not be given one).
     scanners: HashMap<u32, Option<Scanner>>,
+    /// The processes that could not be given one because their main
+    /// thread had exited (giving one seizes every thread).
+    untracked: BTreeSet<u32>,
 }
 
 impl Scans {
+    /// The processes whose writes are not tracked because their main
+    /// thread had exited when they were to be given a userfaultfd.
+    pub fn untracked(&self) -> Vec<u32> {
+        self.untracked.iter().copied().collect()
+    }
+
     /// Puts the pages of `pids` written since the last scan into
     /// `written`, by process (sorted, disjoint address ranges). A process
     /// seen for the first time gets its scanner.
@@ -94,6 +103,10 @@ impl Scans {
                         // Not at a stop yet: at the next boundary.
                         Ok(None) => continue,
                         Err(_) if gone(proc_root, pid) => continue,
+                        Err(_) if crate::procfs::leader_exited(proc_root, pid) => {
+                            self.untracked.insert(pid);
+                            None
+                        }
                         Err(e) => {
                             return Err(Error::Unsupported {
                                 what: format!("tracking the writes of process {pid}"),
@@ -146,8 +159,10 @@ impl Scans {
 /// (`PF_EXITING`: its address space may be gone already, and a scan of
 /// it or a new pagemap of it fails as for a process that is gone).
 fn gone(proc_root: &Path, pid: u32) -> bool {
-    crate::procfs::ProcDir::at(proc_root, pid)
-        .stat(&mut Vec::new())
+    // A process whose main thread has exited is alive while a thread of
+    // it is ([`ProcDir::open_memory`]).
+    crate::procfs::ProcDir::open_memory(proc_root, pid)
+        .and_then(|d| d.stat(&mut Vec::new()))
         .map_or(true, |s| s.is_exiting())
 }
 
@@ -206,7 +221,7 @@ impl Scanner {
     /// every page (the first scan's result is dropped). `None`: not now
     /// (see `crate::trace::userfaultfd_of`).
     fn attach(proc_root: &Path, pid: u32) -> Result<Option<Scanner>> {
-        let pagemap = crate::procfs::ProcDir::at(proc_root, pid).open_file("pagemap")?;
+        let pagemap = crate::procfs::ProcDir::open_memory(proc_root, pid)?.open_file("pagemap")?;
         let Some(fd) = give::userfaultfd_of(pid)? else {
             return Ok(None);
         };
@@ -249,7 +264,8 @@ impl Scanner {
         if !self.alive() {
             return Ok(false);
         }
-        let lines = crate::procfs::ProcDir::at(proc_root, self.pid).maps(&mut Vec::new())?;
+        let lines =
+            crate::procfs::ProcDir::open_memory(proc_root, self.pid)?.maps(&mut Vec::new())?;
         let now: HashSet<(u64, u64)> = lines.iter().map(|l| (l.start, l.end)).collect();
         self.seen.retain(|r| now.contains(r));
         for l in &lines {
