@@ -1951,6 +1951,57 @@ fn a_child_of_the_command_is_recorded_from_its_first_instruction() {
     );
 }
 
+/// A process that shares its creator's memory, made with `CLONE_PARENT`
+/// (its parent in `/proc` is its creator's: here pagescope, which reaps
+/// it), is not reset where it starts: that would clear its creator's
+/// bits. pagetest, launched, writes its 32 MiB buffer twice, 2.5 s
+/// apart, and after each pass starts such a process: both passes are in
+/// its rows, each page once. Compared with its parent (pagescope, whose
+/// memory is another), it looked like a process of its own memory, and
+/// its reset cleared pagetest's passes.
+#[test]
+fn a_process_of_its_creators_memory_is_not_reset_where_it_starts() {
+    let _guard = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = temp_path(dir.path(), "sibling.rec");
+    let wrapper = recorder(&["--backend", "refs", "--interval", "2s"], &out);
+    let args = [
+        "--size",
+        "32M",
+        "--op",
+        "write",
+        "--iterations",
+        "2",
+        "--sleep",
+        "2500ms",
+        "--clone-sibling",
+    ];
+    let mut pt = Pagetest::start(&wrapper, &args, "done");
+    let rec = pt.recording(&out);
+    assert_eq!(rec.end.as_ref().unwrap().why(), "exited");
+    let siblings = pt.lines.iter().filter(|l| l["event"] == "sibling").count();
+    assert_eq!(siblings, 2, "{:?}", pt.lines);
+    let pid = pt.pid();
+    let pages = pt.pages();
+    let (start, end) = pt.buffer();
+    let buffer: Vec<u64> = rec
+        .intervals
+        .iter()
+        .map(|i| {
+            i.virt
+                .iter()
+                .filter(|v| v.pid == pid && v.start < end && start < v.end)
+                .map(|v| v.counts.user)
+                .sum()
+        })
+        .collect();
+    let user: u64 = buffer.iter().sum();
+    assert!(
+        user >= 2 * pages && user <= 2 * pages + pages / 25,
+        "two passes over {pages} pages recorded as {user}: {buffer:?}"
+    );
+}
+
 /// `record -o -` streams the recording to standard output (the launched
 /// program's own output goes to standard error), and `analyze -` reads
 /// it back from standard input.

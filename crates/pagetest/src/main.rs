@@ -27,7 +27,9 @@
 //! memory after `done` until killed. With `--leader-exits` it holds the
 //! memory in a second thread and its main thread exits alone (saying
 //! `{"event":"leader-exits","tid":T}` first, T the thread that holds):
-//! the process runs on with a zombie leader.
+//! the process runs on with a zombie leader. With `--clone-sibling`, after
+//! each iteration it starts a process of its memory under its parent
+//! (`{"event":"sibling","pid":P}`).
 
 #![forbid(unsafe_code)]
 
@@ -148,6 +150,12 @@ struct Args {
     /// went is the kernel's to tell (smaps `Swap`, pagemap bit 62).
     #[arg(long, value_name = "AMOUNT", value_parser = parse_amount)]
     pageout: Option<Amount>,
+    /// After each iteration, start a process that shares this one's
+    /// memory and parent (`clone` with `CLONE_VM` and `CLONE_PARENT`) and
+    /// ends at once, and say so (`{"event":"sibling","pid":P}`): its
+    /// parent in `/proc` is pagetest's parent, which reaps it.
+    #[arg(long)]
+    clone_sibling: bool,
     /// Ask for transparent huge pages (`madvise(MADV_HUGEPAGE)`) on the
     /// anonymous buffer before touching it (whether the kernel gives
     /// them is its to tell: smaps `AnonHugePages`).
@@ -302,6 +310,10 @@ fn run(args: Args) -> Result<()> {
         checksum = checksum.wrapping_add(touch(&buf, len, page, args.op, i + 2));
         let t1 = now_ns();
         emit(json!({"event": "iteration", "index": i, "start_ns": t0, "end_ns": t1}))?;
+        if args.clone_sibling {
+            let pid = pagescope_sys::clone::clone_vm_sibling().context("clone(CLONE_VM)")?;
+            emit(json!({"event": "sibling", "pid": pid}))?;
+        }
         if let (0, Some(amount)) = (i, args.pageout) {
             pageout(&buf, page, amount.of(len / page))?;
         }

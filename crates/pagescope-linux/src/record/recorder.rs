@@ -218,16 +218,17 @@ impl Recorder<'_> {
     /// counts in the interval that runs, and nothing before. A process of
     /// the launched command is set up at its fork and after each exec; a
     /// process named by `--pid` after each exec (its children are not
-    /// recorded). A child that shares its parent's address space (vfork,
-    /// `CLONE_VM`) is not reset: that would clear its parent's bits; it
-    /// is set up at its exec, or first seen at a boundary.
+    /// recorded). A child that shares its creator's address space (vfork,
+    /// `CLONE_VM`: [`Born::own_memory`]) is not reset: that would clear
+    /// its creator's bits; it is set up at its exec, or first seen at a
+    /// boundary.
     fn set_up_born(&mut self, b: Born) -> Result<()> {
         let wanted = match self.config.target {
             Target::Command(_) => true,
             Target::Pids(_) => b.exec && self.seen.contains(&b.pid),
             _ => false,
         };
-        if !wanted || !(b.exec || self.own_address_space(b.pid)) {
+        if !wanted || !b.own_memory {
             return Ok(());
         }
         self.probe.reset(&[b.pid])?;
@@ -241,15 +242,6 @@ impl Recorder<'_> {
             self.early.insert(b.pid, command);
         }
         Ok(())
-    }
-
-    /// Whether the new process `pid` has an address space of its own, not
-    /// its parent's (a vfork child until its exec, a `CLONE_VM` child).
-    fn own_address_space(&mut self, pid: u32) -> bool {
-        let Ok(stat) = ProcDir::at(&self.root.proc, pid).stat(&mut self.buf) else {
-            return false;
-        };
-        pagescope_sys::kcmp::same_vm(stat.ppid, pid).is_ok_and(|same| !same)
     }
 
     /// After a failure, ends the launched command (if it still runs) and
