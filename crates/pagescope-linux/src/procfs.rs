@@ -41,20 +41,46 @@ pub fn live_root() -> PathBuf {
 
 /// `root` and its descendants, from every process's parent in `/proc`.
 pub fn descendants(proc_root: &Path, root: u32) -> Vec<u32> {
+    let mut out = vec![root];
+    out.extend(
+        descendants_where(proc_root, &[root], |_, _| true)
+            .into_iter()
+            .map(|d| d.0),
+    );
+    out
+}
+
+/// The descendants of `roots` (not `roots` themselves), each with its
+/// start time (`/proc/PID/stat`, clock ticks after boot), from every
+/// process's parent in `/proc`: a process for which `keep(pid, start)`
+/// says no is left out, and so is every process below it.
+pub fn descendants_where(
+    proc_root: &Path,
+    roots: &[u32],
+    mut keep: impl FnMut(u32, u64) -> bool,
+) -> Vec<(u32, u64)> {
     let mut buf = Vec::new();
-    let parents: Vec<(u32, u32)> = list_pids(proc_root)
+    let procs: Vec<(u32, u32, u64)> = list_pids(proc_root)
         .unwrap_or_default()
         .into_iter()
         .filter_map(|pid| {
             let stat = ProcDir::open(proc_root, pid).ok()?.stat(&mut buf).ok()?;
-            Some((pid, stat.ppid))
+            Some((pid, stat.ppid, stat.start_time))
         })
         .collect();
-    let mut out = vec![root];
+    let mut parents: Vec<u32> = roots.to_vec();
+    let mut visited: std::collections::HashSet<u32> = roots.iter().copied().collect();
+    let mut out = Vec::new();
     let mut i = 0;
-    while i < out.len() {
-        let p = out[i];
-        out.extend(parents.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+    while i < parents.len() {
+        let p = parents[i];
+        for &(c, _, start) in procs.iter().filter(|(_, pp, _)| *pp == p) {
+            if !visited.contains(&c) && keep(c, start) {
+                visited.insert(c);
+                parents.push(c);
+                out.push((c, start));
+            }
+        }
         i += 1;
     }
     out

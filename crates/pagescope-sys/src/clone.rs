@@ -282,6 +282,40 @@ pub fn fork_exec_stopped(path: &CStr, argv: &[CString]) -> io::Result<i32> {
     }
 }
 
+/// Starts a process that shares this process's memory and parent
+/// (`clone` with `CLONE_VM` and `CLONE_PARENT`, on a stack of its own)
+/// and ends at once (exit status 0): its parent in `/proc` is this
+/// process's parent, which reaps it, and its address space is this
+/// process's. Returns its pid. For tests of tools that must tell such a
+/// process from one of its own memory.
+pub fn clone_vm_sibling() -> io::Result<i32> {
+    const STACK: usize = 64 << 10;
+    extern "C" fn ends_at_once(_: *mut libc::c_void) -> libc::c_int {
+        0
+    }
+    // The child's stack, never freed: this process can't tell when the
+    // child (not its own) is done with it.
+    let stack: &'static mut [u128] = Vec::leak(vec![0u128; STACK / 16]);
+    // SAFETY: clone(2) through the C library's wrapper, which switches
+    // the child to `stack` (its top, 16-byte aligned, the stack growing
+    // down) and calls `ends_at_once`, which touches no memory and
+    // returns, after which the wrapper ends the child with exit(2). The
+    // stack stays valid for the life of the process.
+    let pid = unsafe {
+        let top = stack.as_mut_ptr().add(stack.len()).cast::<libc::c_void>();
+        libc::clone(
+            ends_at_once,
+            top,
+            libc::CLONE_VM | libc::CLONE_PARENT | libc::SIGCHLD,
+            std::ptr::null_mut(),
+        )
+    };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(pid)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -597,6 +597,51 @@ fn usage_errors_exit_2_and_absent_pids_1() {
     }
 }
 
+/// A pid that a recording lacks is a failed job, 1, for every view of a
+/// recording that takes `--pid`, as it is for a trace (tests/trace.rs)
+/// and a snapshot: the message names the recording's processes, and
+/// nothing is printed. A pid it holds is fine.
+#[test]
+fn a_pid_that_a_recording_lacks_is_an_error() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let rec = temp_path(dir.path(), "absent.rec");
+    let mut sleep = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = sleep.id().to_string();
+    let out = run(
+        &[],
+        &[
+            "record",
+            "-q",
+            "--backend",
+            "refs",
+            "--interval",
+            "100ms",
+            "--duration",
+            "300ms",
+            "--pid",
+            &pid,
+            "-o",
+            &rec,
+        ],
+    );
+    let _ = sleep.kill();
+    let _ = sleep.wait();
+    assert!(out.status.success(), "{out:?}");
+    for view in ["temporal", "spatial", "heatmap", "processes"] {
+        let out = run(&[], &["analyze", &rec, view, "--pid", "1"]);
+        let msg = failed_with(&out, 1);
+        assert_eq!(
+            msg,
+            format!("error: pid 1 is not in {rec} (its processes: {pid})"),
+            "{view}"
+        );
+        assert!(out.stdout.is_empty(), "{view}: {out:?}");
+        let present = run_ok(&["analyze", &rec, view, "--pid", &pid, "-f", "json"]);
+        assert!(!String::from_utf8_lossy(&present.stdout).contains("not in"));
+    }
+}
+
 /// A snapshot is private (0600, even under umask 000: it holds page frame
 /// numbers and every command line), and a symlink planted at `-o` is
 /// replaced, its target untouched.

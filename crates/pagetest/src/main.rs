@@ -29,7 +29,9 @@
 //! `{"event":"leader-exits","tid":T}` first, T the thread that holds):
 //! the process runs on with a zombie leader. Each SIGUSR1 then hands the
 //! holding over to a new thread, and the one that held ends
-//! (`{"event":"relay","tid":T}`, T the new holder).
+//! (`{"event":"relay","tid":T}`, T the new holder). With
+//! `--clone-sibling`, after each iteration it starts a process of its
+//! memory under its parent (`{"event":"sibling","pid":P}`).
 
 #![forbid(unsafe_code)]
 
@@ -157,6 +159,12 @@ struct Args {
     /// went is the kernel's to tell (smaps `Swap`, pagemap bit 62).
     #[arg(long, value_name = "AMOUNT", value_parser = parse_amount)]
     pageout: Option<Amount>,
+    /// After each iteration, start a process that shares this one's
+    /// memory and parent (`clone` with `CLONE_VM` and `CLONE_PARENT`) and
+    /// ends at once, and say so (`{"event":"sibling","pid":P}`): its
+    /// parent in `/proc` is pagetest's parent, which reaps it.
+    #[arg(long)]
+    clone_sibling: bool,
     /// Ask for transparent huge pages (`madvise(MADV_HUGEPAGE)`) on the
     /// anonymous buffer before touching it (whether the kernel gives
     /// them is its to tell: smaps `AnonHugePages`).
@@ -357,6 +365,10 @@ fn after_ready(args: &Args, buf: &Buffer, len: usize, page: usize) -> Result<()>
         checksum = checksum.wrapping_add(touch(buf, len, page, args.op, i + 2));
         let t1 = now_ns();
         emit(json!({"event": "iteration", "index": i, "start_ns": t0, "end_ns": t1}))?;
+        if args.clone_sibling {
+            let pid = pagescope_sys::clone::clone_vm_sibling().context("clone(CLONE_VM)")?;
+            emit(json!({"event": "sibling", "pid": pid}))?;
+        }
         if let (0, Some(amount)) = (i, args.pageout) {
             pageout(buf, page, amount.of(len / page))?;
         }

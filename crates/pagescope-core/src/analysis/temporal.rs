@@ -11,7 +11,7 @@ use crate::record::{
     WriteSource,
 };
 use crate::{Error, Result};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A recording, read whole: intervals are small (one row per referenced
 /// block), so even a long recording fits.
@@ -181,6 +181,18 @@ impl Recording {
     /// The header; a file without one never gets this far.
     pub fn header(&self) -> &RecordHeader {
         self.header.as_ref().expect("read_record checks the header")
+    }
+
+    /// The processes the recording holds: those it names, and those with
+    /// rows it never named (a process the fault backend read only at its
+    /// exit).
+    pub fn pids(&self) -> BTreeSet<u32> {
+        let named = self.processes.iter().map(|p| p.pid);
+        let rows = self.intervals.iter().flat_map(|i| {
+            let pages = i.pages.iter().map(|p| p.pid);
+            i.virt.iter().map(|v| v.pid).chain(pages)
+        });
+        named.chain(rows).collect()
     }
 
     /// Whether the rows are per process (virtual): recordings of

@@ -15,10 +15,13 @@
 //! with [`Freezer::hold_born`], a new process at its first stop, and a
 //! process that exec'd at an interrupt stop after its exec, are held (both
 //! before the image's first instruction) for the recorder to set up
-//! ([`Freezer::take_born`]).
+//! ([`Freezer::take_born`]); a new process is handed over once its
+//! creator's event stop has said whether it shares the creator's memory
+//! (`record::born`).
 //! A recorder that dies detaches them all (the kernel does it), so the
 //! program runs on.
 
+use super::born::{Births, Creation};
 use crate::procfs::ProcDir;
 use pagescope_sys::ptrace;
 use pagescope_sys::wait::{self, waitpid};
@@ -27,6 +30,8 @@ use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+pub use super::born::Born;
 
 /// How long a boundary waits for every thread to stop.
 const FREEZE_WAIT: Duration = Duration::from_millis(250);
@@ -77,6 +82,9 @@ pub struct Freezer {
     /// Processes held before their first instruction since the last
     /// [`Freezer::take_born`], between boundaries.
     born: Vec<Born>,
+    /// New processes whose first stop and creator's stop have not both
+    /// been read (see `record::born`).
+    births: Births,
     /// Whether the recording's write tracking attaches to each process
     /// too (the scan's userfaultfd is put in with ptrace), so that
     /// `--no-freeze` would not get past a refused attach either.
@@ -84,19 +92,6 @@ pub struct Freezer {
     /// Threads that exec'd and were interrupted: their next interrupt
     /// stop comes before the new image's first instruction.
     execs: HashSet<u32>,
-}
-
-/// A process held between boundaries before the first instruction of
-/// its image ([`Freezer::take_born`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Born {
-    /// Its pid.
-    pub pid: u32,
-    /// Whether it has just exec'd (a new address space of its own);
-    /// otherwise it is a new process at its first stop, with its
-    /// parent's memory (a copy, or the same address space for a vfork
-    /// child or a `CLONE_VM` one).
-    pub exec: bool,
 }
 
 /// One wait status: the thread, and what it reports (signals as raw
@@ -196,6 +191,7 @@ impl Freezer {
             exiting: Vec::new(),
             born_held: false,
             born: Vec::new(),
+            births: Births::default(),
             writes_need_ptrace: false,
             execs: HashSet::new(),
         }
@@ -331,6 +327,7 @@ impl Freezer {
         if let Some(e) = exit_of(st) {
             self.threads.remove(&e.pid);
             self.execs.remove(&e.pid);
+            self.births.forget(e.pid);
             return Some(e);
         }
         let tid = st.tid;
@@ -367,8 +364,23 @@ impl Freezer {
                 && (self.execs.contains(&tid) || self.is_new_process(tid)) =>
             {
                 let exec = self.execs.remove(&tid);
+                let born = match (exec, freezing) {
+                    (true, _) => Some(Born {
+                        pid: tid,
+                        exec,
+                        own_memory: true,
+                    }),
+                    // Held until its creator's stop says what it is.
+                    (false, false) => self.births.first_stop(tid),
+                    // At a boundary, it is set up as a process first
+                    // seen there.
+                    (false, true) => {
+                        self.births.forget(tid);
+                        None
+                    }
+                };
                 if !freezing {
-                    self.born.push(Born { pid: tid, exec });
+                    self.born.extend(born);
                 }
                 self.threads.insert(tid, State::Stopped(Resume::Cont(0)));
                 return None;
@@ -381,8 +393,23 @@ impl Freezer {
                 self.threads.insert(tid, State::Stopped(Resume::Cont(0)));
                 return None;
             }
+            wait::Status::Event {
+                event: event @ (ptrace::event::FORK | ptrace::event::VFORK | ptrace::event::CLONE),
+                ..
+            } => {
+                if self.born_held {
+                    self.note_creation(tid, event == ptrace::event::VFORK, freezing);
+                }
+                Resume::Cont(0)
+            }
             st if st.is_group_stop() => Resume::Listen,
-            wait::Status::Event { .. } | wait::Status::Syscall => Resume::Cont(0),
+            wait::Status::Event { .. } | wait::Status::Syscall => {
+                // A new thread's first stop.
+                if !self.threads.contains_key(&tid) {
+                    self.births.forget(tid);
+                }
+                Resume::Cont(0)
+            }
             // Not stopped.
             _ => return None,
         };
@@ -393,6 +420,25 @@ impl Freezer {
         };
         self.threads.insert(tid, s);
         None
+    }
+
+    /// Notes, at `creator`'s event stop (`PTRACE_EVENT_FORK`, `VFORK` or
+    /// `CLONE`), the task it made, and whether that task shares its
+    /// memory (asked now, while the creator is held): see `record::born`.
+    /// A new process already held at its first stop is handed over
+    /// ([`Freezer::take_born`]), unless a boundary is being made.
+    fn note_creation(&mut self, creator: u32, vfork: bool, freezing: bool) {
+        let Ok(new) = ptrace::event_message(creator) else {
+            return;
+        };
+        let new = new as u32;
+        let same_vm = pagescope_sys::kcmp::same_vm(creator, new);
+        let creation = Creation::new(creator, vfork, same_vm);
+        let known = self.threads.contains_key(&new);
+        let born = self.births.made(new, creation, known);
+        if !freezing {
+            self.born.extend(born);
+        }
     }
 
     /// Stops every thread; returns the exits seen meanwhile.
@@ -427,6 +473,8 @@ impl Freezer {
     pub fn thaw(&mut self) {
         self.exiting.clear();
         self.born.clear();
+        let threads = &self.threads;
+        self.births.thaw(|t| threads.contains_key(&t));
         let stopped: Vec<(u32, Resume)> = self
             .threads
             .iter()

@@ -10,8 +10,9 @@
 //! The modules, each using only those listed before it (no cycle):
 //!
 //! 1. `process` (a process's `clear_refs`, a process that is gone),
-//!    `probe` (the traits backends implement), [`freeze`] (stopping the
-//!    targets at a boundary), `machine` (`/proc/meminfo`);
+//!    `probe` (the traits backends implement), `born` (a new process's
+//!    two stops paired), [`freeze`] (stopping the targets at a boundary),
+//!    `machine` (`/proc/meminfo`);
 //! 2. `soft_dirty` (soft-dirty bits), `pages` (a process's resident pages
 //!    and the tallies that make an interval's rows);
 //! 3. `writes` (written pages: soft-dirty bits, or `PAGEMAP_SCAN` in
@@ -29,6 +30,7 @@
 //! from `PAGEMAP_SCAN`).
 
 mod backend;
+mod born;
 mod choose;
 mod config;
 pub mod freeze;

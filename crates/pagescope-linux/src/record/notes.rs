@@ -38,21 +38,27 @@ pub(super) fn header_notes(
         ));
     }
     let command = matches!(config.target, Target::Command(_));
-    // Processes of the command set up where they start (at their fork
-    // stop, and after each exec), before their first instruction.
-    let born = frozen && command && probe.resets_alone();
-    if probe.backend() != Backend::Fault && command {
+    // Processes of the command, or forked by those of --pid, set up where
+    // they start (at their fork stop, and after each exec), before their
+    // first instruction.
+    let born = frozen && per_process && probe.resets_alone();
+    let children = if command {
+        "a process of the command"
+    } else {
+        "a process forked since the attach (by one named by --pid, or by such a process)"
+    };
+    if probe.backend() != Backend::Fault && per_process {
         notes.push(if born && probe.collects_at_exit() {
             format!(
-                "the {} backend reads each process at the boundaries; a process of the command \
-                 is reset where it starts (at its fork, and after each exec, before its first \
+                "the {} backend reads each process at the boundaries; {children} is reset \
+                 where it starts (at its fork, and after each exec, before its first \
                  instruction) and read on its way out when it exits by itself, so a process \
                  that starts and exits between two boundaries (a short-lived child) is counted \
                  too. Not counted: the references a process killed by a signal made after the \
                  last boundary, and those a process made since the last boundary before an \
                  exec (its address space goes with the exec); a vfork child's, until its exec, \
                  count as its parent's (they share one address space)",
-                probe.backend().name()
+                probe.backend().name(),
             )
         } else if frozen && probe.collects_at_exit() {
             format!(
@@ -88,7 +94,7 @@ pub(super) fn header_notes(
                 "written pages come from PAGEMAP_SCAN: each recorded process was given a \
              userfaultfd in asynchronous write-protect mode where it started, before its \
              first instruction (at its fork, and again after each exec; the launched command \
-             at its exec), and its first write to a page in each interval takes a fault the \
+             at its exec, a process named by --pid at the attach), and its first write to a page in each interval takes a fault the \
              kernel resolves; not counted, so written_pages is short there: writes to mapped \
              files, a vfork child's writes before its exec (to its parent's memory, which \
              are its parent's), and writes to mappings made and unmapped between two \
@@ -99,7 +105,8 @@ pub(super) fn header_notes(
              seen (its first write to a page in each interval takes a fault the kernel \
              resolves); not counted, so written_pages is short there: writes to mapped \
              files, a process's writes before that boundary (the interval in which a \
-             process of the command started or exec'd; the launched command itself is \
+             process of the command, or one forked by a process of --pid, started or \
+             exec'd; the launched command itself is \
              held at its exec until then), and writes to mappings made and \
              unmapped between two boundaries (short-lived heap arenas and large malloc \
              blocks)"

@@ -59,6 +59,11 @@ struct Recorder<'a> {
     probe_launched: bool,
     exit_code: Option<i32>,
     seen: HashSet<u32>,
+    /// With `--pid`: the processes below those named when the recording
+    /// began (pid and start time), listed at the first boundary. They are
+    /// not recorded, nor what they fork; what the named processes fork
+    /// from then on is ([`Recorder::targets`]).
+    before: Option<HashSet<(u32, u64)>>,
     /// The processes first set up between boundaries, where they started
     /// ([`Recorder::set_up_born`]), since the last boundary, with their
     /// command lines then: each has rows in the interval that ends.
@@ -84,7 +89,24 @@ impl Recorder<'_> {
     fn targets(&mut self) -> Result<Vec<u32>> {
         let alive = |p: &u32| crate::procfs::ProcDir::at(&self.root.proc, *p).exists();
         let mut pids = match &self.config.target {
-            Target::Pids(p) => p.iter().copied().filter(alive).collect(),
+            Target::Pids(p) => {
+                let mut pids: Vec<u32> = p.iter().copied().filter(alive).collect();
+                let proc = &self.root.proc;
+                let before = self.before.get_or_insert_with(|| {
+                    procfs::descendants_where(proc, &pids, |_, _| true)
+                        .into_iter()
+                        .collect()
+                });
+                let forked = procfs::descendants_where(proc, &pids, |pid, start| {
+                    !before.contains(&(pid, start))
+                });
+                for (pid, _) in forked {
+                    if !pids.contains(&pid) {
+                        pids.push(pid);
+                    }
+                }
+                pids
+            }
             // A cgroup removed (its service stopped) has no processes.
             Target::Cgroup(dir) => match cgroup_pids(dir) {
                 Err(e) if e.is_gone() => Vec::new(),
@@ -216,18 +238,15 @@ impl Recorder<'_> {
     /// [`Freezer::hold_born`]) as a process first seen at a boundary is:
     /// reset, so that what it references from its first instruction on
     /// counts in the interval that runs, and nothing before. A process of
-    /// the launched command is set up at its fork and after each exec; a
-    /// process named by `--pid` after each exec (its children are not
-    /// recorded). A child that shares its parent's address space (vfork,
-    /// `CLONE_VM`) is not reset: that would clear its parent's bits; it
-    /// is set up at its exec, or first seen at a boundary.
+    /// the launched command, or named by `--pid`, or forked by one of
+    /// them after the recording began, is set up at its fork and after
+    /// each exec (the freezer holds no other). A child that shares its
+    /// creator's address space (vfork, `CLONE_VM`: [`Born::own_memory`])
+    /// is not reset: that would clear its creator's bits; it is set up at
+    /// its exec, or first seen at a boundary.
     fn set_up_born(&mut self, b: Born) -> Result<()> {
-        let wanted = match self.config.target {
-            Target::Command(_) => true,
-            Target::Pids(_) => b.exec && self.seen.contains(&b.pid),
-            _ => false,
-        };
-        if !wanted || !(b.exec || self.own_address_space(b.pid)) {
+        let wanted = matches!(self.config.target, Target::Command(_) | Target::Pids(_));
+        if !wanted || !b.own_memory {
             return Ok(());
         }
         self.probe.reset(&[b.pid])?;
@@ -241,15 +260,6 @@ impl Recorder<'_> {
             self.early.insert(b.pid, command);
         }
         Ok(())
-    }
-
-    /// Whether the new process `pid` has an address space of its own, not
-    /// its parent's (a vfork child until its exec, a `CLONE_VM` child).
-    fn own_address_space(&mut self, pid: u32) -> bool {
-        let Ok(stat) = ProcDir::at(&self.root.proc, pid).stat(&mut self.buf) else {
-            return false;
-        };
-        pagescope_sys::kcmp::same_vm(stat.ppid, pid).is_ok_and(|same| !same)
     }
 
     /// After a failure, ends the launched command (if it still runs) and
@@ -442,6 +452,7 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         probe_launched: false,
         exit_code: None,
         seen: HashSet::new(),
+        before: None,
         early: HashMap::new(),
         commands: HashMap::new(),
         denied: BTreeSet::new(),

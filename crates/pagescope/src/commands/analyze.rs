@@ -10,6 +10,7 @@ use pagescope_core::analysis::refs::{RefStats, TraceMaps};
 use pagescope_core::analysis::temporal::{Recording, Select};
 use pagescope_core::format::{read_record, read_trace, Kind, TraceVisitor};
 use pagescope_render::{record_views, views, Report};
+use std::collections::BTreeSet;
 use std::io::{BufReader, Read};
 use std::path::Path;
 
@@ -94,6 +95,7 @@ fn recorded_mrc(args: &AnalyzeArgs, input: impl Read, name: &Path) -> Result<()>
         .pid
         .map_or_else(RecordedMrc::new, RecordedMrc::of_process);
     read_record(input, name, &mut m).context(BadInput)?;
+    check_pid_in(args.pid, m.pids(), &args.file)?;
     let against = match &args.against {
         Some(path) => {
             let mut exact = Mrc::new().lru_only();
@@ -113,6 +115,7 @@ fn recording(args: &AnalyzeArgs) -> Result<Report> {
     let mut r = Recording::default();
     let (input, name) = open_input(&args.file)?;
     read_record(input, &name, &mut r).context(BadInput)?;
+    check_pid_in(args.pid, &r.pids(), &args.file)?;
     let sel = Select {
         range: args.range,
         pid: args.pid,
@@ -142,10 +145,20 @@ fn recording(args: &AnalyzeArgs) -> Result<Report> {
 /// is for `report` and `diff` of a snapshot: the message names the
 /// processes the trace has.
 fn check_pid_traced(maps: &TraceMaps, file: &Path) -> Result<()> {
-    let Some(pid) = maps.selected_but_absent() else {
+    match maps.selected_but_absent() {
+        Some(pid) => check_pid_in(Some(pid), &maps.pids, file),
+        None => Ok(()),
+    }
+}
+
+/// With `--pid`, a pid that the trace or recording `file` does not hold
+/// (`pids`) is an error, as it is for `report` and `diff` of a snapshot:
+/// the message names the processes it has.
+fn check_pid_in(pid: Option<u32>, pids: &BTreeSet<u32>, file: &Path) -> Result<()> {
+    let Some(pid) = pid.filter(|p| !pids.contains(p)) else {
         return Ok(());
     };
-    let known: Vec<String> = maps.pids.iter().map(u32::to_string).collect();
+    let known: Vec<String> = pids.iter().map(u32::to_string).collect();
     anyhow::bail!(
         "pid {pid} is not in {} (its processes: {})",
         input_name(file).display(),

@@ -19,9 +19,10 @@
 
 use super::{lru_threshold, sizes, StackDistance};
 use crate::format::RecordVisitor;
-use crate::record::{Granularity, Interval, RecordEnd, RecordHeader};
+use crate::record::{Granularity, Interval, ProcessInfo, RecordEnd, RecordHeader};
 use crate::{Error, Result};
 use rustc_hash::FxHashMap;
+use std::collections::BTreeSet;
 
 /// The error of the estimate measured on the calibration workloads of
 /// `ONLY=recorded bench/mrc.sh` (recordings by the `fault` backend at
@@ -54,6 +55,8 @@ pub struct RecordedMrc {
     /// The end record, absent when the recorder was killed.
     pub end: Option<RecordEnd>,
     pid: Option<u32>,
+    /// The processes the recording holds (named, or with pages).
+    pids: BTreeSet<u32>,
     ids: FxHashMap<(u32, u64), u32>,
     stack: StackDistance,
     intervals: u64,
@@ -76,6 +79,12 @@ impl RecordedMrc {
             pid: Some(pid),
             ..RecordedMrc::default()
         }
+    }
+
+    /// The processes the recording holds: those it names, and those
+    /// with pages it never named.
+    pub fn pids(&self) -> &BTreeSet<u32> {
+        &self.pids
     }
 
     /// References counted: one per page per interval that referenced it.
@@ -203,6 +212,11 @@ impl RecordVisitor for RecordedMrc {
         Ok(())
     }
 
+    fn process(&mut self, p: &ProcessInfo) -> Result<()> {
+        self.pids.insert(p.pid);
+        Ok(())
+    }
+
     fn interval(&mut self, i: &Interval) -> Result<()> {
         self.intervals += 1;
         let nominal = self.header.as_ref().map_or(0, |h| h.interval_ns);
@@ -210,6 +224,7 @@ impl RecordVisitor for RecordedMrc {
             self.long += 1;
         }
         self.page_ids.clear();
+        self.pids.extend(i.pages.iter().map(|p| p.pid));
         for p in &i.pages {
             if self.pid.is_some_and(|want| want != p.pid) {
                 continue;
