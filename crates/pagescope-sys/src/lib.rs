@@ -13,6 +13,7 @@ pub mod clone;
 pub mod cpuclock;
 pub mod damon;
 pub mod kcmp;
+pub mod madvise;
 pub mod mem;
 pub mod pagemap_scan;
 pub mod poll;

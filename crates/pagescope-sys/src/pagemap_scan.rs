@@ -21,6 +21,9 @@ pub const WP_MATCHING: u64 = linux_raw_sys::general::PM_SCAN_WP_MATCHING as u64;
 pub const PAGE_IS_WRITTEN: u64 = linux_raw_sys::general::PAGE_IS_WRITTEN as u64;
 /// `PAGE_IS_PRESENT`: the category of pages in RAM.
 pub const PAGE_IS_PRESENT: u64 = linux_raw_sys::general::PAGE_IS_PRESENT as u64;
+/// `PAGE_IS_HUGE`: the category of pages mapped by a huge page-table
+/// entry (a PMD-mapped transparent huge page, or hugetlb).
+pub const PAGE_IS_HUGE: u64 = linux_raw_sys::general::PAGE_IS_HUGE as u64;
 /// `PAGE_IS_SWAPPED`: the category of swap entries (and of the other
 /// non-present entries the kernel keeps in a page table: migration,
 /// poison and guard markers).

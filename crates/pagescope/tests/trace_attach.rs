@@ -392,3 +392,59 @@ print(res)
         );
     }
 }
+
+/// An attached program's transparent huge pages, which moving its pages
+/// out and back splits, are made again when it is let go: after Ctrl-C
+/// of the trace its smaps_rollup counts as many `AnonHugePages` as an
+/// untraced run of the same program does (before: 0), and it runs on to
+/// the same result.
+#[test]
+fn an_attached_programs_huge_pages_are_made_again_when_it_is_let_go() {
+    require_trace!();
+    let _serial = serial();
+    let pagetest = pagetest_bin();
+    let argv = [
+        pagetest.to_str().unwrap(),
+        "--size",
+        "64M",
+        "--thp",
+        "--prefault",
+        "--wait-stdin",
+        "--op",
+        "read",
+        "--iterations",
+        "1",
+    ];
+    let huge_kb = |pid: u32| smaps_rollup(pid).get("AnonHugePages").copied().unwrap_or(0);
+    // What the kernel gives this program untraced.
+    let untraced = Pagetest::start(&[], &argv[1..], "ready");
+    let want = huge_kb(untraced.pid());
+    drop(untraced);
+    if want == 0 {
+        let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+            .unwrap_or_default();
+        skip!(
+            "thp",
+            format!(
+                "the kernel gave pagetest --thp no huge page (enabled: {})",
+                mode.trim()
+            )
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let trace = temp_path(dir.path(), "t.trace");
+    let mut a = Attached::start(&argv, "auto", "2M", &trace);
+    let pid = a.prog.id();
+    assert_eq!(huge_kb(pid), 0, "traced, its pages are away");
+    let int = rustix::process::Signal::INT;
+    rustix::process::kill_process(rustix::process::Pid::from_child(&a.tracer), int).unwrap();
+    assert_eq!(a.tracer.wait().unwrap().code(), Some(130));
+    assert_eq!(huge_kb(pid), want, "let go");
+    a.go();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut a.out, &mut rest).unwrap();
+    assert!(a.prog.wait().unwrap().success());
+    let done: Value = serde_json::from_str(rest.lines().last().unwrap()).unwrap();
+    let ready: Value = serde_json::from_str(&a.first).unwrap();
+    assert_eq!(done["checksum"], ready["pages"], "{rest}");
+}

@@ -110,6 +110,11 @@ fn release_space(space: &mut Space) -> Result<Option<Leftover>> {
     // Through the mover's pid: the program's names another address space
     // once it has exec'd, and none once it has exited.
     let unregistered = unregister_all(&mm.proc, &mm.uffd, mm.mem_pid())?;
+    // Its pages back and no longer trapped: the transparent huge pages
+    // it had at the attach are made again.
+    if unregistered {
+        crate::trace::thp::collapse(mm.pid, &std::mem::take(&mut space.thp));
+    }
     // What stays in the program (see [`Leftover`]); its descriptor only
     // if the number still names the trace's (the program may have closed
     // it, and reused the number).

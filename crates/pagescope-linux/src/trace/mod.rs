@@ -12,8 +12,8 @@
 //! - `remote`, `ptrace`, `holder`, `uffd`: another process's memory;
 //!   ptrace (spawning, attaching, injection, parking, the mover); the
 //!   process that keeps pagescope's descriptors alive; userfaultfd.
-//! - `mm`, `leftover`: one address space's store and the moves of its
-//!   pages; what a set-up leaves in a program.
+//! - `mm`, `leftover`, `thp`: one address space's store and the moves of
+//!   its pages; what a set-up leaves in a program; the huge pages it had.
 //! - `probe`, `descriptors`: the kernel's features; descriptors made in,
 //!   taken from or unregistered in the program.
 //! - `release`: `--release`, putting back what a dead pagescope left.
@@ -49,6 +49,7 @@ mod serve;
 mod session;
 mod sink;
 mod state;
+mod thp;
 mod uffd;
 
 pub use counts::Counts;

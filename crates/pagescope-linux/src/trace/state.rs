@@ -54,6 +54,9 @@ pub(super) struct Space {
     /// Ranges registered by the ptrace thread whose resident pages the
     /// fault thread must move out, and whether each is shared memory.
     pub(super) pending_empty: Vec<(u64, u64, bool)>,
+    /// The ranges mapped by transparent huge pages when pagescope
+    /// attached, collapsed again when the program is let go (`thp`).
+    pub(super) thp: Vec<(u64, u64)>,
     /// Set by the fault thread when the mover is attached and the pending
     /// ranges are empty; the ptrace thread waits for it before letting the
     /// program run.

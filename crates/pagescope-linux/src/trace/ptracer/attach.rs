@@ -181,6 +181,7 @@ impl Ptracer {
             maps: BTreeMap::new(),
             heap: None,
             pending_empty: Vec::new(),
+            thp: Vec::new(),
             ready: Arc::new(AtomicBool::new(false)),
         };
         let lines = maps_of(&self.proc, tgid)?;
@@ -223,6 +224,14 @@ impl Ptracer {
         // Pages already there would never fault: the fault thread moves
         // them all out before the program runs on, so the first touch of
         // each is seen.
+        // Moved out and back, its transparent huge pages would be split
+        // for good: which there are, to collapse them again at the end.
+        let private: Vec<(u64, u64)> = to_empty
+            .iter()
+            .filter(|r| !r.2)
+            .map(|&(s, e, _)| (s, e))
+            .collect();
+        space.thp = crate::trace::thp::huge_ranges(&space.mm.proc, tgid, &private);
         space.pending_empty = to_empty;
         let ready = space.ready.clone();
         st.spaces.insert(key, space);

@@ -86,6 +86,7 @@ impl Ptracer {
                             maps: p.maps,
                             heap: p.heap,
                             pending_empty: Vec::new(),
+                            thp: Vec::new(),
                             ready: Arc::new(AtomicBool::new(true)),
                         },
                     );
