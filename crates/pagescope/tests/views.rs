@@ -1149,6 +1149,19 @@ fn physmap_agrees_with_the_kernels_counters() {
     let out = run(&[], &["report", "physmap", "-i", &plain]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--physmap"));
+    // One cut short before its map (the first frame of type 5) says so,
+    // rather than that it was taken without the map.
+    let bytes = std::fs::read(&snap).unwrap();
+    let mut at = 16;
+    while u16::from_le_bytes([bytes[at], bytes[at + 1]]) != 5 {
+        at += 16 + u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap()) as usize;
+    }
+    let cut = temp_path(dir.path(), "cut.snap");
+    std::fs::write(&cut, &bytes[..at]).unwrap();
+    let out = run(&[], &["report", "physmap", "-i", &cut]);
+    assert_eq!(out.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("cut short before its map"), "{said}");
     // The picture renders.
     let svg = run_ok(&["report", "physmap", "-i", &snap, "-f", "svg"]);
     roxmltree::Document::parse(std::str::from_utf8(&svg.stdout).unwrap()).unwrap();

@@ -56,6 +56,13 @@ pub fn run(args: ReportArgs) -> Result<()> {
         let cut = cut?;
         if a.frames == 0 {
             match &args.input {
+                // The map is the last part of a snapshot: a file cut short
+                // may have lost it.
+                Some(path) if cut.is_some() => anyhow::bail!(
+                    "{} has no physical map: it was cut short before its map (the map comes \
+                     last, after the processes), or taken without `--physmap`",
+                    input_name(path).display()
+                ),
                 Some(path) => anyhow::bail!(
                     "{} has no physical map: take the snapshot with `pagescope snapshot --physmap`",
                     input_name(path).display()
