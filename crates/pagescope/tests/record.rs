@@ -2570,3 +2570,36 @@ fn a_process_whose_main_thread_exited_is_recorded() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// A process of the command whose parent exits while it runs (a shell's
+/// `(cmd &)`: moved to init, out of the tree below the command) is
+/// recorded for as long as it lives: its four passes over 4096 pages,
+/// referenced and written. Before, it left the recording with its parent.
+#[test]
+fn a_process_of_the_command_whose_parent_exits_is_still_recorded() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = temp_path(dir.path(), "orphan.rec");
+    let script = format!(
+        "({} --size 16M --iterations 4 --sleep 300ms --delay 300ms > /dev/null &); sleep 2.5",
+        pagetest_bin().display()
+    );
+    let mut args = record_args(&["--interval", "100ms"], &out);
+    args.extend(["--", "sh", "-c", &script]);
+    run_ok(&args);
+    let report = analyze_json(&out, "processes", &[]);
+    let row = rows(&report, "processes")
+        .into_iter()
+        .find(|p| {
+            p["command"]
+                .as_str()
+                .is_some_and(|c| c.contains("--iterations 4"))
+        })
+        .unwrap_or_else(|| panic!("no pagetest: {report}"));
+    let pages = 4 * 4096;
+    let user = row["user_pages"].as_u64().unwrap();
+    let written = row["written_pages"].as_u64().unwrap();
+    // Its buffer's passes, and a little of its other mappings.
+    assert!(user >= pages && user < pages * 11 / 10, "{row}");
+    assert_close("written", written as f64, pages as f64, 2.0);
+}

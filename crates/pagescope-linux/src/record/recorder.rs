@@ -68,6 +68,11 @@ struct Recorder<'a> {
     /// ([`Recorder::set_up_born`]), since the last boundary, with their
     /// command lines then: each has rows in the interval that ends.
     early: HashMap<u32, Vec<String>>,
+    /// The processes recorded as the command's or as forked by a `--pid`
+    /// target, with their start times: one whose parent exits (moved to
+    /// init or a subreaper, out of the tree below the command) stays a
+    /// target for as long as it lives ([`Recorder::targets`]).
+    followed: HashMap<u32, u64>,
     /// The command line last recorded for each process named by --pid or
     /// launched (and theirs), read again at each boundary (see
     /// [`Recorder::new_processes`]).
@@ -118,6 +123,14 @@ impl Recorder<'_> {
                 _ => Vec::new(),
             },
         };
+        let following = match self.config.target {
+            Target::Command(_) => self.exit_code.is_none(),
+            Target::Pids(_) => true,
+            Target::System | Target::Cgroup(_) => false,
+        };
+        if following {
+            self.follow(&mut pids);
+        }
         // A process named by --pid that can't be read is an error (the
         // backend says so); one of many is left out, as a snapshot does.
         if matches!(self.config.target, Target::System | Target::Cgroup(_)) {
@@ -125,6 +138,27 @@ impl Recorder<'_> {
             self.leave_observed(&mut pids);
         }
         Ok(pids)
+    }
+
+    /// Adds to `pids` (the tree below the command or the named processes)
+    /// the processes followed before that have left it, their parent
+    /// having exited, and are still alive (the same start time); notes
+    /// the start time of each of `pids` for the next boundaries.
+    fn follow(&mut self, pids: &mut Vec<u32>) {
+        let proc = &self.root.proc;
+        let buf = &mut self.buf;
+        let mut start = |pid: u32| ProcDir::at(proc, pid).stat(buf).ok().map(|s| s.start_time);
+        for &pid in pids.iter() {
+            if let Some(t) = start(pid) {
+                self.followed.insert(pid, t);
+            }
+        }
+        self.followed.retain(|&pid, &mut t| start(pid) == Some(t));
+        for &pid in self.followed.keys() {
+            if !pids.contains(&pid) {
+                pids.push(pid);
+            }
+        }
     }
 
     /// Takes out of `pids` the processes another pagescope observes
@@ -250,6 +284,11 @@ impl Recorder<'_> {
             return Ok(());
         }
         self.probe.reset(&[b.pid])?;
+        // Followed from here, even if its parent exits before the next
+        // boundary lists the tree.
+        if let Ok(s) = ProcDir::at(&self.root.proc, b.pid).stat(&mut self.buf) {
+            self.followed.insert(b.pid, s.start_time);
+        }
         // A forked process is new even where its pid was seen before (a
         // pid used again): its rows start in the interval that runs.
         let new = self.seen.insert(b.pid) || !b.exec;
@@ -454,6 +493,7 @@ pub fn record(config: &RecordConfig, live: &Live) -> Result<RecordOutcome> {
         seen: HashSet::new(),
         before: None,
         early: HashMap::new(),
+        followed: HashMap::new(),
         commands: HashMap::new(),
         denied: BTreeSet::new(),
         observed: BTreeSet::new(),
