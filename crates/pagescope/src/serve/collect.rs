@@ -292,6 +292,7 @@ impl Collector {
         let refs = matches!(self.working_set, WorkingSet::Refs);
         out.working_set_skipped = refs.then_some(0);
         let swap_used = swap_used(&proc);
+        let mut shmem_swap = pagescope_linux::shmem::SwapCache::new();
         let reasons = refresh::plan(&seen, &gone_seen, machine, refs);
         drop(seen);
         // Walk those the plan names; the others keep their figures.
@@ -303,6 +304,7 @@ impl Collector {
             let walk = Walk {
                 refs,
                 swap_used,
+                shmem_swap: &mut shmem_swap,
                 frames,
             };
             match Self::refresh(t, reason, &self.settings, walk, &mut self.buf) {
@@ -398,6 +400,7 @@ impl Collector {
         let Walk {
             refs,
             swap_used,
+            shmem_swap,
             frames,
         } = walk;
         let Some(reason) = reason else {
@@ -436,7 +439,7 @@ impl Collector {
         let mut swap_known = true;
         t.paced = false;
         if let (Some(frames), true) = (frames, paced(t, settings)) {
-            if let Some((p, known)) = t.read_paced(frames, page, swap_used, buf)? {
+            if let Some((p, known)) = t.read_paced(frames, page, swap_used, shmem_swap, buf)? {
                 (r, swap_known) = (Some(p), known);
             }
             t.paced = r.is_some();
@@ -505,6 +508,9 @@ struct Walk<'a> {
     refs: bool,
     /// The machine has pages in swap ([`swap_used`]).
     swap_used: bool,
+    /// The shared memory files' pages in swap counted so far in this
+    /// collection.
+    shmem_swap: &'a mut pagescope_linux::shmem::SwapCache,
     /// The frame files, for a walk of pagemap (`None`: not readable).
     frames: Option<&'a mut Frames>,
 }

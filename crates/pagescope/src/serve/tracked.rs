@@ -292,12 +292,14 @@ impl Tracked {
     /// its swap is known (not where its shared memory's could not be
     /// read: without CAP_SYS_ADMIN for `map_files`, or without
     /// cachestat(2)). `swap_used`: the machine has pages in swap (if not,
-    /// its shared memory has none, and its files are not looked at).
+    /// its shared memory has none, and its files are not looked at);
+    /// `cache`: the counts of files already asked in this collection.
     pub fn read_paced(
         &mut self,
         frames: &mut Frames,
         page_size: u64,
         swap_used: bool,
+        cache: &mut shmem::SwapCache,
         buf: &mut Vec<u8>,
     ) -> Result<Option<(Rollup, bool)>> {
         if self.pagemap.is_none() {
@@ -325,7 +327,7 @@ impl Tracked {
             .enumerate()
             .filter(|(_, v)| swap_used && v.in_memory);
         for (i, v) in maybe {
-            match shmem::mapping_swap(self.mem(), &v.map) {
+            match shmem::mapping_swap(self.mem(), &v.map, cache) {
                 Ok(MappingSwap::NotShmem) => {}
                 Ok(MappingSwap::Pages(n)) => shmem_swap = shmem_swap.map(|s| s + n),
                 Ok(MappingSwap::Holes(f)) => {
