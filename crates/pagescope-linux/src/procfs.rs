@@ -86,6 +86,47 @@ pub fn descendants_where(
     out
 }
 
+/// [`descendants_where`], found from the roots down through each
+/// thread's `task/TID/children` (CONFIG_PROC_CHILDREN), which reads the
+/// processes below the roots alone rather than every process of the
+/// machine: what a recorder holding its targets stopped can afford at
+/// each boundary. Where a root has no `children` file (a kernel without
+/// it), every process's parent is read instead.
+pub fn subtree_where(
+    proc_root: &Path,
+    roots: &[u32],
+    mut keep: impl FnMut(u32, u64) -> bool,
+) -> Vec<(u32, u64)> {
+    let has_children_files = roots.iter().all(|&r| {
+        let path = proc_root.join(format!("{r}/task/{r}/children"));
+        // A root that has exited, or whose main thread has, has none to
+        // read: not a sign of the kernel's.
+        path.exists() || !proc_root.join(r.to_string()).exists() || leader_exited(proc_root, r)
+    });
+    if !has_children_files {
+        return descendants_where(proc_root, roots, keep);
+    }
+    let mut buf = Vec::new();
+    let mut parents: Vec<u32> = roots.to_vec();
+    let mut visited: std::collections::HashSet<u32> = roots.iter().copied().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < parents.len() {
+        for c in ProcDir::at(proc_root, parents[i]).children() {
+            let Ok(stat) = ProcDir::at(proc_root, c).stat(&mut buf) else {
+                continue; // gone
+            };
+            if !visited.contains(&c) && keep(c, stat.start_time) {
+                visited.insert(c);
+                parents.push(c);
+                out.push((c, stat.start_time));
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
 /// Lists the numeric entries of `/proc`: every process (thread group),
 /// in ascending order. Threads live under `/proc/PID/task` and are not
 /// listed, which folds them into their process.
@@ -206,7 +247,7 @@ impl ProcDir {
     }
 
     /// Opens `name` with `flags` (and `O_CLOEXEC`).
-    fn open_with(&self, name: &str, flags: OFlags) -> io::Result<std::fs::File> {
+    pub(crate) fn open_with(&self, name: &str, flags: OFlags) -> io::Result<std::fs::File> {
         let fd = match &self.dir {
             Some(d) => openat(d, name, flags | OFlags::CLOEXEC, Mode::empty()),
             None => openat(

@@ -102,7 +102,7 @@ impl Recorder<'_> {
                         .into_iter()
                         .collect()
                 });
-                let forked = procfs::descendants_where(proc, &pids, |pid, start| {
+                let forked = procfs::subtree_where(proc, &pids, |pid, start| {
                     !before.contains(&(pid, start))
                 });
                 for (pid, _) in forked {
@@ -119,7 +119,13 @@ impl Recorder<'_> {
             },
             Target::System => procfs::list_pids(&self.root.proc)?,
             Target::Command(_) => match self.child {
-                Some(c) if self.exit_code.is_none() => procfs::descendants(&self.root.proc, c),
+                Some(c) if self.exit_code.is_none() => std::iter::once(c)
+                    .chain(
+                        procfs::subtree_where(&self.root.proc, &[c], |_, _| true)
+                            .into_iter()
+                            .map(|d| d.0),
+                    )
+                    .collect(),
                 _ => Vec::new(),
             },
         };
@@ -132,10 +138,25 @@ impl Recorder<'_> {
             self.follow(&mut pids);
         }
         // A process named by --pid that can't be read is an error (the
-        // backend says so); one of many is left out, as a snapshot does.
-        if matches!(self.config.target, Target::System | Target::Cgroup(_)) {
-            pids.retain(|&p| self.readable(p));
-            self.leave_observed(&mut pids);
+        // backend says so); one of many is left out, as a snapshot does,
+        // and so is one the user did not name (forked by one named, or
+        // the command's) that pagescope may not read (a setuid program,
+        // one made not dumpable) or that another pagescope observes.
+        let named: Vec<u32> = match &self.config.target {
+            Target::Pids(p) => p.clone(),
+            Target::Command(_) => self.child.into_iter().collect(),
+            Target::System | Target::Cgroup(_) => Vec::new(),
+        };
+        pids.retain(|&p| named.contains(&p) || self.readable(p));
+        let mut others: Vec<u32> = pids
+            .iter()
+            .copied()
+            .filter(|p| !named.contains(p))
+            .collect();
+        let listed = others.len();
+        self.leave_observed(&mut others);
+        if others.len() != listed {
+            pids.retain(|p| named.contains(p) || others.contains(p));
         }
         Ok(pids)
     }
@@ -293,7 +314,7 @@ impl Recorder<'_> {
         // pid used again): its rows start in the interval that runs.
         let new = self.seen.insert(b.pid) || !b.exec;
         if new || self.early.contains_key(&b.pid) {
-            let command = ProcDir::open(&self.root.proc, b.pid)
+            let command = ProcDir::open_memory(&self.root.proc, b.pid)
                 .and_then(|d| d.cmdline(&mut self.buf))
                 .unwrap_or_default();
             self.early.insert(b.pid, command);
@@ -357,7 +378,7 @@ impl Recorder<'_> {
             if !new && !per_process {
                 continue;
             }
-            let mut command = ProcDir::open(&self.root.proc, pid)
+            let mut command = ProcDir::open_memory(&self.root.proc, pid)
                 .and_then(|d| d.cmdline(&mut self.buf))
                 .unwrap_or_default();
             // The launched command is named by the command it runs when
