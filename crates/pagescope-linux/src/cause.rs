@@ -304,10 +304,30 @@ pub fn denied_note(proc: &Path, pids: &[u32], missing: &str) -> String {
     let facts = pids.first().map(|&p| PtraceFacts::read(proc, p));
     match facts {
         Some(f) if f.cap_sys_ptrace && !f.gone => {
-            let why = format!("for pid {}, {}", f.pid, f.explain());
+            let why = format!("for pid {}, {}", f.pid, f.explain_read());
             pagescope_core::record::denied_note_because(pids, &why, missing)
         }
         _ => pagescope_core::record::denied_note(pids, missing),
+    }
+}
+
+impl PtraceFacts {
+    /// The cause of a refused read of the process's memory (its smaps or
+    /// pagemap: a ptrace read-mode check) where pagescope has
+    /// CAP_SYS_PTRACE, as a sentence: Yama, another tracer or an exited
+    /// main thread refuse an attach, not a read.
+    pub fn explain_read(&self) -> String {
+        let mut why = "the kernel refused although pagescope has CAP_SYS_PTRACE: a security \
+                       module (SELinux, AppArmor, a BPF LSM) or the machine's own policy \
+                       protects it"
+            .to_string();
+        if self.caps_beyond != 0 {
+            why.push_str(&format!(
+                "; it holds capabilities that pagescope lacks ({})",
+                cap_names(self.caps_beyond)
+            ));
+        }
+        why
     }
 }
 

@@ -113,7 +113,7 @@ fn release_space(space: &mut Space) -> Result<Option<Leftover>> {
     // Its pages back and no longer trapped: the transparent huge pages
     // it had at the attach are made again.
     if unregistered {
-        crate::trace::thp::collapse(mm.pid, &std::mem::take(&mut space.thp));
+        crate::trace::thp::collapse(mm.mem_pid(), &std::mem::take(&mut space.thp));
     }
     // What stays in the program (see [`Leftover`]); its descriptor only
     // if the number still names the trace's (the program may have closed
