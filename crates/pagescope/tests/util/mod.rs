@@ -29,6 +29,7 @@ pub mod hugetlb;
 #[macro_use]
 pub mod trace;
 pub mod named;
+pub mod record;
 
 use pagescope_core::analysis::temporal::Recording;
 use pagescope_core::format::{read_record, Completeness};
