@@ -993,12 +993,19 @@ pub fn run_and_check_nothing_left(
     (status, stderr, lines)
 }
 
-/// A zombie: a child of `sleep 30` (a shell's `sleep 0`, which the shell
-/// exec'd away from and so never reaps), and its parent, which the caller
-/// kills. Returns once the child is a zombie.
+/// A zombie: a child that exited at once, of a python3 that sleeps 30 s
+/// and never waits for it, and that parent, which the caller kills.
+/// Returns once the child is a zombie.
 pub fn zombie() -> (std::process::Child, u32) {
-    let mut parent = Command::new("sh")
-        .args(["-c", "sleep 0 & echo $!; exec sleep 30"])
+    // python3 never reaps a child it does not wait for (a shell may reap
+    // its background job before its `exec`, and the zombie is gone).
+    const PARENT: &str = "import os, sys, time\n\
+        pid = os.fork()\n\
+        if pid == 0:\n    os._exit(0)\n\
+        print(pid, flush=True)\n\
+        time.sleep(30)\n";
+    let mut parent = Command::new("python3")
+        .args(["-c", PARENT])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
