@@ -317,13 +317,14 @@ fn run(args: Args) -> Result<()> {
 /// the main thread alone.
 fn leader_exits_first(args: Args, buf: Buffer, len: usize, page: usize) -> Result<()> {
     let (tx, rx) = std::sync::mpsc::channel();
+    let (said_tx, said) = std::sync::mpsc::channel::<()>();
     std::thread::Builder::new()
         .name("pagetest-worker".into())
         .spawn(move || {
             let _ = tx.send(thread_id());
             // The main thread says which thread this is before any line
             // of the rest.
-            std::thread::sleep(Duration::from_millis(10));
+            let _ = said.recv();
             let code = match after_ready(&args, &buf, len, page) {
                 Ok(()) => 0,
                 Err(e) => {
@@ -339,6 +340,7 @@ fn leader_exits_first(args: Args, buf: Buffer, len: usize, page: usize) -> Resul
         .context("the thread that goes on")?
         .context("its id (/proc/thread-self)")?;
     emit(json!({"event": "leader-exits", "tid": tid}))?;
+    let _ = said_tx.send(());
     pagescope_sys::thread::exit_this_thread()
 }
 

@@ -28,17 +28,13 @@ pub enum Detail {
 
 /// Reads the VMAs of `pid` under `proc`.
 pub fn read(proc: &Path, pid: u32, buf: &mut Vec<u8>) -> Detail {
-    let dir = match ProcDir::open(proc, pid) {
+    // A process whose main thread has exited while others run on: its
+    // memory is read through one of those.
+    let dir = match ProcDir::open_memory(proc, pid) {
         Ok(d) => d,
         Err(e) => return Detail::Unread(e.to_string()),
     };
-    // A process whose main thread has exited while others run on: its
-    // memory is read through one of those.
-    let thread = match dir.stat(buf) {
-        Ok(s) if s.state == 'Z' && s.num_threads > 1 => dir.live_thread(buf),
-        _ => None,
-    };
-    match thread.as_ref().unwrap_or(&dir).smaps(buf) {
+    match dir.smaps(buf) {
         Ok(entries) => {
             let mut vmas: Vec<Vma> = entries
                 .into_iter()
